@@ -1,0 +1,146 @@
+"""The words fencecheck uses for SGLang's shared-read fence (../shared/docs/sglang-fence.md).
+
+Every enum here is a closed set; scenario files spell the members by their ``value``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ForwardMode(str, enum.Enum):
+    """SGLang's ``ForwardMode`` members that matter to the fence (sglang-fence.md section 3)."""
+
+    DECODE = "DECODE"
+    TARGET_VERIFY = "TARGET_VERIFY"
+    EXTEND = "EXTEND"
+    MIXED = "MIXED"
+    IDLE = "IDLE"
+    DRAFT_EXTEND = "DRAFT_EXTEND"
+    DRAFT_EXTEND_V2 = "DRAFT_EXTEND_V2"
+    DLLM_EXTEND = "DLLM_EXTEND"
+
+
+class SharedReadEnds(int, enum.Enum):
+    """Where a backend's reads of scheduler-shared state end, ordered by lateness (section 3)."""
+
+    PRE_REPLAY = 1
+    IN_REPLAY = 2
+    POST_REPLAY = 3
+    UNKNOWN = 4
+
+    @staticmethod
+    def max_of(*ends: "SharedReadEnds") -> "SharedReadEnds":
+        """The latest member; a wrapper with one ``UNKNOWN`` child is ``UNKNOWN`` (section 3)."""
+        if not ends:
+            raise ValueError("max_of needs at least one SharedReadEnds")
+        return SharedReadEnds(max(int(e) for e in ends))
+
+    @classmethod
+    def parse(cls, text: str) -> "SharedReadEnds":
+        return cls[text]
+
+
+def base_shared_read_ends(mode: ForwardMode) -> SharedReadEnds:
+    """Base ``AttentionBackend.shared_read_ends``: DECODE/TARGET_VERIFY -> IN_REPLAY, else UNKNOWN (section 3)."""
+    if mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
+        return SharedReadEnds.IN_REPLAY
+    return SharedReadEnds.UNKNOWN
+
+
+class ReadSite(str, enum.Enum):
+    """Where, relative to a runner's replay, a backend reads scheduler-shared state.
+
+    ``pre_replay``: the out-of-graph metadata prep before the launch. ``in_graph_before_marker``: the in-graph
+    metadata prep at the head of the graph, before the marker's record node. ``in_graph_after_marker``: model kernels
+    after the marker (and, for breakable graphs, later segments). ``post_replay``: out-of-graph work on the forward
+    stream after the launch, before the runner's replay call returns (and so before a ``POST_REPLAY`` publish).
+    """
+
+    PRE_REPLAY = "pre_replay"
+    IN_GRAPH_BEFORE_MARKER = "in_graph_before_marker"
+    IN_GRAPH_AFTER_MARKER = "in_graph_after_marker"
+    POST_REPLAY = "post_replay"
+
+
+#: The sites a declaration promises reads end by: a backend is honest when its reads lie inside this set.
+COVERED_SITES: dict[SharedReadEnds, frozenset[ReadSite]] = {
+    SharedReadEnds.PRE_REPLAY: frozenset({ReadSite.PRE_REPLAY}),
+    SharedReadEnds.IN_REPLAY: frozenset({ReadSite.PRE_REPLAY, ReadSite.IN_GRAPH_BEFORE_MARKER}),
+    SharedReadEnds.POST_REPLAY: frozenset(ReadSite),
+    SharedReadEnds.UNKNOWN: frozenset(ReadSite),
+}
+
+
+class Execution(str, enum.Enum):
+    """How a phase runs: one captured graph, a segmented (breakable) graph, or eagerly without a graph."""
+
+    GRAPH = "graph"
+    BREAKABLE_GRAPH = "breakable_graph"
+    EAGER = "eager"
+
+
+class PublishPolicy(str, enum.Enum):
+    """How a runner publishes its read-done event (section 4).
+
+    ``resolve``: resolve the declaration and publish accordingly (``DecodeCudaGraphRunner``).
+    ``always_pre_replay``: record a ring event and publish it before every replay, without asking the backend
+    (the EAGLE draft-extend graph runner). ``never``: publishes nothing.
+    """
+
+    RESOLVE = "resolve"
+    ALWAYS_PRE_REPLAY = "always_pre_replay"
+    NEVER = "never"
+
+
+class ResolutionRule(str, enum.Enum):
+    """How ``_resolve_shared_read_ends`` turns a declaration into a publish point (section 4).
+
+    ``gated``: before PR #35059 (non-decode modes -> UNKNOWN; TARGET_VERIFY -> UNKNOWN unless the algorithm says
+    verify is the last reading phase). ``declaration_only``: PR #35059 as merged (IN_REPLAY without a marker falls back
+    to PRE_REPLAY). ``declaration_only_post_fallback``: the sound fallback the source's TODO names (POST_REPLAY).
+    """
+
+    GATED = "gated"
+    DECLARATION_ONLY = "declaration_only"
+    DECLARATION_ONLY_POST_FALLBACK = "declaration_only_post_fallback"
+
+
+class PrepStream(str, enum.Enum):
+    """The stream a phase's out-of-graph metadata prep runs on (section 2)."""
+
+    FORWARD = "forward"
+    PLAN = "plan"
+
+
+class PlanJoin(str, enum.Enum):
+    """How the forward stream joins the plan stream after a plan-stream prep: ``F.wait_stream(P)`` before the
+    launch, after the launch (before any post-replay publish), or not at all."""
+
+    BEFORE_REPLAY = "before_replay"
+    AFTER_REPLAY = "after_replay"
+    NONE = "none"
+
+
+class StepKind(str, enum.Enum):
+    """Kinds of scheduler step an algorithm may run differently (DSpark: idle ranks, fallback rounds)."""
+
+    NORMAL = "normal"
+    IDLE = "idle"
+    FALLBACK = "fallback"
+
+
+class BarrierPlacement(str, enum.Enum):
+    """Where the scheduler applies ``_apply_war_barrier`` (section 5): right after ``run_batch`` returns (since PR
+    #31687) or at the top of the loop (before it, leaving result processing unfenced)."""
+
+    AFTER_RUN_BATCH = "after_run_batch"
+    LOOP_TOP = "loop_top"
+
+
+class Stream(str, enum.Enum):
+    """The streams of section 2: schedule S, forward F, plan P."""
+
+    S = "S"
+    F = "F"
+    P = "P"

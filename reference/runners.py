@@ -1,0 +1,177 @@
+"""Model runners (mailbox and event ring) and CUDA-graph runners (resolve, publish, replay).
+
+Mirrors sglang-fence.md sections 2 and 4: each ``ModelRunner`` owns the mailbox ``shared_read_done_event`` (None =
+coarse fence) and the ring ``shared_read_done_events``; each ``CudaGraphRunner`` owns its in-graph marker
+``in_graph_metadata_prep_done``, an external event created lazily at its first capture and recorded in every graph
+it captures, right after the in-graph metadata prep.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from fencecheck.scenario import PhaseSpec, RunnerSpec
+from fencecheck.trace import EventId, GraphId, StreamId
+from fencecheck.vocab import (
+    Execution,
+    ForwardMode,
+    PlanJoin,
+    PrepStream,
+    PublishPolicy,
+    ReadSite,
+    ResolutionRule,
+    SharedReadEnds,
+)
+
+from .backends import AttentionBackend
+from .device import Device
+from .resolution import resolve_shared_read_ends
+
+
+class EventRing:
+    """``shared_read_done_events``: reusable events handed out round robin (section 2)."""
+
+    def __init__(self, device: Device, owner: str, depth: int):
+        self.events = [device.event(f"{owner}.ring{i}") for i in range(depth)]
+        self._next = 0
+
+    def next(self) -> EventId:
+        event = self.events[self._next]
+        self._next = (self._next + 1) % len(self.events)
+        return event
+
+
+class ModelRunner:
+    """The part of a model that owns the mailbox the scheduler's barrier reads."""
+
+    def __init__(self, device: Device, name: str, ring_depth: int):
+        self.device = device
+        self.name = name
+        self.shared_read_done_event: EventId | None = None
+        self.shared_read_done_events = EventRing(device, name, ring_depth)
+
+    def set_mailbox(self, event: EventId | None, *, step: int, by: str, how: str) -> None:
+        """Last write wins (section 4)."""
+        self.shared_read_done_event = event
+        self.device.mark("mailbox", step=step, detail=f"{self.name} <- {event or 'None'} ({how})", by=by)
+
+
+class CudaGraphRunner:
+    """A decode CUDA-graph runner (or one of its publish variants) bound to one ``ModelRunner``."""
+
+    def __init__(
+        self,
+        device: Device,
+        spec: RunnerSpec,
+        model_runner: ModelRunner,
+        streams: dict[str, StreamId],
+        rule: ResolutionRule,
+        is_last_shared_read_phase: Callable[[ForwardMode], bool],
+    ):
+        self.device = device
+        self.spec = spec
+        self.model_runner = model_runner
+        self.streams = streams
+        self.rule = rule
+        self.is_last_shared_read_phase = is_last_shared_read_phase
+        self.in_graph_metadata_prep_done: EventId | None = None
+        self._graphs: dict[tuple[str, int], GraphId] = {}
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def has_marker(self) -> bool:
+        return self.in_graph_metadata_prep_done is not None
+
+    # -- capture ----------------------------------------------------------------------------------------------
+
+    def _graph(self, phase: PhaseSpec, segment: int, sites: dict[ReadSite, tuple[str, ...]], step: int) -> GraphId:
+        """The captured graph of ``phase``'s segment, captured on first use (capture runs no work)."""
+        key = (phase.name, segment)
+        if key in self._graphs:
+            return self._graphs[key]
+        dev, f = self.device, self.streams["F"]
+        if self.spec.marker and self.in_graph_metadata_prep_done is None:
+            self.in_graph_metadata_prep_done = dev.event(f"{self.name}.marker", external=True)
+        dev.begin_capture(f, f"{self.name}/{phase.name}/{phase.mode.value}#{segment}", runner=self.name)
+        if segment == 0:
+            for loc in sites.get(ReadSite.IN_GRAPH_BEFORE_MARKER, ()):
+                dev.read(f, loc, step=step, phase=phase.name, site=ReadSite.IN_GRAPH_BEFORE_MARKER.value)
+            if self.in_graph_metadata_prep_done is not None:
+                # R4: an external event recorded during capture becomes an event-record node.
+                dev.record(self.in_graph_metadata_prep_done, f)
+        for loc in sites.get(ReadSite.IN_GRAPH_AFTER_MARKER, ()):
+            dev.read(f, loc, step=step, phase=phase.name, site=ReadSite.IN_GRAPH_AFTER_MARKER.value)
+        gid = dev.end_capture()
+        self._graphs[key] = gid
+        return gid
+
+    def prepare(self, phase: PhaseSpec, backend: AttentionBackend) -> None:
+        """Capture every graph ``phase`` will replay (SGLang captures at start-up, before the first step)."""
+        if phase.execution is Execution.EAGER:
+            return
+        sites = backend.read_sites(phase.mode)
+        segments = phase.segments if phase.execution is Execution.BREAKABLE_GRAPH else 1
+        for seg in range(segments):
+            self._graph(phase, seg, sites, step=0)
+
+    # -- publish ----------------------------------------------------------------------------------------------
+
+    def _publish_out_of_graph(self, step: int, how: str) -> None:
+        event = self.model_runner.shared_read_done_events.next()
+        self.device.record(event, self.streams["F"], by=self.name)
+        self.model_runner.set_mailbox(event, step=step, by=self.name, how=how)
+
+    def _publish_in_graph(self, step: int) -> None:
+        # No new record: the barrier binds to the record node inside the replay just launched (R2, R5).
+        self.model_runner.set_mailbox(self.in_graph_metadata_prep_done, step=step, by=self.name, how="in-graph marker")
+
+    # -- one phase --------------------------------------------------------------------------------------------
+
+    def run(self, phase: PhaseSpec, backend: AttentionBackend, step: int) -> SharedReadEnds | None:
+        """Run ``phase`` for ``step``; returns the resolved publish point (None when nothing was resolved)."""
+        dev, s, f = self.device, self.streams["S"], self.streams["F"]
+        sites = backend.read_sites(phase.mode)
+        resolved: SharedReadEnds | None = None
+        if phase.execution is not Execution.EAGER and self.spec.publish is PublishPolicy.RESOLVE:
+            resolved = resolve_shared_read_ends(
+                self.rule, phase.mode, backend.shared_read_ends, self.has_marker, self.is_last_shared_read_phase
+            )
+            dev.mark("resolve", step=step, detail=f"{phase.name}: {phase.mode.value} -> {resolved.name}", by=self.name)
+
+        # Load the batch: the out-of-graph metadata prep, on F or on the plan stream P.
+        prep = f
+        if phase.prep_stream is PrepStream.PLAN:
+            prep = self.streams["P"]
+            dev.wait_stream(prep, s, by=self.name)
+        for loc in sites.get(ReadSite.PRE_REPLAY, ()):
+            dev.read(prep, loc, step=step, phase=phase.name, site=ReadSite.PRE_REPLAY.value, by=self.name)
+        joins_before = phase.prep_stream is PrepStream.PLAN and phase.plan_join is PlanJoin.BEFORE_REPLAY
+        joins_after = phase.prep_stream is PrepStream.PLAN and phase.plan_join is PlanJoin.AFTER_REPLAY
+        if joins_before:
+            dev.wait_stream(f, prep, by=self.name)
+
+        if phase.execution is Execution.EAGER:
+            # Eager forward: no graph, no marker, and no publish (the fence lives in the graph runner's replay).
+            for site in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER):
+                for loc in sites.get(site, ()):
+                    dev.read(f, loc, step=step, phase=phase.name, site=site.value, by=self.name)
+        else:
+            if self.spec.publish is PublishPolicy.ALWAYS_PRE_REPLAY or resolved is SharedReadEnds.PRE_REPLAY:
+                self._publish_out_of_graph(step, "pre-replay")
+            segments = phase.segments if phase.execution is Execution.BREAKABLE_GRAPH else 1
+            for seg in range(segments):
+                dev.replay(self._graph(phase, seg, sites, step), f, step=step, phase=phase.name, by=self.name)
+            if resolved is SharedReadEnds.IN_REPLAY:
+                self._publish_in_graph(step)
+
+        if joins_after:
+            dev.wait_stream(f, prep, by=self.name)
+        for loc in sites.get(ReadSite.POST_REPLAY, ()):
+            dev.read(f, loc, step=step, phase=phase.name, site=ReadSite.POST_REPLAY.value, by=self.name)
+        if resolved is SharedReadEnds.POST_REPLAY:
+            self._publish_out_of_graph(step, "post-replay")
+        # UNKNOWN publishes nothing: the mailbox keeps whatever it held (section 4).
+        return resolved

@@ -1,0 +1,1 @@
+"""The CPU simulator of CUDA stream/event/graph semantics: trace recorder, happens-before, races, interleavings."""

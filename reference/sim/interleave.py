@@ -1,0 +1,99 @@
+"""Execute a trace under one device interleaving: writes stamp the step they prepare, reads record what they saw.
+
+A schedule is an order of kernel indices that respects happens-before. A read of step N that sees a stamp above N
+saw the next batch's data: the WAR race happened (a stale read, in the sense of sglang-fence.md section 1).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from fencecheck.errors import ScheduleError
+from fencecheck.report import Race
+
+from .hb import HappensBefore
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one read saw under a schedule."""
+
+    kernel: int
+    step: int
+    phase: str
+    site: str
+    location: str
+    seen: int
+
+    @property
+    def stale(self) -> bool:
+        return self.seen > self.step
+
+
+def _ready(hb: HappensBefore, done: list[int], k) -> bool:
+    for i, s in enumerate(hb.streams):
+        need = k.vc[i] - 1 if s == k.stream else k.vc[i]
+        if done[i] < need:
+            return False
+    return True
+
+
+def execute(hb: HappensBefore, schedule: list[int]) -> list[Observation]:
+    """Run the kernels in ``schedule`` order; raise ``ScheduleError`` if the order breaks happens-before."""
+    if sorted(schedule) != list(range(len(hb.kernels))):
+        raise ScheduleError("a schedule must list every kernel exactly once")
+    sidx = {s: i for i, s in enumerate(hb.streams)}
+    done = [0] * len(hb.streams)
+    memory: dict[str, int] = {}
+    seen: list[Observation] = []
+    for idx in schedule:
+        k = hb.kernels[idx]
+        if not _ready(hb, done, k):
+            raise ScheduleError(f"kernel {idx} ({k.stream} #{k.pos}) runs before something that happens before it")
+        done[sidx[k.stream]] += 1
+        if k.is_write:
+            memory[k.location] = k.step
+        else:
+            seen.append(Observation(idx, k.step, k.phase, k.site, k.location, memory.get(k.location, 0)))
+    return seen
+
+
+def host_order(hb: HappensBefore) -> list[int]:
+    """Every kernel runs the moment it is enqueued (the device never lags the host): no race can show."""
+    return list(range(len(hb.kernels)))
+
+
+def witness_schedule(hb: HappensBefore, race: Race) -> list[int]:
+    """A schedule in which ``race``'s write runs before its read: the write and everything ordered before it first,
+    then the rest in host order. Valid because host order extends happens-before."""
+    w = next(k for k in hb.kernels if k.host == race.write_op and k.is_write)
+    own = {s: i for i, s in enumerate(hb.streams)}
+    first = [k.index for k in hb.kernels if k.vc[own[k.stream]] <= w.vc[own[k.stream]]]
+    chosen = set(first)
+    return first + [k.index for k in hb.kernels if k.index not in chosen]
+
+
+def random_schedule(hb: HappensBefore, rng: random.Random) -> list[int]:
+    """A uniformly chosen ready kernel at each step: a random linear extension of happens-before."""
+    sidx = {s: i for i, s in enumerate(hb.streams)}
+    done = [0] * len(hb.streams)
+    queues = {s: [k.index for k in hb.kernels if k.stream == s] for s in hb.streams}
+    heads = {s: 0 for s in hb.streams}
+    out: list[int] = []
+    while len(out) < len(hb.kernels):
+        ready = [
+            queues[s][heads[s]]
+            for s in hb.streams
+            if heads[s] < len(queues[s]) and _ready(hb, done, hb.kernels[queues[s][heads[s]]])
+        ]
+        idx = rng.choice(ready)
+        k = hb.kernels[idx]
+        out.append(idx)
+        heads[k.stream] += 1
+        done[sidx[k.stream]] += 1
+    return out
+
+
+def stale_reads(hb: HappensBefore, schedule: list[int]) -> list[Observation]:
+    return [o for o in execute(hb, schedule) if o.stale]

@@ -1,0 +1,60 @@
+"""The model worker: runs the phases of a step and names ``last_shared_read_runner`` (sglang-fence.md sections 6-7)."""
+
+from __future__ import annotations
+
+from fencecheck.scenario import Scenario
+from fencecheck.trace import WORKER_SITE, StreamId
+from fencecheck.vocab import StepKind
+
+from .backends import build_backends
+from .device import Device
+from .runners import CudaGraphRunner, ModelRunner
+
+
+class ModelWorker:
+    """Owns the runners of a scenario and executes ``run_batch`` for one step."""
+
+    def __init__(self, device: Device, scenario: Scenario, streams: dict[str, StreamId]):
+        self.device = device
+        self.scenario = scenario
+        self.streams = streams
+        self.backends = build_backends(dict(scenario.backends))
+        self.model_runners: dict[str, ModelRunner] = {}
+        for spec in scenario.runners.values():
+            owner = spec.mailbox_owner
+            if owner not in self.model_runners:
+                self.model_runners[owner] = ModelRunner(device, owner, scenario.runners[owner].ring_depth)
+        last_modes = scenario.algorithm.last_shared_read_modes
+        self.runners = {
+            name: CudaGraphRunner(
+                device,
+                spec,
+                self.model_runners[spec.mailbox_owner],
+                streams,
+                scenario.resolution,
+                lambda mode, _m=last_modes: mode in _m,
+            )
+            for name, spec in scenario.runners.items()
+        }
+        for phases in scenario.algorithm.steps.values():
+            for phase in phases:
+                self.runners[phase.runner].prepare(phase, self.backends[phase.backend])
+
+    def last_shared_read_runner(self, kind: StepKind) -> ModelRunner:
+        """The model runner whose mailbox the scheduler's barrier reads after a step of ``kind``."""
+        runner = self.runners[self.scenario.algorithm.publisher[kind]]
+        return runner.model_runner
+
+    def run_batch(self, step: int, kind: StepKind) -> None:
+        dev, s, f = self.device, self.streams["S"], self.streams["F"]
+        dev.mark("run_batch_begin", step=step, detail=kind.value, by="worker")
+        dev.wait_stream(f, s, by="worker")  # each run_batch begins with F.wait_stream(S) (section 5)
+        for phase in self.scenario.algorithm.steps[kind]:
+            runner = self.runners[phase.runner]
+            runner.run(phase, self.backends[phase.backend], step)
+            for loc in phase.worker_reads_after:
+                dev.read(f, loc, step=step, phase=phase.name, site=WORKER_SITE, by="worker")
+            if phase.clear_mailbox_after:
+                runner.model_runner.set_mailbox(None, step=step, by="worker", how=f"cleared after {phase.name}")
+        dev.mark("run_batch_return", step=step, by="worker")
+
