@@ -1,0 +1,30 @@
+"""Shared test set-up: Hypothesis profiles and a guard that the installed package (not the checkout) is imported."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# One fixed profile: derandomized, so CI runs the same examples every time; no deadline (noisy machines).
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+try:
+    import fencecheck.model  # noqa: F401
+    import fencecheck.reference  # noqa: F401
+except ImportError as err:  # pragma: no cover - guards a mis-set environment
+    raise pytest.UsageError(
+        f"fencecheck is not installed as a package ({err}); run: python3 -m pip install '.[test]' && pytest"
+    )
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    from fencecheck.catalog import load_catalog
+
+    return {s.name: s for s in load_catalog()}

@@ -1,0 +1,93 @@
+"""Scenario files: load/dump round trip, the JSON Schema, and one-line errors for bad files."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fencecheck.catalog import catalog_paths
+from fencecheck.errors import ScenarioError
+from fencecheck.scenario_io import dumps, load, loads, scenario_to_dict
+from fencecheck.schema import SCENARIO_SCHEMA
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("path", catalog_paths(), ids=lambda p: p.stem)
+def test_round_trip(path):
+    s = load(path)
+    text = dumps(s)
+    again = loads(text, "dumped")
+    assert again == s
+    assert dumps(again) == text
+
+
+def test_docs_schema_is_the_one_in_code():
+    assert json.loads((ROOT / "docs" / "scenario.schema.json").read_text()) == SCENARIO_SCHEMA
+
+
+def test_documented_examples_load():
+    text = (ROOT / "docs" / "scenarios.md").read_text()
+    blocks = text.split("```toml\n")[1:]
+    from fencecheck.reference.check import check_scenario
+
+    verdicts = [check_scenario(loads(b.split("```")[0], "docs/scenarios.md")).safe for b in blocks]
+    assert verdicts == [False, True, False, True]  # what the prose around each example says
+
+
+GOOD = next(p for p in catalog_paths() if p.stem == "plain-decode").read_text()
+
+
+def _mutate(edit):
+    data = tomllib.loads(GOOD)
+    edit(data)
+    import tomli_w
+
+    return tomli_w.dumps(data)
+
+
+BAD = [
+    (lambda d: d.pop("name"), "name", "missing required key"),
+    (lambda d: d.update(steps=0), "steps", "minimum"),
+    (lambda d: d.update(resolution="newest"), "resolution", "expected one of"),
+    (lambda d: d.update(colour="blue"), "colour", "unknown key"),
+    (lambda d: d["runners"]["target"].update(ring_depth="two"), "runners.target.ring_depth", "expected integer"),
+    (lambda d: d["algorithm"]["steps"]["normal"][0].update(mode="PREFILL"), "algorithm.steps.normal[0].mode", "DECODE"),
+    (lambda d: d["algorithm"]["steps"]["normal"][0].update(runner="ghost"), "algorithm.steps.normal[0].runner", "ghost"),
+    (lambda d: d["algorithm"].update(publisher="ghost"), "algorithm.publisher.normal", "ghost"),
+    (lambda d: d["backends"]["flashinfer"].update(children=["flashinfer"]), "backends.flashinfer.children", "another backend"),
+    (lambda d: d["backends"]["flashinfer"]["reads"]["DECODE"].update(mid_replay=["x"]), "backends.flashinfer.reads.DECODE.mid_replay", "unknown key"),
+    (lambda d: d.update(step_kinds=["idle"]), "step_kinds", "idle"),
+    (lambda d: d["algorithm"]["steps"]["normal"].append(dict(d["algorithm"]["steps"]["normal"][0])), "algorithm.steps.normal[1].name", "unique"),
+]
+
+
+@pytest.mark.parametrize("edit, key, words", BAD, ids=[b[1] for b in BAD])
+def test_bad_file_names_file_key_and_expectation(tmp_path, edit, key, words):
+    path = tmp_path / "bad.toml"
+    path.write_text(_mutate(edit))
+    with pytest.raises(ScenarioError) as info:
+        load(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: {key}: ")
+    assert words in message
+
+
+def test_not_toml_and_missing_file(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_text("name = [\n")
+    with pytest.raises(ScenarioError, match="not valid TOML"):
+        load(p)
+    with pytest.raises(ScenarioError, match="no such file"):
+        load(tmp_path / "missing.toml")
+
+
+def test_dump_spells_out_defaults():
+    s = load(catalog_paths()[0])
+    d = scenario_to_dict(s)
+    assert d["scheduler"]["placement"] == "after_run_batch"
+    assert all("execution" in p for p in d["algorithm"]["steps"]["normal"])

@@ -1,0 +1,93 @@
+"""SGLang's own fence tests (sglang-fence.md section 9), reproduced against the reference resolution and runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from fencecheck.reference.backends import build_backends
+from fencecheck.reference.resolution import resolve_shared_read_ends
+from fencecheck.reference.run import run_scenario
+from fencecheck.scenario import BackendSpec
+from fencecheck.trace import Mark, Record
+from fencecheck.vocab import ForwardMode, ResolutionRule, SharedReadEnds
+
+
+@pytest.mark.parametrize(
+    "declared, has_marker, expected",
+    [
+        (SharedReadEnds.IN_REPLAY, True, SharedReadEnds.IN_REPLAY),
+        (SharedReadEnds.IN_REPLAY, False, SharedReadEnds.PRE_REPLAY),
+        (SharedReadEnds.POST_REPLAY, False, SharedReadEnds.POST_REPLAY),
+    ],
+)
+def test_resolution_after_35059_asks_backend_once(declared, has_marker, expected):
+    backend = build_backends({"b": BackendSpec("b", declares={ForwardMode.DECODE: declared})})["b"]
+    got = resolve_shared_read_ends(
+        ResolutionRule.DECLARATION_ONLY, ForwardMode.DECODE, backend.shared_read_ends, has_marker, lambda m: False
+    )
+    assert got is expected
+    assert backend.asked == 1
+
+
+def test_post_fallback_rule_turns_markerless_in_replay_into_post_replay():
+    backend = build_backends({"b": BackendSpec("b")})["b"]
+    got = resolve_shared_read_ends(
+        ResolutionRule.DECLARATION_ONLY_POST_FALLBACK, ForwardMode.DECODE, backend.shared_read_ends, False, lambda m: False
+    )
+    assert got is SharedReadEnds.POST_REPLAY
+
+
+@pytest.mark.parametrize(
+    "mode, last, expected, asked",
+    [
+        (ForwardMode.DECODE, False, SharedReadEnds.IN_REPLAY, 1),
+        (ForwardMode.TARGET_VERIFY, False, SharedReadEnds.UNKNOWN, 0),
+        (ForwardMode.TARGET_VERIFY, True, SharedReadEnds.IN_REPLAY, 1),
+        (ForwardMode.DRAFT_EXTEND_V2, True, SharedReadEnds.UNKNOWN, 0),
+    ],
+)
+def test_gated_rule_before_35059(mode, last, expected, asked):
+    backend = build_backends({"b": BackendSpec("b")})["b"]
+    got = resolve_shared_read_ends(ResolutionRule.GATED, mode, backend.shared_read_ends, True, lambda m: last)
+    assert got is expected
+    assert backend.asked == asked
+
+
+def _publishes(trace):
+    return [op for op in trace.ops if isinstance(op, Mark) and op.what == "mailbox" and "barrier" not in op.detail]
+
+
+def test_in_graph_publish_hands_over_the_marker_without_recording(catalog):
+    trace = run_scenario(catalog["plain-decode"], steps=1)
+    (publish,) = _publishes(trace)
+    assert publish.detail.startswith("target <- target.marker")
+    assert not [op for op in trace.ops if isinstance(op, Record)]
+
+
+def test_out_of_graph_publish_records_one_ring_event(catalog):
+    trace = run_scenario(catalog["restored-graph-no-marker"], steps=1)
+    records = [op for op in trace.ops if isinstance(op, Record)]
+    assert len(records) == 1 and records[0].event == "target.ring0" and records[0].stream == "F"
+
+
+def test_every_mailbox_writer_draws_from_the_ring_or_hands_over_the_marker(catalog):
+    for scenario in catalog.values():
+        trace = run_scenario(scenario, steps=3)
+        events = {e.id: e for e in trace.events}
+        for op in _publishes(trace):
+            event = op.detail.split(" <- ")[1].split(" ")[0]
+            if event == "None":
+                continue
+            assert ".ring" in event or (event.endswith(".marker") and events[event].external), (scenario.name, op)
+
+
+def test_ring_events_are_handed_out_round_robin(catalog):
+    trace = run_scenario(catalog["restored-graph-no-marker"], steps=3)
+    assert [op.event for op in trace.ops if isinstance(op, Record)] == ["target.ring0", "target.ring1", "target.ring0"]
+
+
+def test_unknown_publishes_nothing_and_leaves_the_mailbox(catalog):
+    trace = run_scenario(catalog["composite-unknown-child"], steps=1)
+    assert _publishes(trace) == []
+    barrier = [op for op in trace.ops if isinstance(op, Mark) and op.what == "barrier"]
+    assert barrier[0].detail.startswith("coarse (empty mailbox)")
