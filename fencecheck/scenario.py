@@ -169,8 +169,8 @@ class Scenario:
         return tuple(sorted(found))
 
     def written_locations(self) -> tuple[str, ...]:
-        """What the scheduler writes: ``scheduler.writes``, or every location read when that is empty."""
-        return self.scheduler.writes or self.locations()
+        """What the scheduler writes, sorted: ``scheduler.writes``, or every location read when that is empty."""
+        return tuple(sorted(self.scheduler.writes)) or self.locations()
 
     def replace(self, **changes) -> "Scenario":
         return dataclasses.replace(self, **changes)

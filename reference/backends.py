@@ -47,7 +47,9 @@ class AttentionBackend:
             for site, locs in self._registry[child].read_sites(mode).items():
                 bucket = merged.setdefault(site, [])
                 bucket.extend(loc for loc in locs if loc not in bucket)
-        return {site: tuple(merged[site]) for site in ReadSite if merged.get(site)}
+        # Canonical order: locations sorted within a site (reads of one site are adjacent kernels on one stream, so
+        # the order does not change happens-before; a fixed order makes traces comparable op by op).
+        return {site: tuple(sorted(merged[site])) for site in ReadSite if merged.get(site)}
 
 
 def build_backends(specs: dict[str, BackendSpec]) -> dict[str, AttentionBackend]:

@@ -52,7 +52,7 @@ class ModelWorker:
         for phase in self.scenario.algorithm.steps[kind]:
             runner = self.runners[phase.runner]
             runner.run(phase, self.backends[phase.backend], step)
-            for loc in phase.worker_reads_after:
+            for loc in sorted(phase.worker_reads_after):
                 dev.read(f, loc, step=step, phase=phase.name, site=WORKER_SITE, by="worker")
             if phase.clear_mailbox_after:
                 runner.model_runner.set_mailbox(None, step=step, by="worker", how=f"cleared after {phase.name}")

@@ -1,0 +1,126 @@
+"""The named assumptions of the main theorem, as constraints on a symbolic configuration.
+
+SGLang states one assumption (section 6: ``last_shared_read_runner`` names the runner of the step's last reading
+phase) and the #35059 TODO names a second (the POST_REPLAY fallback). The model needs the others listed here; each
+is shown necessary by an obligation that drops it alone and gets a counterexample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import z3
+
+from .program import Program
+from .symconfig import COVERS, EAGER, JOIN_BEFORE, POST_FALLBACK, RESOLVE, SITES, UNKNOWN, PhaseVars, SymConfig, select
+
+
+def _last_reading(step: list[PhaseVars], i: int) -> z3.BoolRef:
+    """Phase ``i`` reads shared state (backend or worker reads) and no later phase of the step does."""
+    return z3.And(step[i].reads_any(), *[z3.Not(q.reads_any()) for q in step[i + 1:]])
+
+
+def _covered(decl: z3.ArithRef, site: int) -> z3.BoolRef:
+    return z3.Or(*[decl == d for d, sites in COVERS.items() if site in sites])
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    statement: str
+    source: str  # where it comes from: SGLang's own contract, the #35059 TODO, or found by fencecheck
+    build: Callable[[SymConfig, Program], z3.BoolRef]
+
+
+def _fallback(cfg, prog):
+    return cfg.rule == POST_FALLBACK
+
+
+def _publisher(cfg, prog):
+    return z3.And(*[
+        z3.Implies(_last_reading(step, i), cfg.publisher[n] == step[i].runner)
+        for n, step in enumerate(cfg.phases) for i in range(len(step))
+    ])
+
+
+def _honest(cfg, prog):
+    return z3.And(*[
+        z3.Implies(z3.And(p.active, p.reads[(s, loc)]), _covered(p.decl, s))
+        for step in cfg.phases for p in step for (s, loc) in p.reads
+    ])
+
+
+def _plan_joined(cfg, prog):
+    return z3.And(*[z3.Implies(z3.And(p.active, p.plan), p.join == JOIN_BEFORE) for step in cfg.phases for p in step])
+
+
+def _barrier_on(cfg, prog):
+    return cfg.barrier
+
+
+def _after_run_batch(cfg, prog):
+    return z3.Not(cfg.loop_top)
+
+
+def _last_resolves(cfg, prog):
+    out = []
+    for step in cfg.phases:
+        for i, p in enumerate(step):
+            policy = select(p.runner, [r.publish for r in cfg.runners])
+            out.append(z3.Implies(_last_reading(step, i), z3.Or(policy == RESOLVE, p.clear)))
+    return z3.And(*out)
+
+
+def _last_publishes(cfg, prog):
+    out = []
+    for n, step in enumerate(cfg.phases):
+        for i, p in enumerate(step):
+            publishes = z3.And(p.execution != EAGER, prog.resolved[(n + 1, i)] != UNKNOWN)
+            out.append(z3.Implies(_last_reading(step, i), z3.Or(publishes, p.clear)))
+    return z3.And(*out)
+
+
+def _worker_cleared(cfg, prog):
+    out = []
+    for step in cfg.phases:
+        for i, p in enumerate(step):
+            out.append(z3.Implies(z3.And(_last_reading(step, i), z3.Or(*p.worker.values())), p.clear))
+    return z3.And(*out)
+
+
+ASSUMPTIONS: tuple[Assumption, ...] = (
+    Assumption("named_runner_is_last_reader",
+               "last_shared_read_runner names the runner of each step's last phase that reads shared state",
+               "SGLang's contract (sglang-fence.md 6)", _publisher),
+    Assumption("sound_fallback",
+               "IN_REPLAY on a runner without its marker resolves to POST_REPLAY (declaration-only rule)",
+               "the #35059 TODO (sglang-fence.md 4)", _fallback),
+    Assumption("honest_declarations",
+               "every backend read lies within the sites its declaration for that mode covers",
+               "implicit in SharedReadEnds (sglang-fence.md 3)", _honest),
+    Assumption("plan_stream_joined_before_replay",
+               "a metadata prep on the plan stream is joined into F (F.wait_stream(P)) before the launch",
+               "found by fencecheck (sglang-fence.md 2, 5)", _plan_joined),
+    Assumption("barrier_on", "the WAR barrier is enabled", "sglang-fence.md 5", _barrier_on),
+    Assumption("barrier_after_run_batch", "the barrier is applied right after run_batch returns (PR #31687)",
+               "sglang-fence.md 5", _after_run_batch),
+    Assumption("last_reader_resolves",
+               "the runner of the last reading phase publishes by resolving its backend's declaration (not unconditionally before replay, not never), or the worker clears the mailbox after it",
+               "found by fencecheck: the EAGLE draft-extend runner publishes without asking (sglang-fence.md 4)", _last_resolves),
+    Assumption("last_reader_publishes",
+               "the last reading phase runs as a graph and does not resolve to UNKNOWN, or the worker clears the mailbox after it",
+               "found by fencecheck: UNKNOWN and eager phases leave the mailbox as it was (sglang-fence.md 4)", _last_publishes),
+    Assumption("worker_reads_cleared",
+               "worker reads after the last reading phase come with a mailbox clear after it",
+               "NGRAM's fix (sglang-fence.md 6)", _worker_cleared),
+)
+
+BY_NAME = {a.name: a for a in ASSUMPTIONS}
+
+
+def constraints(cfg: SymConfig, prog: Program, names) -> list[z3.BoolRef]:
+    return [BY_NAME[n].build(cfg, prog) for n in names]
+
+
+__all__ = ["ASSUMPTIONS", "Assumption", "BY_NAME", "SITES", "constraints"]

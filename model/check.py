@@ -1,0 +1,63 @@
+"""The model's verdict on one concrete scenario: pin the symbolic configuration to it and ask for a race."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+
+from fencecheck.report import Verdict
+from fencecheck.scenario import Scenario
+
+from .concrete import layout, pin
+from .program import Program, ReadSlot, build
+from .solver import Budget, make_solver, solve
+from .symconfig import make_config
+
+
+@dataclass(frozen=True)
+class ModelRace:
+    step: int
+    phase: str
+    site: str
+    location: str
+    stream: str
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.location, self.phase, self.site)
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    scenario: str
+    steps: int
+    verdict: Verdict
+    races: tuple[ModelRace, ...] = ()
+    reason: str = ""
+
+    @property
+    def safe(self) -> bool:
+        return self.verdict is Verdict.PROVED
+
+
+def model_check(s: Scenario, steps: int | None = None, budget: Budget = Budget()) -> ModelReport:
+    """PROVED when no device interleaving of the run races, COUNTEREXAMPLE with every racing read, or UNKNOWN."""
+    lay = layout(s, steps)
+    cfg = make_config(lay.bounds(s))
+    prog = build(cfg)
+    solver = make_solver(budget)
+    solver.add(*cfg.domain, *prog.constraints, *pin(cfg, s, lay))
+    verdict, reason = solve(solver, prog.any_race())
+    if verdict is not Verdict.COUNTEREXAMPLE:
+        return ModelReport(s.name, lay.steps, verdict, (), reason)
+    model = solver.model()
+    races = tuple(_race(s, r) for r in prog.reads if z3.is_true(model.eval(prog.race_of(r), model_completion=True)))
+    return ModelReport(s.name, lay.steps, verdict, races)
+
+
+def _race(s: Scenario, r: ReadSlot) -> ModelRace:
+    phase = s.algorithm.steps[s.step_kind(r.step)][r.phase].name
+    return ModelRace(r.step, phase, r.site, r.location, r.stream)
+
+
+__all__ = ["ModelRace", "ModelReport", "Program", "model_check"]

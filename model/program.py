@@ -1,0 +1,319 @@
+"""The host program of SGLang's fence, executed symbolically over a ``SymConfig``.
+
+Every operation the scheduler, worker and runners may issue gets a slot in host order, guarded by the condition
+under which it is issued. Happens-before is computed as symbolic vector clocks (streams S, F, P): a kernel adds
+its guard to its stream's own component; waits join clocks. Because the host order of slots is fixed, which record
+a wait binds to is decided by that order (R2), so this is exact: read ``r`` happens before write ``w`` iff
+``w.vc[r.stream] >= r.pos``. The solver chooses only the configuration. Each clock is a fresh integer defined by an
+equation, so the encoding is integer arithmetic with if-then-else (no bit-vectors).
+
+This module does not use ``fencecheck.reference``; the SGLang behaviour each part encodes is cited by section of
+../shared/docs/sglang-fence.md, the CUDA rule by its number in ../shared/docs/anchors.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import z3
+
+from .symconfig import (
+    ALWAYS_PRE,
+    DECL_ONLY,
+    EAGER,
+    GATED,
+    IN,
+    JOIN_AFTER,
+    JOIN_BEFORE,
+    OTHER,
+    POST,
+    POST_FALLBACK,
+    PRE,
+    RESOLVE,
+    SITES,
+    UNKNOWN,
+    VERIFY,
+    PhaseVars,
+    SymConfig,
+    select,
+)
+
+STREAMS = ("S", "F", "P")
+WORKER_SITE = "worker_after"
+# Mailbox contents.
+MB_NONE, MB_RING, MB_MARKER = 0, 1, 2
+
+
+@dataclass
+class ReadSlot:
+    guard: z3.BoolRef
+    step: int  # 1-based
+    phase: int  # index within the step
+    site: str
+    location: str
+    stream: str
+    pos: z3.ArithRef
+    slot: int  # index into Program.ops
+
+
+@dataclass
+class WriteSlot:
+    guard: z3.BoolRef
+    stamp: int
+    location: str
+    vc: dict[str, z3.ArithRef]
+    slot: int
+
+
+@dataclass
+class OpSlot:
+    """One host operation: issued when ``guard`` holds; ``emit`` builds it for a concrete run (see ``emit``)."""
+
+    guard: z3.BoolRef
+    emit: Callable
+    kernel: object = None  # ReadSlot / WriteSlot for kernels
+
+
+@dataclass
+class Program:
+    cfg: SymConfig
+    constraints: list[z3.BoolRef] = field(default_factory=list)
+    ops: list[OpSlot] = field(default_factory=list)
+    reads: list[ReadSlot] = field(default_factory=list)
+    first_writes: dict[tuple[int, str], WriteSlot] = field(default_factory=dict)
+    resolved: dict[tuple[int, int], z3.ArithRef] = field(default_factory=dict)
+    _fresh: int = 0
+
+    # -- races -------------------------------------------------------------------------------------------------
+
+    def race_of(self, r: ReadSlot) -> z3.BoolRef:
+        """``r`` is issued, its location is written after ``run_batch(r.step)`` returns, and not ordered before."""
+        w = self.first_writes[(r.step, r.location)]
+        return z3.And(r.guard, w.guard, w.vc[r.stream] < r.pos)
+
+    def any_race(self, steps: list[int] | None = None) -> z3.BoolRef:
+        return z3.Or(*[self.race_of(r) for r in self.reads if steps is None or r.step in steps] or [z3.BoolVal(False)])
+
+
+def build(cfg: SymConfig, tag: str = "") -> Program:
+    """Execute the host program of ``cfg.bounds.steps`` steps symbolically."""
+    return _Builder(cfg, tag).run()
+
+
+class _Builder:
+    def __init__(self, cfg: SymConfig, tag: str):
+        self.cfg = cfg
+        self.tag = f"{tag}." if tag else ""
+        self.prog = Program(cfg)
+        self.R = cfg.bounds.runners
+        self.locs = cfg.bounds.locations
+        zero = z3.IntVal(0)
+        self.clock = {x: {y: zero for y in STREAMS} for x in STREAMS}
+        # Mailbox per model runner (indexed by owner runner): what it holds, which marker, the ring snapshot.
+        self.mb_kind = [z3.IntVal(MB_NONE) for _ in range(self.R)]
+        self.mb_marker = [z3.IntVal(0) for _ in range(self.R)]
+        self.mb_snap = [{y: zero for y in STREAMS} for _ in range(self.R)]
+        # Marker of each CUDA-graph runner: its latest record node's snapshot, and whether it was ever recorded.
+        self.mk_snap = [{y: zero for y in STREAMS} for _ in range(self.R)]
+        self.mk_valid = [z3.BoolVal(False) for _ in range(self.R)]
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+
+    def fresh(self, term, name: str):
+        self.prog._fresh += 1
+        v = z3.Int(f"{self.tag}{name}#{self.prog._fresh}") if z3.is_int(term) else z3.Bool(f"{self.tag}{name}#{self.prog._fresh}")
+        self.prog.constraints.append(v == term)
+        return v
+
+    def op(self, guard, emit, kernel=None) -> int:
+        self.prog.ops.append(OpSlot(z3.simplify(guard) if z3.is_bool(guard) else guard, emit, kernel))
+        return len(self.prog.ops) - 1
+
+    def join(self, stream: str, vc: dict, guard, name: str) -> None:
+        mine = self.clock[stream]
+        self.clock[stream] = {
+            y: self.fresh(z3.If(z3.And(guard, vc[y] > mine[y]), vc[y], mine[y]), f"vc.{stream}.{y}.{name}")
+            for y in STREAMS
+        }
+
+    def kernel_read(self, guard, stream: str, step: int, phase: int, site: str, loc: str, emit) -> None:
+        c = dict(self.clock[stream])
+        c[stream] = self.fresh(c[stream] + z3.If(guard, 1, 0), f"pos.{stream}")
+        self.clock[stream] = c
+        slot = ReadSlot(guard, step, phase, site, loc, stream, c[stream], len(self.prog.ops))
+        self.op(guard, emit, slot)
+        self.prog.reads.append(slot)
+
+    def kernel_write(self, guard, stamp: int, loc: str, emit) -> WriteSlot:
+        c = dict(self.clock["S"])
+        c["S"] = self.fresh(c["S"] + z3.If(guard, 1, 0), "pos.S")
+        self.clock["S"] = c
+        slot = WriteSlot(guard, stamp, loc, dict(c), len(self.prog.ops))
+        self.op(guard, emit, slot)
+        return slot
+
+    def owner_of(self, runner) -> z3.ArithRef:
+        return select(runner, [r.owner for r in self.cfg.runners])
+
+    def set_mailbox(self, owner, guard, kind, marker=None, snap=None) -> None:
+        for o in range(self.R):
+            hit = z3.And(guard, owner == o)
+            self.mb_kind[o] = self.fresh(z3.If(hit, kind, self.mb_kind[o]), f"mb{o}.kind")
+            if marker is not None:
+                self.mb_marker[o] = self.fresh(z3.If(hit, marker, self.mb_marker[o]), f"mb{o}.marker")
+            if snap is not None:
+                self.mb_snap[o] = {y: self.fresh(z3.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in STREAMS}
+
+    # -- the scheduler's writes and barrier (section 5) ---------------------------------------------------------
+
+    def writes(self, guard, stamp: int, why) -> dict[str, WriteSlot]:
+        out = {}
+        for loc in self.locs:
+            g = z3.And(guard, self.cfg.written[loc])
+            out[loc] = self.kernel_write(g, stamp, loc, lambda env, loc=loc, stamp=stamp: env.write(loc, stamp, why(env)))
+        return out
+
+    def barrier(self, guard, step: int, publisher) -> None:
+        """``_apply_war_barrier``: take the publisher's mailbox, reset it, wait on its event or coarsely on F."""
+        cfg = self.cfg
+        on = z3.And(guard, cfg.barrier)
+        self.op(z3.And(guard, z3.Not(cfg.barrier)), lambda env: env.mark("barrier", step, "disabled", "scheduler"))
+        if publisher is None:  # loop-top barrier before the first step: nothing published yet
+            has_event, bound, bound_valid, owner = z3.BoolVal(False), None, z3.BoolVal(False), None
+        else:
+            owner = self.fresh(self.owner_of(publisher), "barrier.owner")
+            kind = select(owner, self.mb_kind)
+            has_event = self.fresh(kind != MB_NONE, "barrier.has_event")
+            marker = select(owner, self.mb_marker)
+            is_ring = kind == MB_RING
+            bound = {
+                y: self.fresh(
+                    z3.If(is_ring, select(owner, [s[y] for s in self.mb_snap]), select(marker, [s[y] for s in self.mk_snap])),
+                    f"barrier.bound.{y}",
+                )
+                for y in STREAMS
+            }
+            # R2: a wait on an event never recorded is a no-op (a ring event is recorded when published).
+            bound_valid = z3.Or(is_ring, select(marker, self.mk_valid))
+            self.op(on, lambda env, owner=owner: env.barrier_reset(owner, step))
+            self.set_mailbox(owner, on, MB_NONE)
+        fine = z3.And(on, has_event, z3.Not(cfg.force_coarse))
+        coarse = z3.And(on, z3.Not(fine))
+        self.op(fine, lambda env: env.barrier_fine(step))
+        if bound is not None:
+            self.join("S", bound, z3.And(fine, bound_valid), f"barrier{step}")  # R2, R3
+        self.op(coarse, lambda env: env.barrier_coarse(step))
+        self.join("S", dict(self.clock["F"]), coarse, f"coarse{step}")  # R7
+
+    # -- one step of the worker (sections 4, 6, 7) ----------------------------------------------------------------
+
+    def resolve(self, p: PhaseVars):
+        """``_resolve_shared_read_ends`` (section 4) for a graph phase of a resolving runner."""
+        cfg = self.cfg
+        marker = select(p.runner, [r.marker for r in cfg.runners])
+        fallback = z3.If(cfg.rule == POST_FALLBACK, POST, PRE)
+        declared = z3.If(z3.And(p.decl == IN, z3.Not(marker)), fallback, p.decl)
+        gated_unknown = z3.Or(p.mode == OTHER, z3.And(p.mode == VERIFY, z3.Not(select(p.mode, cfg.is_last))))
+        return z3.If(z3.And(cfg.rule == GATED, gated_unknown), UNKNOWN, declared)
+
+    def phase(self, step: int, i: int, p: PhaseVars) -> None:
+        cfg = self.cfg
+        act = p.active
+        graph = z3.And(act, p.execution != EAGER)
+        policy = select(p.runner, [r.publish for r in cfg.runners])
+        resolving = z3.And(graph, policy == RESOLVE)
+        resolved = self.fresh(z3.If(resolving, self.resolve(p), 0), f"s{step}p{i}.resolved")
+        self.prog.resolved[(step, i)] = resolved
+        owner = self.fresh(self.owner_of(p.runner), f"s{step}p{i}.owner")
+        self.op(resolving, lambda env: env.mark_resolve(step, i))
+
+        # Metadata prep, on F or on P after P.wait_stream(S) (section 2).
+        on_plan = z3.And(act, p.plan)
+        self.op(on_plan, lambda env: env.wait_stream("P", "S", env.runner_name(step, i)))
+        self.join("P", dict(self.clock["S"]), on_plan, f"s{step}p{i}.plan")
+        for loc in self.locs:
+            g = z3.And(act, p.reads[(0, loc)])
+            for stream, sg in (("P", z3.And(g, p.plan)), ("F", z3.And(g, z3.Not(p.plan)))):
+                self.kernel_read(sg, stream, step, i, SITES[0].value, loc,
+                                 lambda env, loc=loc, stream=stream: env.read(stream, loc, step, i, SITES[0].value))
+        join_before = z3.And(on_plan, p.join == JOIN_BEFORE)
+        self.op(join_before, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
+        self.join("F", dict(self.clock["P"]), join_before, f"s{step}p{i}.join_before")  # R7
+
+        eager = z3.And(act, p.execution == EAGER)
+        for s in (1, 2):  # eager: no graph, no marker, no publish
+            for loc in self.locs:
+                self.kernel_read(z3.And(eager, p.reads[(s, loc)]), "F", step, i, SITES[s].value, loc,
+                                 lambda env, loc=loc, s=s: env.read("F", loc, step, i, SITES[s].value))
+
+        # Out-of-graph publish before the launch: PRE_REPLAY, or the draft-extend runner's unconditional one.
+        pre_pub = z3.And(graph, z3.Or(policy == ALWAYS_PRE, z3.And(policy == RESOLVE, resolved == PRE)))
+        self.ring_publish(pre_pub, owner, step, i, "pre-replay")
+
+        # The launch (R5, R6): in-graph prep reads, the marker's record node, the kernels after it. A breakable
+        # graph's later segments re-read after the marker; the latest such read dominates, so one slot stands for
+        # them and the emitter repeats the launches.
+        self.op(graph, lambda env: env.replays(step, i))
+        for loc in self.locs:
+            self.kernel_read(z3.And(graph, p.reads[(1, loc)]), "F", step, i, SITES[1].value, loc, lambda env: None)
+        marker_on = z3.And(graph, select(p.runner, [r.marker for r in cfg.runners]))
+        for g in range(self.R):
+            hit = z3.And(marker_on, p.runner == g)
+            self.mk_snap[g] = {y: self.fresh(z3.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in STREAMS}
+            self.mk_valid[g] = self.fresh(z3.Or(self.mk_valid[g], hit), f"mk{g}.valid")
+        for loc in self.locs:
+            self.kernel_read(z3.And(graph, p.reads[(2, loc)]), "F", step, i, SITES[2].value, loc, lambda env: None)
+        in_pub = z3.And(resolving, resolved == IN)
+        self.op(in_pub, lambda env: env.publish_marker(step, i))
+        self.set_mailbox(owner, in_pub, MB_MARKER, marker=p.runner)
+
+        join_after = z3.And(on_plan, p.join == JOIN_AFTER)
+        self.op(join_after, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
+        self.join("F", dict(self.clock["P"]), join_after, f"s{step}p{i}.join_after")
+        for loc in self.locs:
+            self.kernel_read(z3.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
+                             lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
+        self.ring_publish(z3.And(resolving, resolved == POST), owner, step, i, "post-replay")
+        # UNKNOWN publishes nothing: the mailbox keeps what it held (section 4).
+
+        for loc in self.locs:  # the worker's reads after the runner returns (section 6, NGRAM)
+            self.kernel_read(z3.And(act, p.worker[loc]), "F", step, i, WORKER_SITE, loc,
+                             lambda env, loc=loc: env.read("F", loc, step, i, WORKER_SITE, by="worker"))
+        clear = z3.And(act, p.clear)
+        self.op(clear, lambda env: env.clear_mailbox(step, i))
+        self.set_mailbox(owner, clear, MB_NONE)
+
+    def ring_publish(self, guard, owner, step: int, i: int, how: str) -> None:
+        """Record the next ring event on F (R1) and put it in the mailbox; last write wins (section 4)."""
+        self.op(guard, lambda env: env.publish_ring(step, i, how))
+        self.set_mailbox(owner, guard, MB_RING, snap=dict(self.clock["F"]))
+
+    def run_batch(self, step: int) -> None:
+        self.op(z3.BoolVal(True), lambda env: env.mark("run_batch_begin", step, env.kind_name(step), "worker"))
+        self.op(z3.BoolVal(True), lambda env: env.wait_stream("F", "S", "worker"))
+        self.join("F", dict(self.clock["S"]), z3.BoolVal(True), f"rb{step}")  # each run_batch begins F.wait_stream(S)
+        for i, p in enumerate(self.cfg.phases[step - 1]):
+            self.phase(step, i, p)
+        self.op(z3.BoolVal(True), lambda env: env.mark("run_batch_return", step, "", "worker"))
+
+    def run(self) -> Program:
+        cfg = self.cfg
+        lt = cfg.loop_top
+        k = cfg.bounds.steps
+        self.writes(z3.Not(lt), 1, lambda env: "scheduler:prepare")
+        for n in range(1, k + 1):
+            pub = cfg.publisher[n - 1]
+            if n == 1:
+                self.barrier(lt, 0, None)
+                self.writes(lt, 1, lambda env: "scheduler:prepare")
+            self.run_batch(n)
+            self.barrier(z3.Not(lt), n, pub)
+            first = self.writes(z3.BoolVal(True), n + 1,
+                                lambda env: "scheduler:process results" if env.loop_top else "scheduler:process+prepare")
+            for loc, w in first.items():
+                self.prog.first_writes[(n, loc)] = w
+            if n < k:
+                self.barrier(lt, n, pub)
+                self.writes(lt, n + 1, lambda env: "scheduler:prepare")
+        return self.prog
