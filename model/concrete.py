@@ -66,8 +66,10 @@ class Layout:
     steps: int
 
     def bounds(self, s: Scenario) -> Bounds:
-        phases = max(len(s.algorithm.steps[s.step_kind(n)]) for n in range(1, self.steps + 1))
-        return Bounds(steps=self.steps, phases=phases, runners=len(self.runners), locations=self.locations)
+        kinds = [s.step_kind(n) for n in range(1, self.steps + 1)]
+        phases = max(len(s.algorithm.steps[k]) for k in kinds)
+        segments = max([p.segments for k in kinds for p in s.algorithm.steps[k]] + [1])
+        return Bounds(self.steps, phases, len(self.runners), self.locations, segments)
 
 
 def layout(s: Scenario, steps: int | None = None) -> Layout:
@@ -102,6 +104,7 @@ def pin(cfg: SymConfig, s: Scenario, lay: Layout) -> list[z3.BoolRef]:
                 pv.execution == EXECUTION[ph.execution],
                 pv.plan == (ph.prep_stream.value == "plan"),
                 pv.join == JOIN[ph.plan_join],
+                pv.segments == ph.segments,
             ]
             for (site, loc), var in pv.reads.items():
                 out.append(var == (loc in sites[site]))
@@ -122,6 +125,7 @@ def pin(cfg: SymConfig, s: Scenario, lay: Layout) -> list[z3.BoolRef]:
 
 def _idle_phase(pv) -> list[z3.BoolRef]:
     """Pin an inactive phase's variables too, so a pinned configuration has exactly one solution."""
-    out = [pv.runner == 0, pv.mode == 0, pv.decl == 1, z3.Not(pv.clear), pv.execution == 0, z3.Not(pv.plan), pv.join == 0]
+    out = [pv.runner == 0, pv.mode == 0, pv.decl == 1, z3.Not(pv.clear), pv.execution == 0, z3.Not(pv.plan), pv.join == 0,
+           pv.segments == 1]
     out += [z3.Not(v) for v in pv.reads.values()] + [z3.Not(v) for v in pv.worker.values()]
     return out

@@ -20,6 +20,7 @@ import z3
 
 from .symconfig import (
     ALWAYS_PRE,
+    BREAKABLE,
     DECL_ONLY,
     EAGER,
     GATED,
@@ -251,9 +252,8 @@ class _Builder:
         pre_pub = z3.And(graph, z3.Or(policy == ALWAYS_PRE, z3.And(policy == RESOLVE, resolved == PRE)))
         self.ring_publish(pre_pub, owner, step, i, "pre-replay")
 
-        # The launch (R5, R6): in-graph prep reads, the marker's record node, the kernels after it. A breakable
-        # graph's later segments re-read after the marker; the latest such read dominates, so one slot stands for
-        # them and the emitter repeats the launches.
+        # The launch (R5, R6): in-graph prep reads, the marker's record node, the kernels after it; a breakable
+        # graph launches one graph per segment, the marker in the first, later segments re-reading after it.
         self.op(graph, lambda env: env.replays(step, i))
         for loc in self.locs:
             self.kernel_read(z3.And(graph, p.reads[(1, loc)]), "F", step, i, SITES[1].value, loc, lambda env: None)
@@ -262,8 +262,10 @@ class _Builder:
             hit = z3.And(marker_on, p.runner == g)
             self.mk_snap[g] = {y: self.fresh(z3.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in STREAMS}
             self.mk_valid[g] = self.fresh(z3.Or(self.mk_valid[g], hit), f"mk{g}.valid")
-        for loc in self.locs:
-            self.kernel_read(z3.And(graph, p.reads[(2, loc)]), "F", step, i, SITES[2].value, loc, lambda env: None)
+        for seg in range(self.cfg.bounds.segments):
+            launched = graph if seg == 0 else z3.And(graph, p.execution == BREAKABLE, p.segments > seg)
+            for loc in self.locs:
+                self.kernel_read(z3.And(launched, p.reads[(2, loc)]), "F", step, i, SITES[2].value, loc, lambda env: None)
         in_pub = z3.And(resolving, resolved == IN)
         self.op(in_pub, lambda env: env.publish_marker(step, i))
         self.set_mailbox(owner, in_pub, MB_MARKER, marker=p.runner)

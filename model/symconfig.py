@@ -44,6 +44,7 @@ class Bounds:
     phases: int = 4
     runners: int = 3
     locations: tuple[str, ...] = ("req_to_token",)
+    segments: int = 2  # most segments of a breakable graph
 
     def text(self) -> str:
         return f"{self.steps} steps, <= {self.phases} phases, {self.runners} runners, {len(self.locations)} location(s)"
@@ -61,6 +62,7 @@ class PhaseVars:
     execution: z3.ArithRef
     plan: z3.BoolRef
     join: z3.ArithRef
+    segments: z3.ArithRef
 
     def reads_any(self) -> z3.BoolRef:
         return z3.And(self.active, z3.Or(*self.reads.values(), *self.worker.values()))
@@ -94,7 +96,7 @@ class SymConfig:
             out += [r.marker, r.publish, r.owner]
         for step in self.phases:
             for p in step:
-                out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join]
+                out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments]
                 out += list(p.reads.values()) + list(p.worker.values())
         return out
 
@@ -129,6 +131,7 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
                 execution=z3.Int(f"{pre}.execution"),
                 plan=z3.Bool(f"{pre}.plan"),
                 join=z3.Int(f"{pre}.join"),
+                segments=z3.Int(f"{pre}.segments"),
             )
             dom += [
                 _in(pv.runner, 0, bounds.runners - 1),
@@ -136,6 +139,7 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
                 _in(pv.decl, 1, 4),
                 _in(pv.execution, 0, 2),
                 _in(pv.join, 0, 2),
+                _in(pv.segments, 1, bounds.segments),
             ]
             if i == 0:
                 dom.append(pv.active)  # every step runs at least one phase

@@ -75,7 +75,7 @@ class CudaGraphRunner:
         self.rule = rule
         self.is_last_shared_read_phase = is_last_shared_read_phase
         self.in_graph_metadata_prep_done: EventId | None = None
-        self._graphs: dict[tuple[str, int], GraphId] = {}
+        self._graphs: dict[tuple[str, str, str, int], GraphId] = {}
 
     @property
     def name(self) -> str:
@@ -89,13 +89,15 @@ class CudaGraphRunner:
 
     def _graph(self, phase: PhaseSpec, segment: int, sites: dict[ReadSite, tuple[str, ...]], step: int) -> GraphId:
         """The captured graph of ``phase``'s segment, captured on first use (capture runs no work)."""
-        key = (phase.name, segment)
+        # Graphs are keyed by what decides their content (mode, backend, segment) and the phase's name, so two
+        # kinds of step that run a same-named phase differently capture two graphs.
+        key = (phase.name, phase.mode.value, phase.backend, segment)
         if key in self._graphs:
             return self._graphs[key]
         dev, f = self.device, self.streams["F"]
         if self.spec.marker and self.in_graph_metadata_prep_done is None:
             self.in_graph_metadata_prep_done = dev.event(f"{self.name}.marker", external=True)
-        dev.begin_capture(f, f"{self.name}/{phase.name}/{phase.mode.value}#{segment}", runner=self.name)
+        dev.begin_capture(f, f"{self.name}/{phase.name}/{phase.mode.value}/{phase.backend}#{segment}", runner=self.name)
         if segment == 0:
             for loc in sites.get(ReadSite.IN_GRAPH_BEFORE_MARKER, ()):
                 dev.read(f, loc, step=step, phase=phase.name, site=ReadSite.IN_GRAPH_BEFORE_MARKER.value)

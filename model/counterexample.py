@@ -1,0 +1,276 @@
+"""Minimal counterexamples: a scenario, the model's trace of it, the racing read and the interleaving that shows it.
+
+Minimality: bounds are tried in order of (phases, steps), smallest first, so the first satisfiable bound has the
+fewest phases and, among those, the fewest steps; then the number of reads (backend and worker reads of active
+phases) is lowered one at a time (``count <= best - 1``) until the solver says no more. Each bound and each
+tightening is a separate query from the same seeded factory, so the result is reproducible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import z3
+
+from fencecheck.report import Verdict
+from fencecheck.scenario import (
+    AlgorithmSpec,
+    BackendSpec,
+    Expectation,
+    ExpectedRace,
+    PhaseSpec,
+    RunnerSpec,
+    Scenario,
+    SchedulerSpec,
+)
+from fencecheck.trace import Trace
+from fencecheck.vocab import (
+    BarrierPlacement,
+    Execution,
+    ForwardMode,
+    PlanJoin,
+    PrepStream,
+    PublishPolicy,
+    ResolutionRule,
+    SharedReadEnds,
+    StepKind,
+)
+
+from .concrete import EXECUTION, JOIN, POLICY, RULE, Layout
+from .emit import emit, kernel_clocks
+from .program import Program, ReadSlot, WriteSlot, build
+from .solver import Budget, make_solver, solve
+from .symconfig import SITES, Bounds, SymConfig, make_config
+
+MODES = {0: ForwardMode.DECODE, 1: ForwardMode.TARGET_VERIFY, 2: ForwardMode.DRAFT_EXTEND_V2}
+_INV = lambda table: {v: k for k, v in table.items()}  # noqa: E731
+EXECUTION_OF, POLICY_OF, JOIN_OF, RULE_OF = _INV(EXECUTION), _INV(POLICY), _INV(JOIN), _INV(RULE)
+KINDS = (StepKind.NORMAL, StepKind.IDLE, StepKind.FALLBACK)
+
+#: builds the query's constraints for one program: (cfg, prog) -> constraints (assumptions, the race, ...)
+Query = Callable[[SymConfig, Program], list]
+
+
+@dataclass
+class Counterexample:
+    scenario: Scenario
+    trace: Trace
+    race: ReadSlot
+    schedule: list[int]
+    bounds: Bounds
+    reads: int
+    races: list[tuple[str, str, str, int]] = field(default_factory=list)
+
+    def race_key(self) -> tuple[str, str, str]:
+        phase = self.scenario.algorithm.steps[self.scenario.step_kind(self.race.step)][self.race.phase].name
+        return (self.race.location, phase, self.race.site)
+
+    def witness(self) -> dict:
+        loc, phase, site = self.race_key()
+        return {
+            "race": {"location": loc, "phase": phase, "site": site, "step": self.race.step, "stream": self.race.stream},
+            "schedule": self.schedule,
+            "how": "kernel indices in execution order: the racing write and every kernel ordered before it first, "
+                   "then the rest in host order",
+            "minimal": {"phases": self.bounds.phases, "steps": self.bounds.steps, "reads": self.reads},
+        }
+
+
+def _read_count(cfg: SymConfig) -> z3.ArithRef:
+    terms = []
+    for step in cfg.phases:
+        for p in step:
+            for v in (*p.reads.values(), *p.worker.values()):
+                terms.append(z3.If(z3.And(p.active, v), 1, 0))
+    return z3.Sum(terms)
+
+
+def search(bounds: Bounds, query: Query, budget: Budget = Budget(), name: str = "counterexample"):
+    """Smallest counterexample within ``bounds`` satisfying ``query``: (verdict, Counterexample | None, reason).
+
+    ``PROVED`` means no bound up to ``bounds`` has one; ``UNKNOWN`` if any query ran out of budget first."""
+    candidates = sorted(
+        ((p, n) for p in range(1, bounds.phases + 1) for n in range(1, bounds.steps + 1)), key=lambda pn: pn
+    )
+    reason = ""
+    for phases, steps in candidates:
+        b = Bounds(steps, phases, bounds.runners, bounds.locations, bounds.segments)
+        cfg = make_config(b)
+        prog = build(cfg)
+        solver = make_solver(budget)
+        solver.add(*cfg.domain, *prog.constraints, *query(cfg, prog))
+        verdict, why = solve(solver)
+        if verdict is Verdict.UNKNOWN:
+            return Verdict.UNKNOWN, None, why
+        if verdict is Verdict.PROVED:
+            continue
+        model = solver.model()
+        count = _read_count(cfg)
+        best = model.eval(count).as_long()
+        while best > 1:
+            solver.push()
+            solver.add(count <= best - 1)
+            v, why = solve(solver)
+            if v is Verdict.COUNTEREXAMPLE:
+                model = solver.model()
+                best = model.eval(count).as_long()
+                solver.pop()
+                solver.add(count <= best)
+                continue
+            solver.pop()
+            break
+        solver.add(count <= best)
+        model = _simplify(solver, cfg, model)
+        return Verdict.COUNTEREXAMPLE, realize(cfg, prog, model, name, best), reason
+    return Verdict.PROVED, None, reason
+
+
+def _preferences(cfg: SymConfig) -> list[z3.BoolRef]:
+    """Plain choices, tried one at a time after the size is minimal, so a counterexample shows only what it needs."""
+    prefs = []
+    for n in range(1, len(cfg.phases)):
+        prefs.append(z3.And(*[a == b for a, b in zip(_phase_terms(cfg.phases[n]), _phase_terms(cfg.phases[0]))],
+                            cfg.publisher[n] == cfg.publisher[0]))
+    for j, r in enumerate(cfg.runners):
+        prefs += [r.owner == j, r.publish == 0, r.marker]
+    for step in cfg.phases:
+        for p in step:
+            prefs += [p.execution == 0, z3.Not(p.plan), p.join == 0, z3.Not(p.clear), p.segments == 1, p.runner == 0,
+                      z3.And(*[z3.Not(v) for v in p.worker.values()])]
+    prefs += [cfg.barrier, z3.Not(cfg.loop_top), z3.Not(cfg.force_coarse), *[z3.Not(v) for v in cfg.is_last]]
+    return prefs
+
+
+def _phase_terms(step) -> list:
+    out = []
+    for p in step:
+        out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments,
+                *p.reads.values(), *p.worker.values()]
+    return out
+
+
+def _simplify(solver: z3.Solver, cfg: SymConfig, model: z3.ModelRef) -> z3.ModelRef:
+    for pref in _preferences(cfg):
+        solver.push()
+        solver.add(pref)
+        if solver.check() == z3.sat:
+            model = solver.model()
+            solver.pop()
+            solver.add(pref)
+        else:
+            solver.pop()
+    return model
+
+
+def realize(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str, reads: int | None = None) -> Counterexample:
+    """Read the solution as a scenario, emit the model's trace of it and build the witness interleaving."""
+    scenario, lay = to_scenario(cfg, prog, model, name)
+    trace = emit(prog, model, scenario, lay)
+    racing = [r for r in prog.reads if z3.is_true(model.eval(prog.race_of(r), model_completion=True))]
+    race = racing[0]
+    kernels = kernel_clocks(prog, model)
+    w = prog.first_writes[(race.step, race.location)]
+    wvc = {y: model.eval(v, model_completion=True).as_long() for y, v in w.vc.items()}
+    first, rest = [], []
+    for index, (k, vc) in enumerate(kernels):
+        before = vc["S"] <= wvc["S"] if isinstance(k, WriteSlot) else vc[k.stream] <= wvc[k.stream]
+        (first if before else rest).append(index)
+    races = []
+    for r in racing:
+        ph = scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name
+        races.append((r.location, ph, r.site, r.step))
+    if reads is None:
+        reads = model.eval(_read_count(cfg)).as_long()
+    return Counterexample(scenario, trace, race, first + rest, cfg.bounds, reads, races)
+
+
+def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) -> tuple[Scenario, Layout]:
+    """The solution as a scenario file: one backend per phase (its declaration and reads), the runners in use."""
+    ev = lambda t: model.eval(t, model_completion=True)  # noqa: E731
+    iv = lambda t: ev(t).as_long()  # noqa: E731
+    bv = lambda t: z3.is_true(ev(t))  # noqa: E731
+    R = cfg.bounds.runners
+    rnames = tuple(f"r{j}" for j in range(R))
+    step_sigs, kinds_of_step = [], []
+    for n, step in enumerate(cfg.phases):
+        sig = tuple(
+            (iv(p.runner), iv(p.mode), iv(p.decl), iv(p.execution), bv(p.plan), iv(p.join), bv(p.clear), iv(p.segments),
+             tuple(bv(v) for v in p.reads.values()), tuple(bv(v) for v in p.worker.values()))
+            for p in step if bv(p.active)
+        ) + (iv(cfg.publisher[n]),)
+        if sig not in step_sigs:
+            step_sigs.append(sig)
+        kinds_of_step.append(KINDS[step_sigs.index(sig)])
+    used: set[int] = set()
+    backends: dict[str, BackendSpec] = {}
+    steps: dict[StepKind, tuple[PhaseSpec, ...]] = {}
+    publisher: dict[StepKind, str] = {}
+    for n, step in enumerate(cfg.phases):
+        kind = kinds_of_step[n]
+        if kind in steps:
+            continue
+        phases = []
+        for i, p in enumerate(step):
+            if not bv(p.active):
+                continue
+            mode = MODES[iv(p.mode)]
+            bname = f"b{i}" if len(step_sigs) == 1 else f"b_{kind.value}_{i}"
+            sites = {}
+            for s_i, site in enumerate(SITES):
+                locs = [loc for loc in cfg.bounds.locations if bv(p.reads[(s_i, loc)])]
+                if locs:
+                    sites[site] = tuple(locs)
+            backends[bname] = BackendSpec(bname, declares={mode: SharedReadEnds(iv(p.decl))}, reads={mode.value: sites})
+            runner = iv(p.runner)
+            used.add(runner)
+            phases.append(PhaseSpec(
+                name=f"phase{i}", runner=rnames[runner], mode=mode, backend=bname,
+                execution=EXECUTION_OF[iv(p.execution)],
+                prep_stream=PrepStream.PLAN if bv(p.plan) else PrepStream.FORWARD,
+                plan_join=JOIN_OF[iv(p.join)],
+                worker_reads_after=tuple(loc for loc, v in p.worker.items() if bv(v)),
+                clear_mailbox_after=bv(p.clear),
+                segments=iv(p.segments),
+            ))
+        steps[kind] = tuple(phases)
+        publisher[kind] = rnames[iv(cfg.publisher[n])]
+        used.add(iv(cfg.publisher[n]))
+    frontier = list(used)
+    while frontier:  # the owners of the runners in use (mailbox redirections), transitively
+        owner = iv(cfg.runners[frontier.pop()].owner)
+        if owner not in used:
+            used.add(owner)
+            frontier.append(owner)
+    runners = {
+        rnames[j]: RunnerSpec(
+            rnames[j], marker=bv(cfg.runners[j].marker), ring_depth=2, publish=POLICY_OF[iv(cfg.runners[j].publish)],
+            mailbox="" if iv(cfg.runners[j].owner) == j else rnames[iv(cfg.runners[j].owner)],
+        )
+        for j in sorted(used)
+    }
+    last = frozenset(MODES[m] for m in range(3) if bv(cfg.is_last[m]))
+    scenario = Scenario(
+        name=name,
+        description="Counterexample found by the fencecheck model (minimal in phases, steps and reads).",
+        cites=("fencecheck model: docs/proofs.md",),
+        backends=backends,
+        runners=runners,
+        algorithm=AlgorithmSpec("counterexample", steps, publisher, last),
+        scheduler=SchedulerSpec(
+            barrier=bv(cfg.barrier),
+            placement=BarrierPlacement.LOOP_TOP if bv(cfg.loop_top) else BarrierPlacement.AFTER_RUN_BATCH,
+            force_coarse=bv(cfg.force_coarse),
+            writes=tuple(loc for loc, v in cfg.written.items() if bv(v)),
+        ),
+        resolution=RULE_OF[iv(cfg.rule)],
+        steps=cfg.bounds.steps,
+        step_kinds=tuple(kinds_of_step),
+    )
+    racing = {(r.location, scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name, r.site)
+              for r in prog.reads if bv(prog.race_of(r))}
+    scenario = scenario.replace(expect=Expectation("race", tuple(ExpectedRace(*k) for k in sorted(racing))))
+    return scenario, Layout(rnames, cfg.bounds.locations, cfg.bounds.steps)
+
+
+__all__ = ["Counterexample", "PlanJoin", "PublishPolicy", "ResolutionRule", "Execution", "realize", "search"]
