@@ -1,6 +1,7 @@
 """The ``fencecheck`` command. Each subcommand is a plain function of (args, out) returning the exit code.
 
-Exit codes: 0 safe / all as expected, 1 race / a verdict differs from its expectation, 2 bad input.
+Exit codes: 0 safe / all as expected, 1 race / a verdict differs from its expectation, 2 bad input,
+3 unknown (a solver ran out of budget; never reported as proved).
 Bad input is one line on stderr naming the file, the key and what was expected; never a traceback.
 """
 
@@ -14,7 +15,7 @@ from typing import Sequence, TextIO
 
 from .errors import FencecheckError, InputError
 
-EXIT_OK, EXIT_RACE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_RACE, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -144,6 +145,46 @@ def cmd_trace(args, out: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_prove(args, out: TextIO) -> int:
+    import fnmatch
+    import json as _json
+
+    from .proofs.obligations import OBLIGATIONS, catalog_obligations
+    from .proofs.report import markdown, table, write_counterexample
+    from .proofs.runner import evaluate
+
+    obligations = OBLIGATIONS + catalog_obligations()
+    if args.only:
+        obligations = [o for o in obligations if any(fnmatch.fnmatch(o.name, pat) for pat in args.only)]
+        if not obligations:
+            raise InputError("<flags>", "--only", f"no obligation matches {' '.join(args.only)!r}")
+    results = []
+    for ob in obligations:
+        results.append(evaluate(ob))
+        if args.progress:
+            r = results[-1]
+            sys.stderr.write(f"  {ob.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
+    if args.json:
+        _json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
+                     "as_expected": r.ok, "seconds": round(r.seconds, 3), "size": r.size, "reason": r.reason,
+                     "nonvacuity": r.nonvacuity, "notes": r.notes} for r in results], out, indent=2)
+        out.write("\n")
+    else:
+        out.write(table(results))
+    if args.docs:
+        docs = Path(args.docs)
+        ce_dir = docs / "counterexamples"
+        paths = {r.obligation.name: write_counterexample(r, ce_dir) for r in results if r.counterexample is not None}
+        from .atomic import write_text_atomic
+
+        write_text_atomic(docs / "proofs.md", markdown(results, paths, docs))
+    if any(not r.ok and r.verdict.value != "unknown" for r in results):
+        return EXIT_RACE
+    if any(not r.ok for r in results):
+        return EXIT_UNKNOWN
+    return EXIT_OK
+
+
 def cmd_schema(args, out: TextIO) -> int:
     from .schema import SCENARIO_SCHEMA
 
@@ -174,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_positive, default=None)
     p.add_argument("--out", "-o", default=None, help="file to write (default: stdout)")
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("prove", help="run the proof obligations; exit 0 all as expected, 1 one differs, 3 unknown")
+    p.add_argument("--only", nargs="+", metavar="GLOB", help="only obligations whose name matches (fnmatch)")
+    p.add_argument("--docs", default=None, metavar="DIR", help="write DIR/proofs.md and DIR/counterexamples/")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
+    p.set_defaults(func=cmd_prove)
 
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files")
     p.set_defaults(func=cmd_schema)

@@ -89,18 +89,30 @@ def _read_count(cfg: SymConfig) -> z3.ArithRef:
 def search(bounds: Bounds, query: Query, budget: Budget = Budget(), name: str = "counterexample"):
     """Smallest counterexample within ``bounds`` satisfying ``query``: (verdict, Counterexample | None, reason).
 
-    ``PROVED`` means no bound up to ``bounds`` has one; ``UNKNOWN`` if any query ran out of budget first."""
-    candidates = sorted(
-        ((p, n) for p in range(1, bounds.phases + 1) for n in range(1, bounds.steps + 1)), key=lambda pn: pn
-    )
-    reason = ""
-    for phases, steps in candidates:
-        b = Bounds(steps, phases, bounds.runners, bounds.locations, bounds.segments)
+    ``PROVED`` means no bound up to ``bounds`` has one; ``UNKNOWN`` if a query ran out of budget first."""
+
+    def setup(b: Bounds):
         cfg = make_config(b)
         prog = build(cfg)
+        return cfg, prog, [*cfg.domain, *prog.constraints, *query(cfg, prog)]
+
+    return search_with(bounds, setup, budget, name)
+
+
+def search_with(bounds: Bounds, setup: Callable, budget: Budget = Budget(), name: str = "counterexample",
+                on_query: Callable | None = None):
+    """``search`` for any ``setup(bounds) -> (cfg, prog, constraints)``; the counterexample is read from cfg/prog.
+    ``on_query(label, solver, verdict, seconds)`` sees each bound's query."""
+    import time
+    for phases, steps in sorted((p, n) for p in range(1, bounds.phases + 1) for n in range(1, bounds.steps + 1)):
+        b = Bounds(steps, phases, bounds.runners, bounds.locations, bounds.segments)
+        cfg, prog, constraints = setup(b)
         solver = make_solver(budget)
-        solver.add(*cfg.domain, *prog.constraints, *query(cfg, prog))
+        solver.add(*constraints)
+        t = time.perf_counter()
         verdict, why = solve(solver)
+        if on_query is not None:
+            on_query(f"race with {phases} phase(s), {steps} step(s)", solver, verdict, time.perf_counter() - t)
         if verdict is Verdict.UNKNOWN:
             return Verdict.UNKNOWN, None, why
         if verdict is Verdict.PROVED:
@@ -115,15 +127,13 @@ def search(bounds: Bounds, query: Query, budget: Budget = Budget(), name: str = 
             if v is Verdict.COUNTEREXAMPLE:
                 model = solver.model()
                 best = model.eval(count).as_long()
-                solver.pop()
-                solver.add(count <= best)
-                continue
             solver.pop()
-            break
+            if v is not Verdict.COUNTEREXAMPLE:
+                break
         solver.add(count <= best)
         model = _simplify(solver, cfg, model)
-        return Verdict.COUNTEREXAMPLE, realize(cfg, prog, model, name, best), reason
-    return Verdict.PROVED, None, reason
+        return Verdict.COUNTEREXAMPLE, realize(cfg, prog, model, name, best), ""
+    return Verdict.PROVED, None, ""
 
 
 def _preferences(cfg: SymConfig) -> list[z3.BoolRef]:
@@ -151,15 +161,21 @@ def _phase_terms(step) -> list:
 
 
 def _simplify(solver: z3.Solver, cfg: SymConfig, model: z3.ModelRef) -> z3.ModelRef:
-    for pref in _preferences(cfg):
+    """Keep every preference that still allows a counterexample: a group at a time, halving groups that fail."""
+    pending = [_preferences(cfg)]
+    while pending:
+        group = pending.pop(0)
         solver.push()
-        solver.add(pref)
+        solver.add(*group)
         if solver.check() == z3.sat:
             model = solver.model()
             solver.pop()
-            solver.add(pref)
+            solver.add(*group)
         else:
             solver.pop()
+            if len(group) > 1:
+                half = len(group) // 2
+                pending[:0] = [group[:half], group[half:]]
     return model
 
 
@@ -174,7 +190,9 @@ def realize(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str, reads:
     wvc = {y: model.eval(v, model_completion=True).as_long() for y, v in w.vc.items()}
     first, rest = [], []
     for index, (k, vc) in enumerate(kernels):
-        before = vc["S"] <= wvc["S"] if isinstance(k, WriteSlot) else vc[k.stream] <= wvc[k.stream]
+        # Writes are all on S: the ones issued up to the racing write precede it; a read precedes it when the
+        # write's clock covers the read's position.
+        before = k.slot <= w.slot if isinstance(k, WriteSlot) else vc[k.stream] <= wvc[k.stream]
         (first if before else rest).append(index)
     races = []
     for r in racing:

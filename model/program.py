@@ -41,6 +41,12 @@ from .symconfig import (
 )
 
 STREAMS = ("S", "F", "P")
+#: The clock components kept per stream. A race compares a write's knowledge of F and P with a read's position, and
+#: that knowledge only ever comes from F (events recorded on F, S.wait_stream(F)), which learns of P by joining P.
+#: So S and F keep their knowledge of F and P, P only its own position; S's own position and P's knowledge of F
+#: never decide a race and are dropped (the simulator keeps full clocks; the differential test holds them equal).
+KEEP = {"S": ("F", "P"), "F": ("F", "P"), "P": ("P",)}
+SNAP = KEEP["F"]
 WORKER_SITE = "worker_after"
 # Mailbox contents.
 MB_NONE, MB_RING, MB_MARKER = 0, 1, 2
@@ -84,6 +90,8 @@ class Program:
     reads: list[ReadSlot] = field(default_factory=list)
     first_writes: dict[tuple[int, str], WriteSlot] = field(default_factory=dict)
     resolved: dict[tuple[int, int], z3.ArithRef] = field(default_factory=dict)
+    state_in: "State | None" = None
+    state_out: "State | None" = None
     _fresh: int = 0
 
     # -- races -------------------------------------------------------------------------------------------------
@@ -97,27 +105,70 @@ class Program:
         return z3.Or(*[self.race_of(r) for r in self.reads if steps is None or r.step in steps] or [z3.BoolVal(False)])
 
 
-def build(cfg: SymConfig, tag: str = "") -> Program:
-    """Execute the host program of ``cfg.bounds.steps`` steps symbolically."""
-    return _Builder(cfg, tag).run()
+def build(cfg: SymConfig, tag: str = "", havoc: bool = False) -> Program:
+    """Execute the host program of ``cfg.bounds.steps`` steps symbolically.
+
+    ``havoc``: start from an arbitrary state (clocks, mailboxes, markers as free variables) instead of the initial
+    one; ``Program.state_in`` and ``Program.state_out`` then give the states before and after, for induction."""
+    return _Builder(cfg, tag, havoc).run()
+
+
+@dataclass
+class State:
+    """What carries over between steps: clocks, every mailbox, every marker's latest record."""
+
+    clock: dict
+    mb_kind: list
+    mb_marker: list
+    mb_snap: list
+    mk_snap: list
+    mk_valid: list
+
+    def invariant(self, runners: int) -> z3.BoolRef:
+        """Everything recorded lies in the past of F, and no stream knows more of another than it has done."""
+        c = self.clock
+        out = [z3.And(c[x][y] >= 0, c[x][y] <= c[y][y]) for x in STREAMS for y in KEEP[x]]
+        for o in range(runners):
+            out += [self.mb_kind[o] >= MB_NONE, self.mb_kind[o] <= MB_MARKER, self.mb_marker[o] >= 0,
+                    self.mb_marker[o] < runners]
+            out += [z3.And(self.mb_snap[o][y] >= 0, self.mb_snap[o][y] <= c["F"][y]) for y in SNAP]
+            out += [z3.And(self.mk_snap[o][y] >= 0, self.mk_snap[o][y] <= c["F"][y]) for y in SNAP]
+        return z3.And(*out)
+
+    def is_initial(self, runners: int) -> z3.BoolRef:
+        out = [self.clock[x][y] == 0 for x in STREAMS for y in KEEP[x]]
+        for o in range(runners):
+            out += [self.mb_kind[o] == MB_NONE, self.mb_marker[o] == 0, z3.Not(self.mk_valid[o])]
+            out += [self.mb_snap[o][y] == 0 for y in SNAP] + [self.mk_snap[o][y] == 0 for y in SNAP]
+        return z3.And(*out)
 
 
 class _Builder:
-    def __init__(self, cfg: SymConfig, tag: str):
+    def __init__(self, cfg: SymConfig, tag: str, havoc: bool = False):
         self.cfg = cfg
         self.tag = f"{tag}." if tag else ""
         self.prog = Program(cfg)
         self.R = cfg.bounds.runners
         self.locs = cfg.bounds.locations
-        zero = z3.IntVal(0)
-        self.clock = {x: {y: zero for y in STREAMS} for x in STREAMS}
+        if havoc:
+            iv = lambda name: z3.Int(f"{self.tag}init.{name}")  # noqa: E731
+            bv = lambda name: z3.Bool(f"{self.tag}init.{name}")  # noqa: E731
+        else:
+            iv = lambda name: z3.IntVal(0)  # noqa: E731
+            bv = lambda name: z3.BoolVal(False)  # noqa: E731
+        self.clock = {x: {y: iv(f"vc.{x}.{y}") for y in KEEP[x]} for x in STREAMS}
         # Mailbox per model runner (indexed by owner runner): what it holds, which marker, the ring snapshot.
-        self.mb_kind = [z3.IntVal(MB_NONE) for _ in range(self.R)]
-        self.mb_marker = [z3.IntVal(0) for _ in range(self.R)]
-        self.mb_snap = [{y: zero for y in STREAMS} for _ in range(self.R)]
+        self.mb_kind = [iv(f"mb{o}.kind") for o in range(self.R)]
+        self.mb_marker = [iv(f"mb{o}.marker") for o in range(self.R)]
+        self.mb_snap = [{y: iv(f"mb{o}.snap.{y}") for y in SNAP} for o in range(self.R)]
         # Marker of each CUDA-graph runner: its latest record node's snapshot, and whether it was ever recorded.
-        self.mk_snap = [{y: zero for y in STREAMS} for _ in range(self.R)]
-        self.mk_valid = [z3.BoolVal(False) for _ in range(self.R)]
+        self.mk_snap = [{y: iv(f"mk{g}.{y}") for y in SNAP} for g in range(self.R)]
+        self.mk_valid = [bv(f"mk{g}.valid") for g in range(self.R)]
+        self.prog.state_in = self.state()
+
+    def state(self) -> State:
+        return State({x: dict(v) for x, v in self.clock.items()}, list(self.mb_kind), list(self.mb_marker),
+                     [dict(s) for s in self.mb_snap], [dict(s) for s in self.mk_snap], list(self.mk_valid))
 
     # -- helpers ------------------------------------------------------------------------------------------------
 
@@ -128,14 +179,15 @@ class _Builder:
         return v
 
     def op(self, guard, emit, kernel=None) -> int:
-        self.prog.ops.append(OpSlot(z3.simplify(guard) if z3.is_bool(guard) else guard, emit, kernel))
+        self.prog.ops.append(OpSlot(guard, emit, kernel))
         return len(self.prog.ops) - 1
 
     def join(self, stream: str, vc: dict, guard, name: str) -> None:
         mine = self.clock[stream]
         self.clock[stream] = {
             y: self.fresh(z3.If(z3.And(guard, vc[y] > mine[y]), vc[y], mine[y]), f"vc.{stream}.{y}.{name}")
-            for y in STREAMS
+            if y in vc else mine[y]
+            for y in KEEP[stream]
         }
 
     def kernel_read(self, guard, stream: str, step: int, phase: int, site: str, loc: str, emit) -> None:
@@ -147,10 +199,7 @@ class _Builder:
         self.prog.reads.append(slot)
 
     def kernel_write(self, guard, stamp: int, loc: str, emit) -> WriteSlot:
-        c = dict(self.clock["S"])
-        c["S"] = self.fresh(c["S"] + z3.If(guard, 1, 0), "pos.S")
-        self.clock["S"] = c
-        slot = WriteSlot(guard, stamp, loc, dict(c), len(self.prog.ops))
+        slot = WriteSlot(guard, stamp, loc, dict(self.clock["S"]), len(self.prog.ops))
         self.op(guard, emit, slot)
         return slot
 
@@ -164,7 +213,7 @@ class _Builder:
             if marker is not None:
                 self.mb_marker[o] = self.fresh(z3.If(hit, marker, self.mb_marker[o]), f"mb{o}.marker")
             if snap is not None:
-                self.mb_snap[o] = {y: self.fresh(z3.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in STREAMS}
+                self.mb_snap[o] = {y: self.fresh(z3.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in SNAP}
 
     # -- the scheduler's writes and barrier (section 5) ---------------------------------------------------------
 
@@ -193,7 +242,7 @@ class _Builder:
                     z3.If(is_ring, select(owner, [s[y] for s in self.mb_snap]), select(marker, [s[y] for s in self.mk_snap])),
                     f"barrier.bound.{y}",
                 )
-                for y in STREAMS
+                for y in SNAP
             }
             # R2: a wait on an event never recorded is a no-op (a ring event is recorded when published).
             bound_valid = z3.Or(is_ring, select(marker, self.mk_valid))
@@ -232,7 +281,7 @@ class _Builder:
         # Metadata prep, on F or on P after P.wait_stream(S) (section 2).
         on_plan = z3.And(act, p.plan)
         self.op(on_plan, lambda env: env.wait_stream("P", "S", env.runner_name(step, i)))
-        self.join("P", dict(self.clock["S"]), on_plan, f"s{step}p{i}.plan")
+        # P.wait_stream(S) is issued (and emitted) but adds nothing kept: S knows no more of P than P itself.
         for loc in self.locs:
             g = z3.And(act, p.reads[(0, loc)])
             for stream, sg in (("P", z3.And(g, p.plan)), ("F", z3.And(g, z3.Not(p.plan)))):
@@ -260,7 +309,7 @@ class _Builder:
         marker_on = z3.And(graph, select(p.runner, [r.marker for r in cfg.runners]))
         for g in range(self.R):
             hit = z3.And(marker_on, p.runner == g)
-            self.mk_snap[g] = {y: self.fresh(z3.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in STREAMS}
+            self.mk_snap[g] = {y: self.fresh(z3.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in SNAP}
             self.mk_valid[g] = self.fresh(z3.Or(self.mk_valid[g], hit), f"mk{g}.valid")
         for seg in range(self.cfg.bounds.segments):
             launched = graph if seg == 0 else z3.And(graph, p.execution == BREAKABLE, p.segments > seg)
@@ -318,4 +367,5 @@ class _Builder:
             if n < k:
                 self.barrier(lt, n, pub)
                 self.writes(lt, n + 1, lambda env: "scheduler:prepare")
+        self.prog.state_out = self.state()
         return self.prog

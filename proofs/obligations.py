@@ -1,0 +1,117 @@
+"""The proof obligations as data: what each states, within which bounds, under which assumptions, and the verdict
+we expect. ``proofs.runner`` evaluates them and diffs actual against expected; known-unsafe variants live beside
+the safe ones with expected verdict ``counterexample``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fencecheck.report import Verdict
+from fencecheck.model.assumptions import ASSUMPTIONS
+from fencecheck.model.symconfig import Bounds
+
+ALL = tuple(a.name for a in ASSUMPTIONS)
+
+
+def without(*names: str) -> tuple[str, ...]:
+    return tuple(n for n in ALL if n not in names)
+
+
+@dataclass(frozen=True)
+class Obligation:
+    """``kind`` says how it is evaluated: ``safety`` (no race within ``bounds`` under ``assumptions`` and
+    ``extra``), ``induction`` (the unbounded argument), ``compare`` (pre-#35059 rule against #35059), ``scenario``
+    (one catalog scenario, concrete). ``extra`` names restrictions defined in ``proofs.runner``."""
+
+    name: str
+    statement: str
+    kind: str
+    expected: Verdict
+    bounds: Bounds = Bounds()
+    assumptions: tuple[str, ...] = ALL
+    extra: tuple[str, ...] = ()
+    budget_s: float = 30.0
+    scenario: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+MAIN_BOUNDS = Bounds(steps=2, phases=4, runners=3)
+
+OBLIGATIONS: list[Obligation] = [
+    Obligation(
+        "main_theorem",
+        "Declaration-only resolution with the sound (POST_REPLAY) fallback is free of write-after-read races for "
+        "every configuration within the bounds (every declaration, every set of read sites it covers, markers "
+        "present or absent, graph, breakable and eager execution, any runner of each phase, plan stream or not, "
+        "mailbox sharing, per-step phases and publisher) when the named runner is the runner of each step's last "
+        "reading phase, under the stated assumptions.",
+        "safety", Verdict.PROVED, MAIN_BOUNDS,
+    ),
+    Obligation(
+        "unbounded_steps",
+        "The main theorem for any number of steps: an invariant over what carries between steps (clocks, every "
+        "mailbox, every marker's latest record) holds initially, is preserved by any step, and implies that the "
+        "step is race-free under the assumptions.",
+        "induction", Verdict.PROVED, Bounds(steps=1, phases=4, runners=3),
+    ),
+    *[
+        Obligation(
+            f"needs/{a.name}",
+            f"The main theorem fails without the assumption '{a.name}' ({a.statement}).",
+            "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without(a.name), tags=("necessity",),
+        )
+        for a in ASSUMPTIONS
+    ],
+    Obligation(
+        "rule_as_merged",
+        "The rule as merged in #35059 (IN_REPLAY on a runner without its marker falls back to PRE_REPLAY) races "
+        "when the backend reads inside the graph.",
+        "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("sound_fallback"), ("rule_as_merged",),
+    ),
+    Obligation(
+        "ngram_without_clear",
+        "NGRAM (target verify, then the worker's accept reads shared state) without its mailbox clear races.",
+        "safety", Verdict.COUNTEREXAMPLE, Bounds(steps=2, phases=1, runners=1),
+        without("worker_reads_cleared"), ("ngram", "no_clear"),
+    ),
+    Obligation(
+        "ngram_with_clear",
+        "NGRAM with the worker clearing the target runner's mailbox after verify is race-free.",
+        "safety", Verdict.PROVED, Bounds(steps=2, phases=1, runners=1),
+        without("worker_reads_cleared"), ("ngram", "clear"),
+    ),
+    Obligation(
+        "publisher_not_last_reader",
+        "Naming a runner other than the runner of the step's last reading phase races.",
+        "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("named_runner_is_last_reader"), ("wrong_publisher",),
+    ),
+    Obligation(
+        "gates_redundant_except_ngram",
+        "PR #35059's claim: the removed gates (forward-mode gate, is_last_shared_read_phase) were redundant except "
+        "for NGRAM. Decided by searching, over one family (truthful is_last_shared_read_phase, no worker reads after "
+        "any phase, the other assumptions of the main theorem except the fallback, which both rules share as "
+        "PRE_REPLAY), for a configuration that is race-free under the gated rule and races under the new one.",
+        "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
+        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"),
+    ),
+    Obligation(
+        "gates_redundant_with_markers",
+        "The same comparison where every runner has its marker (so the PRE_REPLAY fallback never applies): does "
+        "the new rule still race where the gated one did not?",
+        "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
+        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), ("all_markers",),
+    ),
+]
+
+
+def catalog_obligations() -> list[Obligation]:
+    from fencecheck.catalog import load_catalog
+
+    out = []
+    for s in load_catalog():
+        expected = Verdict.PROVED if s.expect is None or s.expect.verdict == "safe" else Verdict.COUNTEREXAMPLE
+        out.append(Obligation(
+            f"catalog/{s.name}", f"The model's verdict on catalog scenario {s.name} for {s.steps} steps (the "
+            "simulator must agree, race for race).", "scenario", expected, scenario=s.name, budget_s=10.0,
+        ))
+    return out

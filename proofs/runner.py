@@ -1,0 +1,239 @@
+"""Evaluate proof obligations: verdict, time, encoding size, non-vacuity, minimal counterexamples.
+
+Every query comes from ``fencecheck.model.solver.make_solver``; an obligation whose query answers neither sat nor
+unsat is ``UNKNOWN`` with the solver's reason, never ``PROVED``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import z3
+
+from fencecheck.model import assumptions as A
+from fencecheck.model.check import model_check
+from fencecheck.model.counterexample import Counterexample, search_with
+from fencecheck.model.program import build
+from fencecheck.model.solver import Budget, make_solver, solve
+from fencecheck.model.symconfig import DECL_ONLY, GATED, VERIFY, Bounds, SymConfig, make_config
+from fencecheck.report import Verdict
+
+from .obligations import Obligation
+
+
+@dataclass
+class Query:
+    """One solver call of an obligation, kept for the table and for SMT-LIB2 export."""
+
+    label: str
+    solver: z3.Solver
+    verdict: Verdict
+    seconds: float
+    expect: Verdict  # what this query must answer for the obligation to hold as expected
+
+
+@dataclass
+class Result:
+    obligation: Obligation
+    verdict: Verdict
+    seconds: float = 0.0
+    reason: str = ""
+    queries: list[Query] = field(default_factory=list)
+    nonvacuity: list[tuple[str, bool]] = field(default_factory=list)
+    counterexample: Counterexample | None = None
+    notes: list[str] = field(default_factory=list)
+    agrees: bool = True  # scenario obligations: the simulator agrees
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is self.obligation.expected and self.agrees and all(ok for _, ok in self.nonvacuity)
+
+    @property
+    def size(self) -> int:
+        """Encoding size: assertions of the obligation's largest query."""
+        return max((len(q.solver.assertions()) for q in self.queries), default=0)
+
+
+def _budget(ob: Obligation) -> Budget:
+    return Budget(timeout_ms=int(ob.budget_s * 1000))
+
+
+def _query(label: str, constraints: list, ob: Obligation, expect: Verdict) -> Query:
+    s = make_solver(_budget(ob))
+    s.add(*constraints)
+    t = time.perf_counter()
+    verdict, reason = solve(s)
+    q = Query(label, s, verdict, time.perf_counter() - t, expect)
+    q.reason = reason  # type: ignore[attr-defined]
+    return q
+
+
+# -- restrictions named by Obligation.extra ----------------------------------------------------------------------
+
+
+def _last_reading(step, i):
+    return z3.And(step[i].reads_any(), *[z3.Not(q.reads_any()) for q in step[i + 1:]])
+
+
+def extra(name: str, cfg: SymConfig, prog) -> z3.BoolRef:
+    if name == "rule_as_merged":
+        return cfg.rule == DECL_ONLY
+    if name == "ngram":  # one target verify phase per step whose worker then reads every location
+        return z3.And(*[z3.And(step[0].mode == VERIFY, *step[0].worker.values()) for step in cfg.phases])
+    if name == "no_clear":
+        return z3.And(*[z3.Not(p.clear) for step in cfg.phases for p in step])
+    if name == "clear":
+        return z3.And(*[z3.Implies(p.active, p.clear) for step in cfg.phases for p in step])
+    if name == "all_markers":
+        return z3.And(*[r.marker for r in cfg.runners])
+    if name == "wrong_publisher":
+        return z3.Or(*[z3.And(_last_reading(step, i), cfg.publisher[n] != step[i].runner)
+                       for n, step in enumerate(cfg.phases) for i in range(len(step))])
+    raise KeyError(name)
+
+
+def _premises(ob: Obligation, cfg, prog, names) -> list:
+    return [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, names), *[extra(e, cfg, prog) for e in ob.extra]]
+
+
+def _some_read(prog) -> z3.BoolRef:
+    return z3.Or(*[r.guard for r in prog.reads])
+
+
+def _nonvacuity(ob: Obligation, res: Result, bounds: Bounds, havoc: bool = False, built=None) -> None:
+    """The premises can hold with a read issued, and once the barrier is taken away a race is reachable."""
+    cfg, prog = built or (None, None)
+    if cfg is None:
+        cfg = make_config(bounds)
+        prog = build(cfg, havoc=havoc)
+    inv = [prog.state_in.invariant(bounds.runners)] if havoc else []
+    q1 = _query("premises satisfiable", _premises(ob, cfg, prog, ob.assumptions) + inv + [_some_read(prog)], ob,
+                Verdict.COUNTEREXAMPLE)
+    names = tuple(n for n in ob.assumptions if n != "barrier_on")
+    q2 = _query("race once the fence is taken away",
+                _premises(ob, cfg, prog, names) + inv + [z3.Not(cfg.barrier), prog.any_race()], ob,
+                Verdict.COUNTEREXAMPLE)
+    res.queries += [q1, q2]
+    res.nonvacuity += [(q1.label, q1.verdict is Verdict.COUNTEREXAMPLE), (q2.label, q2.verdict is Verdict.COUNTEREXAMPLE)]
+
+
+def _search(ob: Obligation, res: Result, setup) -> None:
+    """The minimal counterexample search; its queries are the obligation's, its verdict the obligation's."""
+
+    def log(label, solver, verdict, seconds):
+        q = Query(label, solver, verdict, seconds, ob.expected)
+        q.reason = ""  # type: ignore[attr-defined]
+        res.queries.append(q)
+
+    verdict, ce, reason = search_with(ob.bounds, setup, _budget(ob), _ce_name(ob), log)
+    res.verdict, res.reason, res.counterexample = verdict, reason, ce
+
+
+def _safety(ob: Obligation, res: Result) -> None:
+    def setup(b):
+        c = make_config(b)
+        p = build(c)
+        return c, p, _premises(ob, c, p, ob.assumptions) + [p.any_race()]
+
+    if ob.expected is Verdict.COUNTEREXAMPLE:
+        # Smallest bounds first: the first satisfiable one is the counterexample; if none is, that is a proof
+        # over every bound up to ob.bounds (each smaller family is checked on its own).
+        _search(ob, res, setup)
+        if res.verdict is Verdict.PROVED:
+            _nonvacuity(ob, res, ob.bounds)
+    else:
+        cfg, prog, constraints = setup(ob.bounds)
+        q = _query("race within bounds", constraints, ob, ob.expected)
+        res.queries.append(q)
+        res.verdict, res.reason = q.verdict, getattr(q, "reason", "")
+        if q.verdict is Verdict.COUNTEREXAMPLE:
+            _search(ob, res, setup)
+        elif q.verdict is Verdict.PROVED:
+            _nonvacuity(ob, res, ob.bounds, built=(cfg, prog))
+
+
+def _induction(ob: Obligation, res: Result) -> None:
+    R = ob.bounds.runners
+    cfg = make_config(ob.bounds)
+    prog = build(cfg, havoc=True)
+    base = _query("base: the initial state satisfies the invariant",
+                  [prog.state_in.is_initial(R), z3.Not(prog.state_in.invariant(R))], ob, Verdict.PROVED)
+    step = _query("step: any step preserves the invariant",
+                  [*cfg.domain, *prog.constraints, prog.state_in.invariant(R), z3.Not(prog.state_out.invariant(R))],
+                  ob, Verdict.PROVED)
+    safe = _query("safety: from any invariant state, a step is race-free",
+                  _premises(ob, cfg, prog, ob.assumptions) + [prog.state_in.invariant(R), prog.any_race()],
+                  ob, Verdict.PROVED)
+    res.queries += [base, step, safe]
+    verdicts = {q.verdict for q in (base, step, safe)}
+    if verdicts == {Verdict.PROVED}:
+        res.verdict = Verdict.PROVED
+        _nonvacuity(ob, res, ob.bounds, havoc=True, built=(cfg, prog))
+    elif Verdict.UNKNOWN in verdicts:
+        res.verdict = Verdict.UNKNOWN
+        res.reason = "; ".join(getattr(q, "reason", "") for q in (base, step, safe) if q.verdict is Verdict.UNKNOWN)
+    else:
+        res.verdict = Verdict.COUNTEREXAMPLE
+        res.notes.append("failed: " + ", ".join(q.label for q in (base, step, safe) if q.verdict is not Verdict.PROVED))
+
+
+def _compare_setup(ob: Obligation):
+    """Two programs over one configuration, differing only in the rule: gated (old) and declaration-only (new)."""
+
+    def setup(b: Bounds):
+        new = make_config(b, "new")
+        old = make_config(b, "old")
+        p_new, p_old = build(new, "new"), build(old, "old")
+        same = [x == y for x, y in zip(new.all_vars(), old.all_vars()) if not x.eq(new.rule)]
+        truthful = old.is_last[VERIFY] == z3.And(*[
+            z3.Or(*[z3.And(_last_reading(step, i), step[i].mode == VERIFY) for i in range(len(step))])
+            for step in new.phases
+        ])
+        no_worker = [z3.Not(v) for step in new.phases for p in step for v in p.worker.values()]
+        constraints = [
+            *new.domain, *old.domain, *p_new.constraints, *p_old.constraints, *same, truthful, *no_worker,
+            *A.constraints(new, p_new, ob.assumptions), *[extra(e, new, p_new) for e in ob.extra],
+            new.rule == DECL_ONLY, old.rule == GATED,
+            z3.Not(p_old.any_race()), p_new.any_race(),
+        ]
+        return new, p_new, constraints
+
+    return setup
+
+
+def _compare(ob: Obligation, res: Result) -> None:
+    _search(ob, res, _compare_setup(ob))
+    if res.verdict is Verdict.COUNTEREXAMPLE:
+        res.notes.append("the same configuration under resolution = 'gated' is race-free")
+
+
+def _scenario(ob: Obligation, res: Result) -> None:
+    from fencecheck.catalog import load_catalog
+    from fencecheck.reference.check import check_scenario
+
+    s = {x.name: x for x in load_catalog()}[ob.scenario]
+    t = time.perf_counter()
+    report = model_check(s, budget=_budget(ob))
+    res.verdict, res.reason = report.verdict, report.reason
+    sim = check_scenario(s)
+    model_races = sorted({(r.key(), r.step) for r in report.races})
+    sim_races = sorted({(r.key(), r.step) for r in sim.races})
+    res.agrees = report.verdict is sim.verdict and model_races == sim_races
+    if not res.agrees:
+        res.notes.append(f"simulator disagrees: model {model_races} vs simulator {sim_races}")
+    res.notes.append(f"model and simulator: {len(model_races)} racing (read, step) pairs")
+    res.seconds = time.perf_counter() - t
+
+
+def _ce_name(ob: Obligation) -> str:
+    return ob.name.replace("/", "-").replace("_", "-")
+
+
+def evaluate(ob: Obligation) -> Result:
+    res = Result(ob, Verdict.UNKNOWN)
+    t = time.perf_counter()
+    {"safety": _safety, "induction": _induction, "compare": _compare, "scenario": _scenario}[ob.kind](ob, res)
+    if ob.kind != "scenario":
+        res.seconds = time.perf_counter() - t
+    return res
