@@ -185,6 +185,48 @@ def cmd_prove(args, out: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_verify(args, out: TextIO) -> int:
+    from .catalog import load_catalog
+    from .model.verify import BOUNDS, verify
+    from .report import Verdict
+    from .scenario_io import dump, load_backend
+
+    backend = load_backend(args.backend)
+    report = verify(backend, load_catalog())
+    out.write(f"backend {report.backend}\n")
+    for f in report.modes:
+        sites = ", ".join(f"{s.value}: {'/'.join(locs)}" for s, locs in f.sites.items()) or "no reads"
+        out.write(f"  {f.mode.value}: declares {f.declared.name}; reads {sites}; "
+                  f"{'within' if f.honest else 'OUTSIDE'} what {f.declared.name} covers\n")
+    out.write(f"symbolic contexts ({BOUNDS.text()}; the main theorem's other assumptions): ")
+    if report.verdict is Verdict.PROVED:
+        out.write("proved race-free\n")
+    elif report.verdict is Verdict.UNKNOWN:
+        out.write(f"UNKNOWN ({report.reason})\n")
+    else:
+        ce = report.counterexample
+        loc, phase, site = ce.race_key()
+        out.write(f"COUNTEREXAMPLE: the read of {loc} by {phase} at {site} in step {ce.race.step} races "
+                  f"({ce.bounds.phases} phase(s), {ce.bounds.steps} step(s))\n")
+        if args.out:
+            dump(ce.scenario, args.out)
+            out.write(f"  scenario written to {args.out}; replay: fencecheck check {args.out} --witness\n")
+    out.write(f"catalog contexts: {len(report.contexts)} race-free scenarios with a phase in a mode it covers\n")
+    for c in report.contexts:
+        status = "safe" if c.safe else ("UNKNOWN" if c.verdict is Verdict.UNKNOWN else "RACE")
+        keys = sorted({r.key() for r in c.races})
+        detail = "" if c.safe else "  " + "; ".join(f"{loc}@{ph}/{site}" for loc, ph, site in keys)
+        out.write(f"  {c.scenario}: {status}{detail}\n")
+    for line in report.advice:
+        out.write(f"advice: {line}\n")
+    if report.safe:
+        return EXIT_OK
+    if report.verdict is Verdict.UNKNOWN or any(c.verdict is Verdict.UNKNOWN for c in report.contexts):
+        if report.verdict is not Verdict.COUNTEREXAMPLE and all(c.verdict is not Verdict.COUNTEREXAMPLE for c in report.contexts):
+            return EXIT_UNKNOWN
+    return EXIT_RACE
+
+
 def cmd_schema(args, out: TextIO) -> int:
     from .schema import SCENARIO_SCHEMA
 
@@ -222,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
     p.set_defaults(func=cmd_prove)
+
+    p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race")
+    p.add_argument("backend", metavar="BACKEND.toml")
+    p.add_argument("--out", "-o", default=None, help="write the counterexample scenario here, if there is one")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files")
     p.set_defaults(func=cmd_schema)

@@ -24,7 +24,7 @@ from .scenario import (
     Scenario,
     SchedulerSpec,
 )
-from .schema import SCENARIO_SCHEMA
+from .schema import BACKEND_SCHEMA, SCENARIO_SCHEMA
 from .vocab import (
     BarrierPlacement,
     Execution,
@@ -39,6 +39,7 @@ from .vocab import (
 )
 
 _VALIDATOR = jsonschema.Draft202012Validator(SCENARIO_SCHEMA)
+_BACKEND_VALIDATOR = jsonschema.Draft202012Validator(BACKEND_SCHEMA)
 
 
 def _key(path) -> str:
@@ -73,34 +74,52 @@ def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
     return key, error.message.splitlines()[0]
 
 
-def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
-    """Build a ``Scenario`` from the parsed TOML form; raises ``ScenarioError`` with ``source`` in its message."""
-    errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+def _validate(validator, data, source: str) -> None:
+    errors = list(validator.iter_errors(data))
     if errors:
         # The deepest error is the most specific; oneOf wrappers report themselves at a shallower path.
-        best = max(errors, key=lambda e: len(e.absolute_path))
+        best = max(errors, key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
         key, expected = _explain(best)
         raise ScenarioError(source, key, expected)
+
+
+def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
+    """Build a ``Scenario`` from the parsed TOML form; raises ``ScenarioError`` with ``source`` in its message."""
+    _validate(_VALIDATOR, data, source)
     try:
         return _build(data)
     except ScenarioError as err:
         raise ScenarioError(source, err.key, err.expected) from None
 
 
+def _backend(name: str, b: dict[str, Any]) -> BackendSpec:
+    return BackendSpec(
+        name=name,
+        declares={ForwardMode(m): SharedReadEnds[e] for m, e in b.get("declares", {}).items()},
+        reads={mode: {ReadSite(s): tuple(locs) for s, locs in sites.items()} for mode, sites in b.get("reads", {}).items()},
+        children=tuple(b.get("children", ())),
+        delegate={ForwardMode(m): c for m, c in b.get("delegate", {}).items()},
+        note=b.get("note", ""),
+    )
+
+
+def load_backend(path: str | os.PathLike) -> BackendSpec:
+    """Read a backend file (``fencecheck verify``): ``name``, ``declares``, ``reads``, ``note``."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(str(path), "", "no such file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(str(path), "", f"not valid TOML ({err})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(str(path), "", f"cannot be read ({err.__class__.__name__})") from None
+    _validate(_BACKEND_VALIDATOR, data, str(path))
+    return _backend(data["name"], data)
+
+
 def _build(d: dict[str, Any]) -> Scenario:
-    backends = {
-        name: BackendSpec(
-            name=name,
-            declares={ForwardMode(m): SharedReadEnds[e] for m, e in b.get("declares", {}).items()},
-            reads={
-                mode: {ReadSite(s): tuple(locs) for s, locs in sites.items()} for mode, sites in b.get("reads", {}).items()
-            },
-            children=tuple(b.get("children", ())),
-            delegate={ForwardMode(m): c for m, c in b.get("delegate", {}).items()},
-            note=b.get("note", ""),
-        )
-        for name, b in d["backends"].items()
-    }
+    backends = {name: _backend(name, b) for name, b in d["backends"].items()}
     runners = {
         name: RunnerSpec(
             name=name,

@@ -170,3 +170,19 @@ SCENARIO_SCHEMA: dict = {
     },
     "additionalProperties": False,
 }
+
+
+#: A backend file for ``fencecheck verify``: one backend, no children or delegates (those need their siblings).
+BACKEND_SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "fencecheck backend",
+    "type": "object",
+    "required": ["name"],
+    "properties": {
+        "name": _NAME,
+        "declares": _BACKEND["properties"]["declares"],
+        "reads": _BACKEND["properties"]["reads"],
+        "note": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
