@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import z3
 
@@ -34,6 +35,8 @@ class ModelReport:
     verdict: Verdict
     races: tuple[ModelRace, ...] = ()
     reason: str = ""
+    solver: object = field(default=None, compare=False, repr=False)  # the query, for SMT-LIB2 export
+    seconds: float = 0.0
 
     @property
     def safe(self) -> bool:
@@ -47,12 +50,15 @@ def model_check(s: Scenario, steps: int | None = None, budget: Budget = Budget()
     prog = build(cfg)
     solver = make_solver(budget)
     solver.add(*cfg.domain, *prog.constraints, *pin(cfg, s, lay))
-    verdict, reason = solve(solver, prog.any_race())
+    solver.add(prog.any_race())
+    t = time.perf_counter()
+    verdict, reason = solve(solver)
+    seconds = time.perf_counter() - t
     if verdict is not Verdict.COUNTEREXAMPLE:
-        return ModelReport(s.name, lay.steps, verdict, (), reason)
+        return ModelReport(s.name, lay.steps, verdict, (), reason, solver, seconds)
     model = solver.model()
     races = tuple(_race(s, r) for r in prog.reads if z3.is_true(model.eval(prog.race_of(r), model_completion=True)))
-    return ModelReport(s.name, lay.steps, verdict, races)
+    return ModelReport(s.name, lay.steps, verdict, races, "", solver, seconds)
 
 
 def _race(s: Scenario, r: ReadSlot) -> ModelRace:

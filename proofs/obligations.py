@@ -31,6 +31,7 @@ class Obligation:
     assumptions: tuple[str, ...] = ALL
     extra: tuple[str, ...] = ()
     budget_s: float = 30.0
+    rlimit: int = 50_000_000  # z3's deterministic resource limit per query
     scenario: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
 

@@ -56,7 +56,7 @@ class Result:
 
 
 def _budget(ob: Obligation) -> Budget:
-    return Budget(timeout_ms=int(ob.budget_s * 1000))
+    return Budget(timeout_ms=int(ob.budget_s * 1000), rlimit=ob.rlimit)
 
 
 def _query(label: str, constraints: list, ob: Obligation, expect: Verdict) -> Query:
@@ -216,6 +216,7 @@ def _scenario(ob: Obligation, res: Result) -> None:
     t = time.perf_counter()
     report = model_check(s, budget=_budget(ob))
     res.verdict, res.reason = report.verdict, report.reason
+    res.queries.append(Query("race in the scenario's run", report.solver, report.verdict, report.seconds, ob.expected))
     sim = check_scenario(s)
     model_races = sorted({(r.key(), r.step) for r in report.races})
     sim_races = sorted({(r.key(), r.step) for r in sim.races})

@@ -1,0 +1,46 @@
+"""Second solver: every obligation query that z3 answers in under a second, exported as SMT-LIB2 (QF_LIA) and read
+back by cvc5, must get the same answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from fencecheck.model.solver import to_smt2
+from fencecheck.proofs.obligations import OBLIGATIONS, catalog_obligations
+from fencecheck.proofs.runner import evaluate
+from fencecheck.report import Verdict
+
+cvc5 = pytest.importorskip("cvc5")
+
+
+def cvc5_answer(text: str) -> str:
+    tm = cvc5.TermManager()
+    solver = cvc5.Solver(tm)
+    parser = cvc5.InputParser(solver)
+    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text, "fencecheck")
+    symbols = parser.getSymbolManager()
+    out = ""
+    while True:
+        cmd = parser.nextCommand()
+        if cmd.isNull():
+            break
+        out += cmd.invoke(solver, symbols)
+    return out.strip()
+
+
+def _queries():
+    for ob in OBLIGATIONS + catalog_obligations()[::5]:
+        for q in evaluate(ob).queries:
+            if q.seconds < 1.0 and q.verdict is not Verdict.UNKNOWN:
+                yield ob.name, q
+
+
+def test_cvc5_agrees_with_z3_on_every_fast_query():
+    checked = 0
+    for name, q in _queries():
+        text = to_smt2(q.solver)
+        assert text.startswith("(set-logic QF_LIA)")
+        want = {Verdict.PROVED: "unsat", Verdict.COUNTEREXAMPLE: "sat"}[q.verdict]
+        assert cvc5_answer(text) == want, (name, q.label)
+        checked += 1
+    assert checked >= 30
