@@ -25,17 +25,7 @@ from fencecheck.scenario import (
     SchedulerSpec,
 )
 from fencecheck.trace import Trace
-from fencecheck.vocab import (
-    BarrierPlacement,
-    Execution,
-    ForwardMode,
-    PlanJoin,
-    PrepStream,
-    PublishPolicy,
-    ResolutionRule,
-    SharedReadEnds,
-    StepKind,
-)
+from fencecheck.vocab import BarrierPlacement, ForwardMode, PrepStream, SharedReadEnds, StepKind
 
 from .concrete import EXECUTION, JOIN, POLICY, RULE, Layout
 from .emit import emit, kernel_clocks
@@ -291,4 +281,4 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
     return scenario, Layout(rnames, cfg.bounds.locations, cfg.bounds.steps)
 
 
-__all__ = ["Counterexample", "PlanJoin", "PublishPolicy", "ResolutionRule", "Execution", "realize", "search"]
+__all__ = ["Counterexample", "realize", "search", "search_with", "to_scenario"]

@@ -21,7 +21,6 @@ import z3
 from .symconfig import (
     ALWAYS_PRE,
     BREAKABLE,
-    DECL_ONLY,
     EAGER,
     GATED,
     IN,

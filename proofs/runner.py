@@ -6,6 +6,7 @@ unsat is ``UNKNOWN`` with the solver's reason, never ``PROVED``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -224,6 +225,12 @@ def _scenario(ob: Obligation, res: Result) -> None:
     if not res.agrees:
         res.notes.append(f"simulator disagrees: model {model_races} vs simulator {sim_races}")
     res.notes.append(f"model and simulator: {len(model_races)} racing (read, step) pairs")
+    if report.verdict is Verdict.PROVED:
+        # Non-vacuity: the same scenario with its barrier switched off races. That query has a model, so the
+        # pinned configuration (which differs only in the barrier flag) is satisfiable too.
+        unfenced = model_check(s.replace(scheduler=dataclasses.replace(s.scheduler, barrier=False)), budget=_budget(ob))
+        res.nonvacuity.append(("race once the fence is taken away (so the premises are satisfiable)",
+                               unfenced.verdict is Verdict.COUNTEREXAMPLE))
     res.seconds = time.perf_counter() - t
 
 

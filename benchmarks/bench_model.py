@@ -1,0 +1,145 @@
+"""Benchmarks of the SMT model (issue 3). Figures go to docs/performance.md with the command that produced them.
+
+  python3 benchmarks/bench_model.py obligations   # every obligation, as `fencecheck prove` runs them
+  python3 benchmarks/bench_model.py scaling [--budget S]   # main theorem: phases 1-8 x steps 2-4
+  python3 benchmarks/bench_model.py enumeration   # symbolic proof vs explicit enumeration with the simulator
+
+Solver times are single queries from the one solver factory (seeded); a cell that runs out of its budget is
+reported as unknown with its budget, never as a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+
+import z3
+
+from fencecheck.model import assumptions as A
+from fencecheck.model.program import build
+from fencecheck.model.solver import Budget, make_solver, solve
+from fencecheck.model.symconfig import Bounds, make_config
+from fencecheck.report import Verdict
+
+
+def obligations() -> None:
+    from fencecheck.proofs.obligations import OBLIGATIONS, catalog_obligations
+    from fencecheck.proofs.runner import evaluate
+
+    t = time.perf_counter()
+    results = [evaluate(ob) for ob in OBLIGATIONS + catalog_obligations()]
+    total = time.perf_counter() - t
+    print(f"{len(results)} obligations, {sum(r.ok for r in results)} as expected, {total:.2f} s in all "
+          f"(= {total / 10:.2f} of the 10 s budget)")
+    for r in sorted(results, key=lambda r: -r.seconds)[:5]:
+        print(f"  {r.obligation.name}: {r.seconds:.2f} s")
+
+
+def scaling(budget_s: float) -> None:
+    names = [a.name for a in A.ASSUMPTIONS]
+    print(f"main theorem, 3 runners, 1 location; budget {budget_s:.0f} s per cell")
+    print("phases " + " ".join(f"{f'steps={n}':>16}" for n in (2, 3, 4)))
+    for phases in range(1, 9):
+        cells = []
+        for steps in (2, 3, 4):
+            cfg = make_config(Bounds(steps, phases, 3))
+            prog = build(cfg)
+            s = make_solver(Budget(timeout_ms=int(budget_s * 1000), rlimit=4_000_000_000))
+            s.add(*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, names), prog.any_race())
+            t = time.perf_counter()
+            verdict, _ = solve(s)
+            dt = time.perf_counter() - t
+            cells.append(f"{dt:7.2f} s {verdict.value[:7]:>7}" if verdict is not Verdict.UNKNOWN
+                         else f"  >{budget_s:.0f} s unknown")
+        print(f"{phases:6d} " + " ".join(f"{c:>16}" for c in cells), flush=True)
+
+
+# -- symbolic against explicit, on one family -----------------------------------------------------------------------
+
+FAMILY = "1 step, 1-2 phases, 1 runner (marker or not), modes DECODE/TARGET_VERIFY, every declaration with every " \
+         "honest set of read sites, graph or eager, forward-stream prep, POST_REPLAY fallback, barrier after run_batch; " \
+         "the last phase reads and runs as a graph with a declaration other than UNKNOWN"
+
+
+def enumerate_family():
+    from fencecheck.scenario import AlgorithmSpec, BackendSpec, PhaseSpec, RunnerSpec, Scenario
+    from fencecheck.vocab import COVERED_SITES, Execution, ForwardMode, ReadSite, ResolutionRule, SharedReadEnds, StepKind
+
+    per_phase = []
+    for mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
+        for decl in SharedReadEnds:
+            sites = sorted(COVERED_SITES[decl], key=list(ReadSite).index)
+            for k in range(len(sites) + 1):
+                for chosen in itertools.combinations(sites, k):
+                    for execution in (Execution.GRAPH, Execution.EAGER):
+                        per_phase.append((mode, decl, chosen, execution))
+    for n_phases in (1, 2):
+        for marker in (True, False):
+            for combo in itertools.product(per_phase, repeat=n_phases):
+                _, last_decl, last_sites, last_exec = combo[-1]
+                if not last_sites or last_exec is Execution.EAGER or last_decl is SharedReadEnds.UNKNOWN:
+                    continue  # the last phase reads, and publishes for its reads (the theorem's assumptions)
+                backends, phases = {}, []
+                for i, (mode, decl, chosen, execution) in enumerate(combo):
+                    backends[f"b{i}"] = BackendSpec(f"b{i}", declares={mode: decl},
+                                                    reads={mode.value: {s: ("req_to_token",) for s in chosen}})
+                    phases.append(PhaseSpec(f"p{i}", "r0", mode, f"b{i}", execution=execution, segments=1))
+                yield Scenario(
+                    name="enum", backends=backends, runners={"r0": RunnerSpec("r0", marker=marker)},
+                    algorithm=AlgorithmSpec("enum", {StepKind.NORMAL: tuple(phases)}, {StepKind.NORMAL: "r0"}),
+                    resolution=ResolutionRule.DECLARATION_ONLY_POST_FALLBACK, steps=1,
+                )
+
+
+def family_constraints(cfg):
+    from fencecheck.model.symconfig import COVERS
+
+    out = [cfg.rule == 2, cfg.barrier, z3.Not(cfg.loop_top), z3.Not(cfg.force_coarse), cfg.publisher[0] == 0,
+           cfg.runners[0].publish == 0, cfg.runners[0].owner == 0, *[v for v in cfg.written.values()]]
+    for p in cfg.phases[0]:
+        out += [p.runner == 0, z3.Or(p.mode == 0, p.mode == 1), z3.Or(p.execution == 0, p.execution == 2),
+                z3.Not(p.plan), p.join == 0, z3.Not(p.clear), p.segments == 1, *[z3.Not(v) for v in p.worker.values()]]
+        for (site, _), v in p.reads.items():
+            out.append(z3.Implies(v, z3.Or(*[p.decl == d for d, s in COVERS.items() if site in s])))
+    step = cfg.phases[0]
+    for i, p in enumerate(step):
+        last = z3.And(p.active, *([z3.Not(step[i + 1].active)] if i + 1 < len(step) else []))
+        out.append(z3.Implies(last, z3.And(z3.Or(*p.reads.values()), p.execution == 0, p.decl != 4)))
+    return out
+
+
+def enumeration() -> None:
+    from fencecheck.reference.check import check_scenario
+
+    t = time.perf_counter()
+    cfg = make_config(Bounds(steps=1, phases=2, runners=1))
+    prog = build(cfg)
+    s = make_solver()
+    s.add(*cfg.domain, *prog.constraints, *family_constraints(cfg), prog.any_race())
+    verdict, _ = solve(s)
+    symbolic = time.perf_counter() - t
+    t = time.perf_counter()
+    count = races = 0
+    for scenario in enumerate_family():
+        count += 1
+        races += not check_scenario(scenario).safe
+    explicit = time.perf_counter() - t
+    print(f"family: {FAMILY}")
+    print(f"symbolic (build + one z3 query): {verdict.value} in {symbolic:.3f} s")
+    print(f"explicit (simulator on each of {count} scenarios): {races} racing, {explicit:.2f} s")
+    print(f"ratio explicit/symbolic: {explicit / symbolic:.0f}x")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["obligations", "scaling", "enumeration"])
+    parser.add_argument("--budget", type=float, default=30.0)
+    args = parser.parse_args()
+    {"obligations": obligations, "scaling": lambda: scaling(args.budget), "enumeration": enumeration}[args.what]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
