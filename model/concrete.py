@@ -19,7 +19,7 @@ from fencecheck.vocab import (
     base_shared_read_ends,
 )
 
-from .symconfig import SITES, Bounds, SymConfig
+from .symconfig import SITES, Bounds, PhaseVars, RunnerVars, SymConfig, make_config
 
 MODE_CLASS = {ForwardMode.DECODE: 0, ForwardMode.TARGET_VERIFY: 1}
 EXECUTION = {Execution.GRAPH: 0, Execution.BREAKABLE_GRAPH: 1, Execution.EAGER: 2}
@@ -79,53 +79,77 @@ def layout(s: Scenario, steps: int | None = None) -> Layout:
 
 def pin(cfg: SymConfig, s: Scenario, lay: Layout) -> list[z3.BoolRef]:
     """Equalities that fix every variable of ``cfg`` to the scenario ``s``."""
+    return [var == value for var, value in assignment(cfg, s, lay)]
+
+
+def concretize(s: Scenario, lay: Layout) -> SymConfig:
+    """The configuration of ``s`` with Python values in place of variables (runs the program concretely)."""
+    cfg = make_config(lay.bounds(s))
+    values = {var.get_id(): value for var, value in assignment(cfg, s, lay)}
+    v = lambda var: values[var.get_id()]  # noqa: E731
+    runners = [RunnerVars(v(r.marker), v(r.publish), v(r.owner)) for r in cfg.runners]
+    phases = [
+        [
+            PhaseVars(v(p.active), v(p.runner), v(p.mode), v(p.decl), {k: v(x) for k, x in p.reads.items()},
+                      {k: v(x) for k, x in p.worker.items()}, v(p.clear), v(p.execution), v(p.plan), v(p.join),
+                      v(p.segments))
+            for p in step
+        ]
+        for step in cfg.phases
+    ]
+    return SymConfig(cfg.bounds, phases, [v(x) for x in cfg.publisher], runners, [v(x) for x in cfg.is_last],
+                     v(cfg.rule), v(cfg.barrier), v(cfg.loop_top), v(cfg.force_coarse),
+                     {k: v(x) for k, x in cfg.written.items()}, [])
+
+
+def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRef, object]]:
+    """(variable, value) for every variable of ``cfg`` under the scenario ``s``."""
     ri = {name: i for i, name in enumerate(lay.runners)}
     out: list[z3.BoolRef] = []
     for name, r in s.runners.items():
         rv = cfg.runners[ri[name]]
-        out += [rv.marker == r.marker, rv.publish == POLICY[r.publish], rv.owner == ri[r.mailbox_owner]]
+        out += [(rv.marker, r.marker), (rv.publish, POLICY[r.publish]), (rv.owner, ri[r.mailbox_owner])]
     for n in range(1, lay.steps + 1):
         kind = s.step_kind(n)
         phases: tuple[PhaseSpec, ...] = s.algorithm.steps[kind]
-        out.append(cfg.publisher[n - 1] == ri[s.algorithm.publisher[kind]])
+        out.append((cfg.publisher[n - 1], ri[s.algorithm.publisher[kind]]))
         for i, pv in enumerate(cfg.phases[n - 1]):
             if i >= len(phases):
-                out.append(z3.Not(pv.active))
                 out += _idle_phase(pv)
                 continue
             ph = phases[i]
             sites = read_sites(s, ph.backend, ph.mode)
             out += [
-                pv.active,
-                pv.runner == ri[ph.runner],
-                pv.mode == mode_class(ph.mode),
-                pv.decl == int(declared(s, ph.backend, ph.mode)),
-                pv.clear == ph.clear_mailbox_after,
-                pv.execution == EXECUTION[ph.execution],
-                pv.plan == (ph.prep_stream.value == "plan"),
-                pv.join == JOIN[ph.plan_join],
-                pv.segments == ph.segments,
+                (pv.active, True),
+                (pv.runner, ri[ph.runner]),
+                (pv.mode, mode_class(ph.mode)),
+                (pv.decl, int(declared(s, ph.backend, ph.mode))),
+                (pv.clear, ph.clear_mailbox_after),
+                (pv.execution, EXECUTION[ph.execution]),
+                (pv.plan, ph.prep_stream.value == "plan"),
+                (pv.join, JOIN[ph.plan_join]),
+                (pv.segments, ph.segments),
             ]
             for (site, loc), var in pv.reads.items():
-                out.append(var == (loc in sites[site]))
+                out.append((var, loc in sites[site]))
             for loc, var in pv.worker.items():
-                out.append(var == (loc in ph.worker_reads_after))
+                out.append((var, loc in ph.worker_reads_after))
     modes = {mode_class(m) for m in s.algorithm.last_shared_read_modes}
-    out += [cfg.is_last[m] == (m in modes) for m in range(3)]
+    out += [(cfg.is_last[m], m in modes) for m in range(3)]
     out += [
-        cfg.rule == RULE[s.resolution],
-        cfg.barrier == s.scheduler.barrier,
-        cfg.loop_top == (s.scheduler.placement is BarrierPlacement.LOOP_TOP),
-        cfg.force_coarse == s.scheduler.force_coarse,
+        (cfg.rule, RULE[s.resolution]),
+        (cfg.barrier, s.scheduler.barrier),
+        (cfg.loop_top, s.scheduler.placement is BarrierPlacement.LOOP_TOP),
+        (cfg.force_coarse, s.scheduler.force_coarse),
     ]
     written = set(s.written_locations())
-    out += [var == (loc in written) for loc, var in cfg.written.items()]
+    out += [(var, loc in written) for loc, var in cfg.written.items()]
     return out
 
 
-def _idle_phase(pv) -> list[z3.BoolRef]:
-    """Pin an inactive phase's variables too, so a pinned configuration has exactly one solution."""
-    out = [pv.runner == 0, pv.mode == 0, pv.decl == 1, z3.Not(pv.clear), pv.execution == 0, z3.Not(pv.plan), pv.join == 0,
-           pv.segments == 1]
-    out += [z3.Not(v) for v in pv.reads.values()] + [z3.Not(v) for v in pv.worker.values()]
+def _idle_phase(pv) -> list:
+    """Values for an inactive phase too, so a pinned configuration has exactly one solution."""
+    out = [(pv.active, False), (pv.runner, 0), (pv.mode, 0), (pv.decl, 1), (pv.clear, False), (pv.execution, 0),
+           (pv.plan, False), (pv.join, 0), (pv.segments, 1)]
+    out += [(v, False) for v in pv.reads.values()] + [(v, False) for v in pv.worker.values()]
     return out

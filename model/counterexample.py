@@ -28,8 +28,8 @@ from fencecheck.trace import Trace
 from fencecheck.vocab import BarrierPlacement, ForwardMode, PrepStream, SharedReadEnds, StepKind
 
 from .concrete import EXECUTION, JOIN, POLICY, RULE, Layout
-from .emit import emit, kernel_clocks
-from .program import Program, ReadSlot, WriteSlot, build
+from .emit import emit, witness_schedule
+from .program import Program, ReadSlot, build
 from .solver import Budget, make_solver, solve
 from .symconfig import SITES, Bounds, SymConfig, make_config
 
@@ -175,22 +175,14 @@ def realize(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str, reads:
     trace = emit(prog, model, scenario, lay)
     racing = [r for r in prog.reads if z3.is_true(model.eval(prog.race_of(r), model_completion=True))]
     race = racing[0]
-    kernels = kernel_clocks(prog, model)
-    w = prog.first_writes[(race.step, race.location)]
-    wvc = {y: model.eval(v, model_completion=True).as_long() for y, v in w.vc.items()}
-    first, rest = [], []
-    for index, (k, vc) in enumerate(kernels):
-        # Writes are all on S: the ones issued up to the racing write precede it; a read precedes it when the
-        # write's clock covers the read's position.
-        before = k.slot <= w.slot if isinstance(k, WriteSlot) else vc[k.stream] <= wvc[k.stream]
-        (first if before else rest).append(index)
+    schedule = witness_schedule(prog, model, race)
     races = []
     for r in racing:
         ph = scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name
         races.append((r.location, ph, r.site, r.step))
     if reads is None:
         reads = model.eval(_read_count(cfg)).as_long()
-    return Counterexample(scenario, trace, race, first + rest, cfg.bounds, reads, races)
+    return Counterexample(scenario, trace, race, schedule, cfg.bounds, reads, races)
 
 
 def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) -> tuple[Scenario, Layout]:

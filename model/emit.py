@@ -34,6 +34,19 @@ from .program import Program, ReadSlot, WriteSlot
 from .symconfig import SITES
 
 
+def value(model: z3.ModelRef | None, term) -> int:
+    """An integer term's value: itself when the program ran concretely, else the solution's."""
+    if isinstance(term, int):
+        return int(term)
+    return model.eval(term, model_completion=True).as_long()
+
+
+def truth(model: z3.ModelRef | None, term) -> bool:
+    if isinstance(term, bool):
+        return term
+    return z3.is_true(model.eval(term, model_completion=True))
+
+
 class _Env:
     def __init__(self, prog: Program, model: z3.ModelRef, s: Scenario, lay: Layout):
         self.prog, self.model, self.s, self.lay = prog, model, s, lay
@@ -55,10 +68,10 @@ class _Env:
     # -- concrete values ----------------------------------------------------------------------------------------
 
     def i(self, term) -> int:
-        return self.model.eval(term, model_completion=True).as_long()
+        return value(self.model, term)
 
     def b(self, term) -> bool:
-        return z3.is_true(self.model.eval(term, model_completion=True))
+        return truth(self.model, term)
 
     def phase_spec(self, step: int, i: int):
         return self.s.algorithm.steps[self.s.step_kind(step)][i]
@@ -162,8 +175,9 @@ class _Env:
         self._pending = None
 
 
-def emit(prog: Program, model: z3.ModelRef, s: Scenario, lay: Layout) -> Trace:
-    """The trace of the issued slots of ``prog`` under ``model``, named after scenario ``s``."""
+def emit(prog: Program, model: z3.ModelRef | None, s: Scenario, lay: Layout) -> Trace:
+    """The trace of the issued slots of ``prog`` under ``model`` (None: a concretely run program), named after
+    scenario ``s``."""
     env = _Env(prog, model, s, lay)
     env._pending = None
     for slot in prog.ops:
@@ -182,15 +196,29 @@ def emit(prog: Program, model: z3.ModelRef, s: Scenario, lay: Layout) -> Trace:
     )
 
 
-def kernel_clocks(prog: Program, model: z3.ModelRef) -> list[tuple[object, dict[str, int]]]:
+def kernel_clocks(prog: Program, model: z3.ModelRef | None) -> list[tuple[object, dict[str, int]]]:
     """Issued kernel slots in host order with their concrete vector clocks (reads: only their own component)."""
     out = []
     for slot in prog.ops:
         k = slot.kernel
-        if k is None or not z3.is_true(model.eval(slot.guard, model_completion=True)):
+        if k is None or not truth(model, slot.guard):
             continue
         if isinstance(k, WriteSlot):
-            out.append((k, {y: model.eval(v, model_completion=True).as_long() for y, v in k.vc.items()}))
+            out.append((k, {y: value(model, v) for y, v in k.vc.items()}))
         elif isinstance(k, ReadSlot):
-            out.append((k, {k.stream: model.eval(k.pos, model_completion=True).as_long()}))
+            out.append((k, {k.stream: value(model, k.pos)}))
     return out
+
+
+def witness_schedule(prog: Program, model: z3.ModelRef | None, race: ReadSlot) -> list[int]:
+    """Kernel indices (trace order) with the racing write and every kernel ordered before it first, then the rest
+    in host order. Writes are all on S, so the ones issued up to the racing write precede it; a read precedes it
+    when the write's clock covers the read's position."""
+    kernels = kernel_clocks(prog, model)
+    w = prog.first_writes[(race.step, race.location)]
+    wvc = {y: value(model, v) for y, v in w.vc.items()}
+    first, rest = [], []
+    for index, (k, vc) in enumerate(kernels):
+        before = k.slot <= w.slot if isinstance(k, WriteSlot) else vc[k.stream] <= wvc[k.stream]
+        (first if before else rest).append(index)
+    return first + rest

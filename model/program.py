@@ -18,6 +18,7 @@ from typing import Callable
 
 import z3
 
+from .domain import SYMBOLIC, domain_of
 from .symconfig import (
     ALWAYS_PRE,
     BREAKABLE,
@@ -89,6 +90,7 @@ class Program:
     reads: list[ReadSlot] = field(default_factory=list)
     first_writes: dict[tuple[int, str], WriteSlot] = field(default_factory=dict)
     resolved: dict[tuple[int, int], z3.ArithRef] = field(default_factory=dict)
+    d: object = SYMBOLIC
     state_in: "State | None" = None
     state_out: "State | None" = None
     _fresh: int = 0
@@ -98,10 +100,10 @@ class Program:
     def race_of(self, r: ReadSlot) -> z3.BoolRef:
         """``r`` is issued, its location is written after ``run_batch(r.step)`` returns, and not ordered before."""
         w = self.first_writes[(r.step, r.location)]
-        return z3.And(r.guard, w.guard, w.vc[r.stream] < r.pos)
+        return self.d.And(r.guard, w.guard, w.vc[r.stream] < r.pos)
 
     def any_race(self, steps: list[int] | None = None) -> z3.BoolRef:
-        return z3.Or(*[self.race_of(r) for r in self.reads if steps is None or r.step in steps] or [z3.BoolVal(False)])
+        return self.d.Or(*[self.race_of(r) for r in self.reads if steps is None or r.step in steps])
 
 
 def build(cfg: SymConfig, tag: str = "", havoc: bool = False) -> Program:
@@ -145,16 +147,17 @@ class State:
 class _Builder:
     def __init__(self, cfg: SymConfig, tag: str, havoc: bool = False):
         self.cfg = cfg
+        self.d = domain_of(cfg.rule)
         self.tag = f"{tag}." if tag else ""
-        self.prog = Program(cfg)
+        self.prog = Program(cfg, d=self.d)
         self.R = cfg.bounds.runners
         self.locs = cfg.bounds.locations
         if havoc:
             iv = lambda name: z3.Int(f"{self.tag}init.{name}")  # noqa: E731
             bv = lambda name: z3.Bool(f"{self.tag}init.{name}")  # noqa: E731
         else:
-            iv = lambda name: z3.IntVal(0)  # noqa: E731
-            bv = lambda name: z3.BoolVal(False)  # noqa: E731
+            iv = lambda name: self.d.IntVal(0)  # noqa: E731
+            bv = lambda name: self.d.BoolVal(False)  # noqa: E731
         self.clock = {x: {y: iv(f"vc.{x}.{y}") for y in KEEP[x]} for x in STREAMS}
         # Mailbox per model runner (indexed by owner runner): what it holds, which marker, the ring snapshot.
         self.mb_kind = [iv(f"mb{o}.kind") for o in range(self.R)]
@@ -172,6 +175,8 @@ class _Builder:
     # -- helpers ------------------------------------------------------------------------------------------------
 
     def fresh(self, term, name: str):
+        if not self.d.symbolic:
+            return term
         self.prog._fresh += 1
         v = z3.Int(f"{self.tag}{name}#{self.prog._fresh}") if z3.is_int(term) else z3.Bool(f"{self.tag}{name}#{self.prog._fresh}")
         self.prog.constraints.append(v == term)
@@ -184,14 +189,14 @@ class _Builder:
     def join(self, stream: str, vc: dict, guard, name: str) -> None:
         mine = self.clock[stream]
         self.clock[stream] = {
-            y: self.fresh(z3.If(z3.And(guard, vc[y] > mine[y]), vc[y], mine[y]), f"vc.{stream}.{y}.{name}")
+            y: self.fresh(self.d.If(self.d.And(guard, vc[y] > mine[y]), vc[y], mine[y]), f"vc.{stream}.{y}.{name}")
             if y in vc else mine[y]
             for y in KEEP[stream]
         }
 
     def kernel_read(self, guard, stream: str, step: int, phase: int, site: str, loc: str, emit) -> None:
         c = dict(self.clock[stream])
-        c[stream] = self.fresh(c[stream] + z3.If(guard, 1, 0), f"pos.{stream}")
+        c[stream] = self.fresh(c[stream] + self.d.If(guard, 1, 0), f"pos.{stream}")
         self.clock[stream] = c
         slot = ReadSlot(guard, step, phase, site, loc, stream, c[stream], len(self.prog.ops))
         self.op(guard, emit, slot)
@@ -207,29 +212,29 @@ class _Builder:
 
     def set_mailbox(self, owner, guard, kind, marker=None, snap=None) -> None:
         for o in range(self.R):
-            hit = z3.And(guard, owner == o)
-            self.mb_kind[o] = self.fresh(z3.If(hit, kind, self.mb_kind[o]), f"mb{o}.kind")
+            hit = self.d.And(guard, owner == o)
+            self.mb_kind[o] = self.fresh(self.d.If(hit, kind, self.mb_kind[o]), f"mb{o}.kind")
             if marker is not None:
-                self.mb_marker[o] = self.fresh(z3.If(hit, marker, self.mb_marker[o]), f"mb{o}.marker")
+                self.mb_marker[o] = self.fresh(self.d.If(hit, marker, self.mb_marker[o]), f"mb{o}.marker")
             if snap is not None:
-                self.mb_snap[o] = {y: self.fresh(z3.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in SNAP}
+                self.mb_snap[o] = {y: self.fresh(self.d.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in SNAP}
 
     # -- the scheduler's writes and barrier (section 5) ---------------------------------------------------------
 
     def writes(self, guard, stamp: int, why) -> dict[str, WriteSlot]:
         out = {}
         for loc in self.locs:
-            g = z3.And(guard, self.cfg.written[loc])
+            g = self.d.And(guard, self.cfg.written[loc])
             out[loc] = self.kernel_write(g, stamp, loc, lambda env, loc=loc, stamp=stamp: env.write(loc, stamp, why(env)))
         return out
 
     def barrier(self, guard, step: int, publisher) -> None:
         """``_apply_war_barrier``: take the publisher's mailbox, reset it, wait on its event or coarsely on F."""
         cfg = self.cfg
-        on = z3.And(guard, cfg.barrier)
-        self.op(z3.And(guard, z3.Not(cfg.barrier)), lambda env: env.mark("barrier", step, "disabled", "scheduler"))
+        on = self.d.And(guard, cfg.barrier)
+        self.op(self.d.And(guard, self.d.Not(cfg.barrier)), lambda env: env.mark("barrier", step, "disabled", "scheduler"))
         if publisher is None:  # loop-top barrier before the first step: nothing published yet
-            has_event, bound, bound_valid, owner = z3.BoolVal(False), None, z3.BoolVal(False), None
+            has_event, bound, bound_valid, owner = self.d.BoolVal(False), None, self.d.BoolVal(False), None
         else:
             owner = self.fresh(self.owner_of(publisher), "barrier.owner")
             kind = select(owner, self.mb_kind)
@@ -238,20 +243,20 @@ class _Builder:
             is_ring = kind == MB_RING
             bound = {
                 y: self.fresh(
-                    z3.If(is_ring, select(owner, [s[y] for s in self.mb_snap]), select(marker, [s[y] for s in self.mk_snap])),
+                    self.d.If(is_ring, select(owner, [s[y] for s in self.mb_snap]), select(marker, [s[y] for s in self.mk_snap])),
                     f"barrier.bound.{y}",
                 )
                 for y in SNAP
             }
             # R2: a wait on an event never recorded is a no-op (a ring event is recorded when published).
-            bound_valid = z3.Or(is_ring, select(marker, self.mk_valid))
+            bound_valid = self.d.Or(is_ring, select(marker, self.mk_valid))
             self.op(on, lambda env, owner=owner: env.barrier_reset(owner, step))
             self.set_mailbox(owner, on, MB_NONE)
-        fine = z3.And(on, has_event, z3.Not(cfg.force_coarse))
-        coarse = z3.And(on, z3.Not(fine))
+        fine = self.d.And(on, has_event, self.d.Not(cfg.force_coarse))
+        coarse = self.d.And(on, self.d.Not(fine))
         self.op(fine, lambda env: env.barrier_fine(step))
         if bound is not None:
-            self.join("S", bound, z3.And(fine, bound_valid), f"barrier{step}")  # R2, R3
+            self.join("S", bound, self.d.And(fine, bound_valid), f"barrier{step}")  # R2, R3
         self.op(coarse, lambda env: env.barrier_coarse(step))
         self.join("S", dict(self.clock["F"]), coarse, f"coarse{step}")  # R7
 
@@ -261,76 +266,76 @@ class _Builder:
         """``_resolve_shared_read_ends`` (section 4) for a graph phase of a resolving runner."""
         cfg = self.cfg
         marker = select(p.runner, [r.marker for r in cfg.runners])
-        fallback = z3.If(cfg.rule == POST_FALLBACK, POST, PRE)
-        declared = z3.If(z3.And(p.decl == IN, z3.Not(marker)), fallback, p.decl)
-        gated_unknown = z3.Or(p.mode == OTHER, z3.And(p.mode == VERIFY, z3.Not(select(p.mode, cfg.is_last))))
-        return z3.If(z3.And(cfg.rule == GATED, gated_unknown), UNKNOWN, declared)
+        fallback = self.d.If(cfg.rule == POST_FALLBACK, POST, PRE)
+        declared = self.d.If(self.d.And(p.decl == IN, self.d.Not(marker)), fallback, p.decl)
+        gated_unknown = self.d.Or(p.mode == OTHER, self.d.And(p.mode == VERIFY, self.d.Not(select(p.mode, cfg.is_last))))
+        return self.d.If(self.d.And(cfg.rule == GATED, gated_unknown), UNKNOWN, declared)
 
     def phase(self, step: int, i: int, p: PhaseVars) -> None:
         cfg = self.cfg
         act = p.active
-        graph = z3.And(act, p.execution != EAGER)
+        graph = self.d.And(act, p.execution != EAGER)
         policy = select(p.runner, [r.publish for r in cfg.runners])
-        resolving = z3.And(graph, policy == RESOLVE)
-        resolved = self.fresh(z3.If(resolving, self.resolve(p), 0), f"s{step}p{i}.resolved")
+        resolving = self.d.And(graph, policy == RESOLVE)
+        resolved = self.fresh(self.d.If(resolving, self.resolve(p), 0), f"s{step}p{i}.resolved")
         self.prog.resolved[(step, i)] = resolved
         owner = self.fresh(self.owner_of(p.runner), f"s{step}p{i}.owner")
         self.op(resolving, lambda env: env.mark_resolve(step, i))
 
         # Metadata prep, on F or on P after P.wait_stream(S) (section 2).
-        on_plan = z3.And(act, p.plan)
+        on_plan = self.d.And(act, p.plan)
         self.op(on_plan, lambda env: env.wait_stream("P", "S", env.runner_name(step, i)))
         # P.wait_stream(S) is issued (and emitted) but adds nothing kept: S knows no more of P than P itself.
         for loc in self.locs:
-            g = z3.And(act, p.reads[(0, loc)])
-            for stream, sg in (("P", z3.And(g, p.plan)), ("F", z3.And(g, z3.Not(p.plan)))):
+            g = self.d.And(act, p.reads[(0, loc)])
+            for stream, sg in (("P", self.d.And(g, p.plan)), ("F", self.d.And(g, self.d.Not(p.plan)))):
                 self.kernel_read(sg, stream, step, i, SITES[0].value, loc,
                                  lambda env, loc=loc, stream=stream: env.read(stream, loc, step, i, SITES[0].value))
-        join_before = z3.And(on_plan, p.join == JOIN_BEFORE)
+        join_before = self.d.And(on_plan, p.join == JOIN_BEFORE)
         self.op(join_before, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
         self.join("F", dict(self.clock["P"]), join_before, f"s{step}p{i}.join_before")  # R7
 
-        eager = z3.And(act, p.execution == EAGER)
+        eager = self.d.And(act, p.execution == EAGER)
         for s in (1, 2):  # eager: no graph, no marker, no publish
             for loc in self.locs:
-                self.kernel_read(z3.And(eager, p.reads[(s, loc)]), "F", step, i, SITES[s].value, loc,
+                self.kernel_read(self.d.And(eager, p.reads[(s, loc)]), "F", step, i, SITES[s].value, loc,
                                  lambda env, loc=loc, s=s: env.read("F", loc, step, i, SITES[s].value))
 
         # Out-of-graph publish before the launch: PRE_REPLAY, or the draft-extend runner's unconditional one.
-        pre_pub = z3.And(graph, z3.Or(policy == ALWAYS_PRE, z3.And(policy == RESOLVE, resolved == PRE)))
+        pre_pub = self.d.And(graph, self.d.Or(policy == ALWAYS_PRE, self.d.And(policy == RESOLVE, resolved == PRE)))
         self.ring_publish(pre_pub, owner, step, i, "pre-replay")
 
         # The launch (R5, R6): in-graph prep reads, the marker's record node, the kernels after it; a breakable
         # graph launches one graph per segment, the marker in the first, later segments re-reading after it.
         self.op(graph, lambda env: env.replays(step, i))
         for loc in self.locs:
-            self.kernel_read(z3.And(graph, p.reads[(1, loc)]), "F", step, i, SITES[1].value, loc, lambda env: None)
-        marker_on = z3.And(graph, select(p.runner, [r.marker for r in cfg.runners]))
+            self.kernel_read(self.d.And(graph, p.reads[(1, loc)]), "F", step, i, SITES[1].value, loc, lambda env: None)
+        marker_on = self.d.And(graph, select(p.runner, [r.marker for r in cfg.runners]))
         for g in range(self.R):
-            hit = z3.And(marker_on, p.runner == g)
-            self.mk_snap[g] = {y: self.fresh(z3.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in SNAP}
-            self.mk_valid[g] = self.fresh(z3.Or(self.mk_valid[g], hit), f"mk{g}.valid")
+            hit = self.d.And(marker_on, p.runner == g)
+            self.mk_snap[g] = {y: self.fresh(self.d.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in SNAP}
+            self.mk_valid[g] = self.fresh(self.d.Or(self.mk_valid[g], hit), f"mk{g}.valid")
         for seg in range(self.cfg.bounds.segments):
-            launched = graph if seg == 0 else z3.And(graph, p.execution == BREAKABLE, p.segments > seg)
+            launched = graph if seg == 0 else self.d.And(graph, p.execution == BREAKABLE, p.segments > seg)
             for loc in self.locs:
-                self.kernel_read(z3.And(launched, p.reads[(2, loc)]), "F", step, i, SITES[2].value, loc, lambda env: None)
-        in_pub = z3.And(resolving, resolved == IN)
+                self.kernel_read(self.d.And(launched, p.reads[(2, loc)]), "F", step, i, SITES[2].value, loc, lambda env: None)
+        in_pub = self.d.And(resolving, resolved == IN)
         self.op(in_pub, lambda env: env.publish_marker(step, i))
         self.set_mailbox(owner, in_pub, MB_MARKER, marker=p.runner)
 
-        join_after = z3.And(on_plan, p.join == JOIN_AFTER)
+        join_after = self.d.And(on_plan, p.join == JOIN_AFTER)
         self.op(join_after, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
         self.join("F", dict(self.clock["P"]), join_after, f"s{step}p{i}.join_after")
         for loc in self.locs:
-            self.kernel_read(z3.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
+            self.kernel_read(self.d.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
-        self.ring_publish(z3.And(resolving, resolved == POST), owner, step, i, "post-replay")
+        self.ring_publish(self.d.And(resolving, resolved == POST), owner, step, i, "post-replay")
         # UNKNOWN publishes nothing: the mailbox keeps what it held (section 4).
 
         for loc in self.locs:  # the worker's reads after the runner returns (section 6, NGRAM)
-            self.kernel_read(z3.And(act, p.worker[loc]), "F", step, i, WORKER_SITE, loc,
+            self.kernel_read(self.d.And(act, p.worker[loc]), "F", step, i, WORKER_SITE, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, WORKER_SITE, by="worker"))
-        clear = z3.And(act, p.clear)
+        clear = self.d.And(act, p.clear)
         self.op(clear, lambda env: env.clear_mailbox(step, i))
         self.set_mailbox(owner, clear, MB_NONE)
 
@@ -340,26 +345,26 @@ class _Builder:
         self.set_mailbox(owner, guard, MB_RING, snap=dict(self.clock["F"]))
 
     def run_batch(self, step: int) -> None:
-        self.op(z3.BoolVal(True), lambda env: env.mark("run_batch_begin", step, env.kind_name(step), "worker"))
-        self.op(z3.BoolVal(True), lambda env: env.wait_stream("F", "S", "worker"))
-        self.join("F", dict(self.clock["S"]), z3.BoolVal(True), f"rb{step}")  # each run_batch begins F.wait_stream(S)
+        self.op(self.d.BoolVal(True), lambda env: env.mark("run_batch_begin", step, env.kind_name(step), "worker"))
+        self.op(self.d.BoolVal(True), lambda env: env.wait_stream("F", "S", "worker"))
+        self.join("F", dict(self.clock["S"]), self.d.BoolVal(True), f"rb{step}")  # each run_batch begins F.wait_stream(S)
         for i, p in enumerate(self.cfg.phases[step - 1]):
             self.phase(step, i, p)
-        self.op(z3.BoolVal(True), lambda env: env.mark("run_batch_return", step, "", "worker"))
+        self.op(self.d.BoolVal(True), lambda env: env.mark("run_batch_return", step, "", "worker"))
 
     def run(self) -> Program:
         cfg = self.cfg
         lt = cfg.loop_top
         k = cfg.bounds.steps
-        self.writes(z3.Not(lt), 1, lambda env: "scheduler:prepare")
+        self.writes(self.d.Not(lt), 1, lambda env: "scheduler:prepare")
         for n in range(1, k + 1):
             pub = cfg.publisher[n - 1]
             if n == 1:
                 self.barrier(lt, 0, None)
                 self.writes(lt, 1, lambda env: "scheduler:prepare")
             self.run_batch(n)
-            self.barrier(z3.Not(lt), n, pub)
-            first = self.writes(z3.BoolVal(True), n + 1,
+            self.barrier(self.d.Not(lt), n, pub)
+            first = self.writes(self.d.BoolVal(True), n + 1,
                                 lambda env: "scheduler:process results" if env.loop_top else "scheduler:process+prepare")
             for loc, w in first.items():
                 self.prog.first_writes[(n, loc)] = w

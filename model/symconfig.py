@@ -65,6 +65,8 @@ class PhaseVars:
     segments: z3.ArithRef
 
     def reads_any(self) -> z3.BoolRef:
+        if isinstance(self.active, bool):
+            return self.active and any((*self.reads.values(), *self.worker.values()))
         return z3.And(self.active, z3.Or(*self.reads.values(), *self.worker.values()))
 
 
@@ -168,7 +170,9 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
 
 
 def select(index: z3.ArithRef, values: list, default=None):
-    """``values[index]`` for a symbolic index (an if-then-else chain)."""
+    """``values[index]`` for a symbolic index (an if-then-else chain); plain indexing for a concrete one."""
+    if isinstance(index, int):
+        return values[index] if 0 <= index < len(values) else (values[-1] if default is None else default)
     out = values[-1] if default is None else default
     for i in range(len(values) - 2 if default is None else len(values) - 1, -1, -1):
         out = z3.If(index == i, values[i], out)
