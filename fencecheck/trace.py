@@ -1,6 +1,6 @@
 """The one trace format: the host-ordered device operations of a run, shared by reference, simulator, model and GPU.
 
-A ``Trace`` lists streams, events (``external`` ones can be recorded inside graphs), captured graphs (a linear
+A ``Trace`` lists streams, events (sorted by id) (``external`` ones can be recorded inside graphs), captured graphs (sorted by id; each a linear
 chain of nodes: reads, external record nodes, and internal records that capture turns into graph edges) and the
 host-ordered operations. Ids are distinct types so a stream can never stand in for an event. JSON round trip:
 ``Trace.to_json`` / ``Trace.from_json``; a malformed document raises ``TraceError`` naming the field.

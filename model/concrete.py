@@ -3,6 +3,7 @@ independent of fencecheck.reference) and pin a ``SymConfig`` to it."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import z3
@@ -84,7 +85,7 @@ def pin(cfg: SymConfig, s: Scenario, lay: Layout) -> list[z3.BoolRef]:
 
 def concretize(s: Scenario, lay: Layout) -> SymConfig:
     """The configuration of ``s`` with Python values in place of variables (runs the program concretely)."""
-    cfg = make_config(lay.bounds(s))
+    cfg = _config(lay.bounds(s))
     values = {var.get_id(): value for var, value in assignment(cfg, s, lay)}
     v = lambda var: values[var.get_id()]  # noqa: E731
     runners = [RunnerVars(v(r.marker), v(r.publish), v(r.owner)) for r in cfg.runners]
@@ -100,6 +101,11 @@ def concretize(s: Scenario, lay: Layout) -> SymConfig:
     return SymConfig(cfg.bounds, phases, [v(x) for x in cfg.publisher], runners, [v(x) for x in cfg.is_last],
                      v(cfg.rule), v(cfg.barrier), v(cfg.loop_top), v(cfg.force_coarse),
                      {k: v(x) for k, x in cfg.written.items()}, [])
+
+
+@functools.lru_cache(maxsize=64)
+def _config(bounds: Bounds) -> SymConfig:
+    return make_config(bounds)
 
 
 def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRef, object]]:

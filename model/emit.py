@@ -189,8 +189,8 @@ def emit(prog: Program, model: z3.ModelRef | None, s: Scenario, lay: Layout) -> 
         scenario=s.name,
         steps=lay.steps,
         streams=streams,
-        events=tuple(env.events),
-        graphs=tuple(env.graphs.values()),
+        events=tuple(sorted(env.events, key=lambda e: e.id)),
+        graphs=tuple(sorted(env.graphs.values(), key=lambda g: g.id)),
         ops=tuple(env.ops),
         meta={"resolution": s.resolution.value},
     )

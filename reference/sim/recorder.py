@@ -111,8 +111,10 @@ class TraceDevice:
             scenario=scenario,
             steps=steps,
             streams=tuple(self._streams),
-            events=tuple(self._events.values()),
-            graphs=tuple(self._graphs),
+            # Declarations in canonical order (by id): the order of creation depends on the order a scenario lists
+            # its runners and step kinds, which carries no meaning.
+            events=tuple(sorted(self._events.values(), key=lambda e: e.id)),
+            graphs=tuple(sorted(self._graphs, key=lambda g: g.id)),
             ops=tuple(self._ops),
             meta=meta or {},
         )
