@@ -163,7 +163,7 @@ def cmd_prove(args, out: TextIO) -> int:
         results.append(evaluate(ob))
         if args.progress:
             r = results[-1]
-            sys.stderr.write(f"  {ob.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
+            args.err.write(f"  {ob.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
     if args.json:
         _json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
                      "as_expected": r.ok, "seconds": round(r.seconds, 3), "size": r.size, "reason": r.reason,
@@ -346,6 +346,37 @@ def cmd_replay(args, out: TextIO) -> int:
     return EXIT_OK if not problems else EXIT_RACE
 
 
+def cmd_regress(args, out: TextIO) -> int:
+    import fnmatch
+
+    from .atomic import write_text_atomic
+    from .corpus_io import read
+    from .regress import render
+
+    header, records = read(args.dir)
+    if args.only:
+        records = [r for r in records if any(fnmatch.fnmatch(r.id, pat) for pat in args.only)]
+        if not records:
+            raise InputError("<flags>", "--only", f"no trace matches {' '.join(args.only)!r}")
+    source = f"{len(records)} traces, corpus sha256 {header['content_sha256'][:16]}"
+    write_text_atomic(Path(args.out), render(records, source))
+    out.write(f"{len(records)} tests written to {args.out}\n")
+    return EXIT_OK
+
+
+def cmd_audit(args, out: TextIO) -> int:
+    from .audit import exit_code, run_audit
+
+    parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress)
+    width = max(len(p.name) for p in parts)
+    for p in parts:
+        status = "ok" if p.ok else ("unknown" if p.unknown else "FAILED")
+        out.write(f"{p.name.ljust(width)}  {status:7}  {p.summary}  ({p.seconds:.1f} s)\n")
+    out.write(f"audit {'passed' if exit_code(parts) == 0 else 'FAILED'} in {sum(p.seconds for p in parts):.1f} s; "
+              f"documents in {Path(args.docs) / 'audit'}\n")
+    return exit_code(parts)
+
+
 def cmd_schema(args, out: TextIO) -> int:
     from .schema import SCENARIO_SCHEMA
 
@@ -402,6 +433,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true")
     p.set_defaults(func=cmd_replay)
 
+    p = sub.add_parser("regress", help="write a pytest module with one regression test per corpus trace")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--out", required=True, metavar="FILE.py")
+    p.add_argument("--only", nargs="+", metavar="GLOB", help="only traces whose id matches (e.g. 'catalog/*')")
+    p.set_defaults(func=cmd_regress)
+
+    p = sub.add_parser("audit", help="prove, check the catalog, generate and replay the corpus, write docs/audit/")
+    p.add_argument("--docs", default="docs", metavar="DIR")
+    p.add_argument("--corpus", default="build/corpus", metavar="DIR", help="where the corpus is written")
+    p.add_argument("--progress", action="store_true")
+    p.set_defaults(func=cmd_audit)
+
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files")
     p.set_defaults(func=cmd_schema)
     return parser
@@ -412,6 +455,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     err = err or sys.stderr
     try:
         args = build_parser().parse_args(argv)
+        args.err = err
         return args.func(args, out)
     except InputError as e:
         err.write(f"fencecheck: error: {e}\n")

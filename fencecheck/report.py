@@ -38,6 +38,7 @@ class Race:
     synced_up_to: str
     via: str
     missing_edge: str
+    barrier: str = ""  # what the barrier of the read's step did
 
     def key(self) -> tuple[str, str, str]:
         """The race's identity across steps: location, phase and site of the read."""

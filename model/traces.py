@@ -19,7 +19,7 @@ class ModelTrace:
     scenario: Scenario
     trace: Trace
     verdict: Verdict
-    races: tuple[tuple[str, str, str, int], ...]  # (location, phase, site, step) in host order of the reads
+    races: tuple[tuple[str, str, str, int], ...]  # distinct (location, phase, site, step), host order of the reads
     witness: dict | None  # for a race: the first racing read and the interleaving that shows it
 
 
@@ -28,7 +28,7 @@ def generate(s: Scenario, steps: int | None = None) -> ModelTrace:
     prog = build(concretize(s, lay))
     trace = emit(prog, None, s, lay)
     racing: list[ReadSlot] = [r for r in prog.reads if prog.race_of(r)]
-    races = tuple((r.location, _phase(s, r), r.site, r.step) for r in racing)
+    races = tuple(dict.fromkeys((r.location, _phase(s, r), r.site, r.step) for r in racing))  # distinct, host order
     witness = None
     if racing:
         r = racing[0]

@@ -63,6 +63,7 @@ def _race(hb: HappensBefore, r: Kernel, w: Kernel) -> Race:
         synced_up_to=last_text,
         via=via,
         missing_edge=missing,
+        barrier=barrier,
     )
 
 

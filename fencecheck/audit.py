@@ -1,0 +1,268 @@
+"""``fencecheck audit``: prove, check the catalog, generate and replay the corpus, and write docs/audit/.
+
+Each part is run whatever the others did, and its outcome is reported in the summary table: a failing part fails the
+audit (exit 1; 3 when the only shortfall is an unknown verdict), it is never left out.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, TextIO
+
+from .atomic import write_text_atomic
+from .report import Race, Verdict
+
+
+@dataclass
+class Part:
+    name: str
+    ok: bool
+    summary: str
+    seconds: float
+    unknown: bool = False
+    lines: list[str] = field(default_factory=list)
+
+
+def _esc(text: str) -> str:
+    return text.replace('"', "'").replace("[", "(").replace("]", ")")
+
+
+def mermaid(race: Race) -> str:
+    """The racing read, the write, what the writer's stream was last ordered after, and the missing edge."""
+    lines = ["```mermaid", "flowchart LR"]
+    read = f"{race.read_stream} {race.site} read of {race.location}, step {race.step} ({race.phase})"
+    write = f"{race.write_stream} write of {race.location} for step {race.write_step}"
+    lines.append(f'  R["{_esc(read)}"]')
+    lines.append(f'  W["{_esc(write)}"]')
+    if race.synced_up_to:
+        lines.append(f'  K["{_esc(race.synced_up_to)}"]')
+        lines.append(f"  K -->|{race.read_stream} order| R")
+        if race.via:
+            lines.append(f'  V["{_esc(race.via)}"]')
+            lines.append("  K --> V")
+            lines.append(f"  V -->|{race.write_stream} order| W")
+        else:
+            lines.append("  K --> W")
+    if race.barrier:
+        lines.append(f'  B["{_esc(f"barrier of step {race.step}: {race.barrier}")}"]')
+        lines.append(f"  B -->|{race.write_stream} order| W")
+    lines.append("  R -.->|missing edge| W")
+    lines.append("  style R fill:#fdd,stroke:#c00")
+    lines.append("  style W fill:#fdd,stroke:#c00")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def versions() -> list[tuple[str, str]]:
+    from . import __version__
+    from .model.solver import version
+
+    out = [("fencecheck", __version__), ("python", platform.python_version()), ("platform", platform.platform()),
+           ("z3", version())]
+    from importlib import metadata
+
+    for dist in ("z3-solver", "cvc5", "torch", "hypothesis", "networkx", "jsonschema", "tomli_w", "tqdm"):
+        try:
+            out.append((dist, metadata.version(dist)))
+        except metadata.PackageNotFoundError:
+            out.append((dist, "not installed"))
+    return out
+
+
+def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list[Part]:
+    from .catalog import load_catalog
+    from .corpus_io import read
+    from .proofs.obligations import OBLIGATIONS, catalog_obligations
+    from .proofs.report import markdown, table, write_counterexample
+    from .proofs.runner import evaluate
+    from .reference.check import check_scenario
+    from .reference.replay import replay
+
+    parts: list[Part] = []
+    audit = docs / "audit"
+    stages = 4
+
+    def stage(n: int, name: str, fn: Callable[[], Part]) -> None:
+        err.write(f"[{n}/{stages}] {name} ...\n")
+        t = time.perf_counter()
+        try:
+            part = fn()
+        except Exception as exc:  # a part that breaks is reported as failed, with what broke it
+            part = Part(name, False, f"failed: {exc.__class__.__name__}: {exc}", 0.0)
+        part.seconds = time.perf_counter() - t
+        err.write(f"[{n}/{stages}] {name}: {'ok' if part.ok else 'FAILED'} - {part.summary} ({part.seconds:.1f} s)\n")
+        parts.append(part)
+
+    state: dict = {}
+
+    def prove() -> Part:
+        obligations = OBLIGATIONS + catalog_obligations()
+        results = [evaluate(ob) for ob in obligations]
+        paths = {r.obligation.name: write_counterexample(r, docs / "counterexamples")
+                 for r in results if r.counterexample is not None}
+        write_text_atomic(docs / "proofs.md", markdown(results, paths, docs))
+        state["results"], state["paths"] = results, paths
+        bad = [r for r in results if not r.ok]
+        unknown = [r for r in bad if r.verdict is Verdict.UNKNOWN]
+        return Part("proof obligations", not bad, f"{len(results) - len(bad)} of {len(results)} as expected"
+                    + (f", {len(unknown)} unknown" if unknown else ""), 0.0, unknown=bool(unknown) and
+                    len(unknown) == len(bad), lines=table(results).splitlines())
+
+    def catalog() -> Part:
+        from .model.check import model_check
+
+        rows, bad = [], 0
+        for s in load_catalog():
+            sim, mod = check_scenario(s), model_check(s)
+            want = s.expect.verdict if s.expect else "-"
+            got = "safe" if sim.safe else "race"
+            agree = sim.verdict is mod.verdict and (s.expect is None or got == want)
+            bad += not agree
+            keys = "; ".join(f"`{loc}@{ph}/{site}`" for loc, ph, site in sorted({r.key() for r in sim.races})) or "-"
+            rows.append(f"| {s.name} | {got} | {mod.verdict.value} | {want} | {'yes' if agree else 'NO'} | {keys} |")
+            state.setdefault("catalog_races", []).extend((s.name, r) for r in sim.distinct())
+        return Part("catalog", bad == 0, f"{len(rows) - bad} of {len(rows)} scenarios: simulator, model and "
+                    "expectation agree", 0.0, lines=rows)
+
+    def corpus() -> Part:
+        from .cli import main as cli_main
+
+        code = cli_main(["traces", "--out", str(corpus_dir)] + (["--progress"] if progress else []),
+                        _Sink(), err)
+        header, records = read(corpus_dir)
+        state["records"], state["header"] = records, header
+        stats = header["statistics"]
+        lines = [f"| {fam} | {st['configurations']} | {st['behaviours']} |" for fam, st in stats.items()]
+        total = sum(st["configurations"] for st in stats.values())
+        return Part("corpus", code == 0, f"{total} configurations -> {len(records)} distinct traces", 0.0, lines=lines)
+
+    def replay_part() -> Part:
+        from .cli import replay_summary
+
+        records = state.get("records")
+        if records is None:
+            return Part("replay", False, "no corpus to replay", 0.0)
+        t = time.perf_counter()
+        results = [replay(r) for r in records]
+        rate = len(results) / max(time.perf_counter() - t, 1e-9)
+        rows, problems = replay_summary(results)
+        state["replay_rate"] = rate
+        lines = [f"| {' | '.join(map(str, r))} |" for r in rows] + [f"- DISAGREEMENT {p}" for p in problems]
+        return Part("replay", not problems, f"{len(results)} traces, {len(problems)} disagreements "
+                    f"({rate:.0f} traces/s)", 0.0, lines=lines)
+
+    stage(1, "proof obligations", prove)
+    stage(2, "catalog", catalog)
+    stage(3, "corpus", corpus)
+    stage(4, "replay", replay_part)
+    write_docs(audit, docs, parts, state)
+    return parts
+
+
+class _Sink:
+    def write(self, _text: str) -> int:
+        return 0
+
+
+def write_docs(audit: Path, docs: Path, parts: list[Part], state: dict) -> None:
+    total = sum(p.seconds for p in parts)
+    index = [
+        "# fencecheck audit",
+        "",
+        "Generated by `fencecheck audit`; do not edit by hand. Every part runs on the CPU simulator (the embedded "
+        "default device) and the SMT model; a part that disagrees fails the audit.",
+        "",
+        "| part | result | summary | time |",
+        "| --- | --- | --- | --- |",
+    ]
+    index += [f"| {p.name} | {'ok' if p.ok else ('unknown' if p.unknown else 'FAILED')} | {p.summary} | {p.seconds:.1f} s |"
+              for p in parts]
+    index += ["", f"Whole audit: {total:.1f} s.", "",
+              "- [Proof obligations and their assumptions](obligations.md) (full statements: [../proofs.md](../proofs.md))",
+              "- [Counterexamples, with happens-before diagrams](counterexamples.md)",
+              "- [Catalog verdicts](catalog.md)",
+              "- [Trace corpus and replay](corpus.md)",
+              "- [Versions](versions.md)", ""]
+    write_text_atomic(audit / "README.md", "\n".join(index))
+
+    by = {p.name: p for p in parts}
+    ob = ["# Proof obligations", ""]
+    if "proof obligations" in by:
+        ob += ["```", *by["proof obligations"].lines, "```", ""]
+    from .model.assumptions import ASSUMPTIONS
+
+    ob += ["## Assumptions of the main theorem", "", "| name | statement | source |", "| --- | --- | --- |"]
+    ob += [f"| `{a.name}` | {a.statement} | {a.source} |" for a in ASSUMPTIONS]
+    ob += ["", "Each is shown necessary by `needs/<name>`: dropping it alone gives a counterexample.", ""]
+    for r in state.get("results", []):
+        if r.obligation.kind == "scenario":
+            continue
+        ob += [f"### {r.obligation.name}", "", r.obligation.statement, "",
+               f"Verdict **{r.verdict.value}** (expected {r.obligation.expected.value}); assumptions: "
+               + (", ".join(f"`{n}`" for n in r.obligation.assumptions) or "none") + ".", ""]
+    write_text_atomic(audit / "obligations.md", "\n".join(ob))
+
+    from .reference.sim.races import check_trace
+
+    ce = ["# Counterexamples", "",
+          "Each diagram shows the racing read, the scheduler write it is not ordered before, the last kernel of the "
+          "read's stream the writer's stream was ordered after (and the wait that ordered it), and the missing edge.",
+          ""]
+    for r in state.get("results", []):
+        if r.counterexample is None:
+            continue
+        report = check_trace(r.counterexample.trace)
+        paths = state["paths"][r.obligation.name]
+        scenario = Path(paths["scenario"]).relative_to(docs).as_posix()
+        ce += [f"## {r.obligation.name}", "", r.obligation.statement, "",
+               f"Scenario `{scenario}`; replay with `fencecheck check docs/{scenario} --witness`.", ""]
+        for race in report.distinct()[:2]:
+            ce += [f"`{race.read_text()}`", "", mermaid(race), "", f"Missing edge: {race.missing_edge}", ""]
+    for name, race in state.get("catalog_races", []):
+        ce += [f"## catalog/{name}", "", f"`{race.read_text()}`", "", mermaid(race), "",
+               f"Missing edge: {race.missing_edge}", ""]
+    write_text_atomic(audit / "counterexamples.md", "\n".join(ce))
+
+    cat = ["# Catalog", "", "Simulator verdict, model verdict and the scenario's expectation.", "",
+           "| scenario | simulator | model | expected | agree | races (location@phase/site) |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    if "catalog" in by:
+        cat += by["catalog"].lines
+    write_text_atomic(audit / "catalog.md", "\n".join(cat) + "\n")
+
+    corpus = ["# Trace corpus", ""]
+    if "header" in state:
+        h = state["header"]
+        corpus += [f"Generated by the model (`fencecheck traces`), seed {h['seed']}, {h['solver']}; content sha256 "
+                   f"`{h['content_sha256']}`.", "", "| family | configurations | distinct traces (behaviours) |",
+                   "| --- | --- | --- |"]
+        corpus += by["corpus"].lines
+        corpus += ["", "Families:", ""] + [f"- `{k}`: {v}" for k, v in h["model"]["families"].items()]
+    if "replay" in by:
+        corpus += ["", "## Replay on the simulator", "",
+                   "Conformance (the reference emits the model's trace op for op), verdicts, races shown by the "
+                   "witness interleaving, adversarial interleavings of race-free traces (random and extreme "
+                   "schedules) with the stale reads they showed, and PyTorch's stream sanitizer on traces without "
+                   "graph replays.", "",
+                   "| family | traces | conformant | verdicts agree | races shown | safe: schedules/stale | sanitizer agree |",
+                   "| --- | --- | --- | --- | --- | --- | --- |"]
+        corpus += by["replay"].lines
+    write_text_atomic(audit / "corpus.md", "\n".join(corpus) + "\n")
+
+    ver = ["# Versions", "", "| component | version |", "| --- | --- |"]
+    ver += [f"| {k} | {v} |" for k, v in versions()]
+    write_text_atomic(audit / "versions.md", "\n".join(ver) + "\n")
+
+
+def exit_code(parts: list[Part]) -> int:
+    if all(p.ok for p in parts):
+        return 0
+    if all(p.ok or p.unknown for p in parts):
+        return 3
+    return 1
+
+
+__all__ = ["Part", "exit_code", "mermaid", "run_audit"]

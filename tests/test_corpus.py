@@ -1,0 +1,104 @@
+"""The model-generated corpus: deterministic, deduplicated, atomic, and replayed without disagreement."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+
+import pytest
+
+from fencecheck.cli import main
+from fencecheck.corpus_io import FILENAME, read, render
+from fencecheck.errors import InputError
+from fencecheck.model import corpus as C
+
+
+@pytest.fixture
+def small_families(monkeypatch):
+    monkeypatch.setattr(C, "FAMILIES", {
+        "one-phase": lambda: itertools.islice(C.one_phase(), 0, 2304, 7),
+        "two-phase": lambda: itertools.islice(C.two_phase(), 0, 10368, 97),
+        "three-phase": lambda: C.three_phase(count=20),
+    })
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), out, err), out.getvalue(), err.getvalue()
+
+
+def test_same_inputs_give_a_byte_identical_corpus(tmp_path, small_families):
+    assert run("traces", "--out", str(tmp_path / "a"))[0] == 0
+    assert run("traces", "--out", str(tmp_path / "b"))[0] == 0
+    a = (tmp_path / "a" / FILENAME).read_bytes()
+    assert a == (tmp_path / "b" / FILENAME).read_bytes()
+    header = json.loads(a.splitlines()[0])
+    for key in ("fencecheck", "model", "seed", "solver", "content_sha256", "statistics"):
+        assert key in header
+    for fam, st in header["statistics"].items():
+        assert 0 < st["behaviours"] <= st["configurations"], fam
+
+
+def test_records_carry_expected_verdicts_and_witnesses(tmp_path, small_families):
+    run("traces", "--out", str(tmp_path))
+    header, records = read(tmp_path)
+    assert sum(r.configurations for r in records) == sum(st["configurations"] for st in header["statistics"].values())
+    races = [r for r in records if r.races]
+    assert races and all(r.witness and r.witness["schedule"] for r in races)
+    assert all(r.witness is None for r in records if not r.races)
+    keys = [json.dumps({k: v for k, v in r.trace.to_dict().items() if k not in ("scenario", "meta")}, sort_keys=True)
+            for r in records if r.family == "one-phase"]
+    assert len(keys) == len(set(keys))  # deduplicated by behaviour (streams, events, graphs, ops)
+
+
+def test_an_interrupted_run_leaves_no_file(tmp_path, small_families, monkeypatch):
+    calls = itertools.count()
+    real = C.generate
+
+    def flaky(s, steps=None):
+        if next(calls) == 100:
+            raise KeyboardInterrupt
+        return real(s, steps)
+
+    monkeypatch.setattr(C, "generate", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        run("traces", "--out", str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_changed_corpus_is_rejected_in_one_line(tmp_path, small_families):
+    run("traces", "--out", str(tmp_path))
+    path = tmp_path / FILENAME
+    lines = path.read_text().splitlines()
+    changed = lines[3].replace('"family":"catalog"', '"family":"changed"')
+    assert changed != lines[3]
+    lines[3] = changed
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match="content_sha256"):
+        read(tmp_path)
+    code, out, err = run("replay", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_full_corpus_replays_in_full_agreement(tmp_path):
+    code, out, _ = run("traces", "--out", str(tmp_path))
+    assert code == 0 and "one-phase: 2304 configurations -> " in out
+    code, out, _ = run("replay", str(tmp_path))
+    assert code == 0, out
+    assert "in full agreement" in out
+    total = [line for line in out.splitlines() if line.startswith("total")][0].split()
+    assert total[1] == total[2] == total[3]  # every trace conformant and every verdict agreeing
+
+
+def test_a_disagreement_fails_replay(tmp_path, small_families):
+    run("traces", "--out", str(tmp_path))
+    path = tmp_path / FILENAME
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    rec = json.loads(lines[1])
+    rec["expected"] = "counterexample" if rec["expected"] == "proved" else "proved"
+    body = [json.dumps(rec, sort_keys=True, separators=(",", ":"))] + lines[2:]
+    path.write_text(render({k: v for k, v in header.items() if k not in ("records", "content_sha256")}, body))
+    code, out, _ = run("replay", str(tmp_path))
+    assert code == 1 and f"DISAGREEMENT {rec['id']}: verdict" in out
