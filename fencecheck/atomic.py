@@ -1,10 +1,24 @@
-"""Atomic file writes: an output file is either complete or absent, never partial."""
+"""Files in and out: reading an input file with a one-line error, and atomic writes (an output file is either
+complete or absent, never partial)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+
+def read_input(path: Path, error=None, missing: str = "no such file") -> str:
+    """The text of an input file, or ``error(path, "", why)`` raised (default ``InputError``) naming what is wrong."""
+    from .errors import InputError
+
+    error = error or InputError
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(str(path), "", missing) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise error(str(path), "", f"cannot be read ({err.__class__.__name__})") from None
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -37,6 +37,7 @@ def _positive(text: str) -> int:
 
 def _load_targets(paths: Sequence[str], use_catalog: bool):
     """Scenarios from files (``.toml``) plus the catalog; traces (``.json``) come back separately."""
+    from .atomic import read_input
     from .catalog import load_catalog
     from .scenario_io import load
     from .trace import Trace
@@ -44,11 +45,7 @@ def _load_targets(paths: Sequence[str], use_catalog: bool):
     scenarios, traces = [], []
     for p in paths:
         if p.endswith(".json"):
-            try:
-                text = Path(p).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                raise InputError(p, "", f"cannot be read ({err.__class__.__name__})") from None
-            traces.append(Trace.from_json(text, p))
+            traces.append(Trace.from_json(read_input(Path(p)), p))
         else:
             scenarios.append(load(p))
     if use_catalog:

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomic import read_input
 from .errors import InputError, ScenarioError, TraceError
 from .report import Verdict
 from .scenario import Scenario
@@ -54,12 +55,7 @@ def render(header: dict, lines: list[str]) -> str:
 def read(directory: str | Path) -> tuple[dict, list[CorpusRecord]]:
     """Header and records of ``directory/corpus.jsonl``; a malformed file raises ``InputError`` naming the line."""
     path = Path(directory) / FILENAME
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", "no such file (run fencecheck traces --out DIR first)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(str(path), "", f"cannot be read ({err.__class__.__name__})") from None
+    text = read_input(path, missing="no such file (run fencecheck traces --out DIR first)")
     lines = text.splitlines()
     if not lines:
         raise InputError(str(path), "line 1", "expected a header line")

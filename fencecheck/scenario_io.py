@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import tomli_w
 
+from .atomic import read_input, write_text_atomic
 from .errors import ScenarioError
 from .scenario import (
     AlgorithmSpec,
@@ -107,13 +108,9 @@ def load_backend(path: str | os.PathLike) -> BackendSpec:
     """Read a backend file (``fencecheck verify``): ``name``, ``declares``, ``reads``, ``note``."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError(str(path), "", "no such file") from None
+        data = tomllib.loads(read_input(path, ScenarioError))
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(str(path), "", f"not valid TOML ({err})") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(str(path), "", f"cannot be read ({err.__class__.__name__})") from None
     _validate(_BACKEND_VALIDATOR, data, str(path))
     return _backend(data["name"], data)
 
@@ -268,17 +265,9 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
 def load(path: str | os.PathLike) -> Scenario:
     """Read one scenario file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(str(path), "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(str(path), "", f"cannot be read ({err.__class__.__name__})") from None
-    return loads(text, str(path))
+    return loads(read_input(path, ScenarioError), str(path))
 
 
 def dump(s: Scenario, path: str | os.PathLike) -> None:
     """Write ``s`` to ``path`` atomically (no partial file on failure)."""
-    from .atomic import write_text_atomic
-
     write_text_atomic(Path(path), dumps(s))

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from fencecheck.reference.sim.recorder import TraceDevice
 from fencecheck.trace import EventId, GraphId, StreamId
 
-from .plan import DelayPolicy, Observation
+from fencecheck.reference.sim.interleave import Observation
+
+from .plan import DelayPolicy
 
 MAX_READS = 1 << 16  # observation slots per run
 GRAPH_SLOTS = 64  # reads one graph may hold
@@ -143,7 +145,8 @@ class CudaDevice:
     def observations(self) -> list[Observation]:
         self.torch.cuda.synchronize()
         seen = self.out[: len(self.slots)].tolist()
-        return [Observation(step, phase, site, loc, int(v)) for (step, phase, site, loc), v in zip(self.slots, seen)]
+        return [Observation(i, step, phase, site, loc, int(v))
+                for i, ((step, phase, site, loc), v) in enumerate(zip(self.slots, seen))]
 
     def trace(self, scenario: str, steps: int, meta: dict | None = None):
         return self.rec.trace(scenario, steps, meta)

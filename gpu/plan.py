@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fencecheck.reference.sim.interleave import Observation
+
 #: Spin length before a delayed read, in GPU clock cycles (about 1 ms at the H200's 1.98 GHz).
 SPIN_CYCLES = 2_000_000
 
@@ -34,24 +36,6 @@ class DelayPolicy:
             w = witness["race"]
             return cls(frozenset({(w["phase"], w["site"], w["location"])}), False, cycles)
         return cls(frozenset(), True, cycles)
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One read as the GPU ran it: what it was, and the stamp it saw."""
-
-    step: int
-    phase: str
-    site: str
-    location: str
-    seen: int
-
-    @property
-    def stale(self) -> bool:
-        return self.seen > self.step
-
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.location, self.phase, self.site, self.step)
 
 
 @dataclass

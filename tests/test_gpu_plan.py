@@ -10,7 +10,8 @@ import pytest
 import fake_torch
 from fencecheck.cli import main
 from fencecheck.gpu.device import CudaDevice
-from fencecheck.gpu.plan import DelayPolicy, Observation, TraceOnGpu
+from fencecheck.gpu.plan import DelayPolicy, TraceOnGpu
+from fencecheck.reference.sim.interleave import Observation
 from fencecheck.gpu.replay import locations, select
 from fencecheck.model.traces import generate
 from fencecheck.corpus_io import CorpusRecord
@@ -34,14 +35,14 @@ def test_manifestation_counting():
     want = frozenset({("x", "p", "s", 1)})
     res = TraceOnGpu("t", want)
     for i in range(100):
-        res.add([Observation(1, "p", "s", "x", 2 if i else 1)], True)
+        res.add([Observation(0, 1, "p", "s", "x", 2 if i else 1)], True)
     assert res.rate == 0.99 and res.ok
-    res.add([Observation(1, "p", "s", "x", 1)], True)
+    res.add([Observation(0, 1, "p", "s", "x", 1)], True)
     assert not res.ok  # 99/101 < 99%
     safe = TraceOnGpu("u", frozenset())
-    safe.add([Observation(1, "p", "s", "x", 1)], True)
+    safe.add([Observation(0, 1, "p", "s", "x", 1)], True)
     assert safe.ok
-    safe.add([Observation(1, "q", "s", "x", 2)], True)
+    safe.add([Observation(0, 1, "q", "s", "x", 2)], True)
     assert not safe.ok and safe.unexpected == 1
 
 

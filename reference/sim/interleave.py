@@ -17,7 +17,7 @@ from .hb import HappensBefore
 
 @dataclass(frozen=True)
 class Observation:
-    """What one read saw under a schedule."""
+    """What one read saw: under a simulated schedule (``kernel`` is its index) or on the GPU (its output slot)."""
 
     kernel: int
     step: int
@@ -29,6 +29,9 @@ class Observation:
     @property
     def stale(self) -> bool:
         return self.seen > self.step
+
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.location, self.phase, self.site, self.step)
 
 
 def _ready(hb: HappensBefore, done: list[int], k) -> bool:
