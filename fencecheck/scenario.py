@@ -74,6 +74,8 @@ class PhaseSpec:
     ``prep_stream``/``plan_join``: where the out-of-graph metadata prep runs and how F joins P afterwards.
     ``worker_reads_after``: shared locations the worker reads on F after the runner returns (NGRAM's accept).
     ``clear_mailbox_after``: the worker sets the runner's mailbox to None after the phase (NGRAM, section 6).
+    ``consume_mailbox_before``: before the phase the worker makes F wait on the event in the runner's mailbox, if any,
+    and clears the mailbox (DSpark before each proposal, section 7).
     ``segments``: graph segments of a breakable graph (the marker sits in the first, section 4).
     """
 
@@ -86,6 +88,7 @@ class PhaseSpec:
     plan_join: PlanJoin = PlanJoin.BEFORE_REPLAY
     worker_reads_after: tuple[str, ...] = ()
     clear_mailbox_after: bool = False
+    consume_mailbox_before: bool = False
     segments: int = 2
 
 

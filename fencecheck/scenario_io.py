@@ -178,6 +178,7 @@ def _phase(p: dict[str, Any]) -> PhaseSpec:
         plan_join=PlanJoin(p.get("plan_join", PlanJoin.BEFORE_REPLAY.value)),
         worker_reads_after=tuple(p.get("worker_reads_after", ())),
         clear_mailbox_after=p.get("clear_mailbox_after", False),
+        consume_mailbox_before=p.get("consume_mailbox_before", False),
         segments=p.get("segments", 2),
     )
 
@@ -233,6 +234,7 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
                     "plan_join": p.plan_join.value,
                     "worker_reads_after": list(p.worker_reads_after),
                     "clear_mailbox_after": p.clear_mailbox_after,
+                    "consume_mailbox_before": p.consume_mailbox_before,
                     "segments": p.segments,
                 }
                 for p in phases

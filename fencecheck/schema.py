@@ -86,6 +86,7 @@ _PHASE = {
         "plan_join": _enum([j.value for j in PlanJoin]),
         "worker_reads_after": _LOCATIONS,
         "clear_mailbox_after": {"type": "boolean"},
+        "consume_mailbox_before": {"type": "boolean"},
         "segments": {"type": "integer", "minimum": 1},
     },
     "additionalProperties": False,

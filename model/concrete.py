@@ -93,7 +93,7 @@ def concretize(s: Scenario, lay: Layout) -> SymConfig:
         [
             PhaseVars(v(p.active), v(p.runner), v(p.mode), v(p.decl), {k: v(x) for k, x in p.reads.items()},
                       {k: v(x) for k, x in p.worker.items()}, v(p.clear), v(p.execution), v(p.plan), v(p.join),
-                      v(p.segments))
+                      v(p.segments), v(p.consume))
             for p in step
         ]
         for step in cfg.phases
@@ -131,6 +131,7 @@ def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRe
                 (pv.mode, mode_class(ph.mode)),
                 (pv.decl, int(declared(s, ph.backend, ph.mode))),
                 (pv.clear, ph.clear_mailbox_after),
+                (pv.consume, ph.consume_mailbox_before),
                 (pv.execution, EXECUTION[ph.execution]),
                 (pv.plan, ph.prep_stream.value == "plan"),
                 (pv.join, JOIN[ph.plan_join]),
@@ -155,7 +156,8 @@ def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRe
 
 def _idle_phase(pv) -> list:
     """Values for an inactive phase too, so a pinned configuration has exactly one solution."""
-    out = [(pv.active, False), (pv.runner, 0), (pv.mode, 0), (pv.decl, 1), (pv.clear, False), (pv.execution, 0),
+    out = [(pv.active, False), (pv.runner, 0), (pv.mode, 0), (pv.decl, 1), (pv.clear, False), (pv.consume, False),
+           (pv.execution, 0),
            (pv.plan, False), (pv.join, 0), (pv.segments, 1)]
     out += [(v, False) for v in pv.reads.values()] + [(v, False) for v in pv.worker.values()]
     return out

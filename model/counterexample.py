@@ -136,7 +136,8 @@ def _preferences(cfg: SymConfig) -> list[z3.BoolRef]:
         prefs += [r.owner == j, r.publish == 0, r.marker]
     for step in cfg.phases:
         for p in step:
-            prefs += [p.execution == 0, z3.Not(p.plan), p.join == 0, z3.Not(p.clear), p.segments == 1, p.runner == 0,
+            prefs += [p.execution == 0, z3.Not(p.plan), p.join == 0, z3.Not(p.clear), z3.Not(p.consume), p.segments == 1,
+                      p.runner == 0,
                       z3.And(*[z3.Not(v) for v in p.worker.values()])]
     prefs += [cfg.barrier, z3.Not(cfg.loop_top), z3.Not(cfg.force_coarse), *[z3.Not(v) for v in cfg.is_last]]
     return prefs
@@ -145,7 +146,7 @@ def _preferences(cfg: SymConfig) -> list[z3.BoolRef]:
 def _phase_terms(step) -> list:
     out = []
     for p in step:
-        out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments,
+        out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments, p.consume,
                 *p.reads.values(), *p.worker.values()]
     return out
 
@@ -195,7 +196,8 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
     step_sigs, kinds_of_step = [], []
     for n, step in enumerate(cfg.phases):
         sig = tuple(
-            (iv(p.runner), iv(p.mode), iv(p.decl), iv(p.execution), bv(p.plan), iv(p.join), bv(p.clear), iv(p.segments),
+            (iv(p.runner), iv(p.mode), iv(p.decl), iv(p.execution), bv(p.plan), iv(p.join), bv(p.clear), bv(p.consume),
+             iv(p.segments),
              tuple(bv(v) for v in p.reads.values()), tuple(bv(v) for v in p.worker.values()))
             for p in step if bv(p.active)
         ) + (iv(cfg.publisher[n]),)
@@ -231,6 +233,7 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
                 plan_join=JOIN_OF[iv(p.join)],
                 worker_reads_after=tuple(loc for loc, v in p.worker.items() if bv(v)),
                 clear_mailbox_after=bv(p.clear),
+                consume_mailbox_before=bv(p.consume),
                 segments=iv(p.segments),
             ))
         steps[kind] = tuple(phases)

@@ -154,6 +154,14 @@ class _Env:
             gid = self.graphs[(ph.runner, ph.name, ph.mode.value, ph.backend, seg)].id
             self.ops.append(Replay(StreamId("F"), gid, step, ph.name, ph.runner))
 
+    def consume_wait(self, step: int, i: int) -> None:
+        event = self.mailbox[self.owner(self.runner_name(step, i))]
+        self.ops.append(WaitEvent(StreamId("F"), EventId(event), "worker"))
+
+    def consume_clear(self, step: int, i: int) -> None:
+        ph = self.phase_spec(step, i)
+        self._set_mailbox(self.owner(ph.runner), None, step, "worker", f"consumed before {ph.name}")
+
     def clear_mailbox(self, step: int, i: int) -> None:
         ph = self.phase_spec(step, i)
         self._set_mailbox(self.owner(ph.runner), None, step, "worker", f"cleared after {ph.name}")

@@ -280,6 +280,13 @@ class _Builder:
         resolved = self.fresh(self.d.If(resolving, self.resolve(p), 0), f"s{step}p{i}.resolved")
         self.prog.resolved[(step, i)] = resolved
         owner = self.fresh(self.owner_of(p.runner), f"s{step}p{i}.owner")
+        # DSpark (section 7): before the phase, F waits on the mailbox's event, if any, and the mailbox is cleared.
+        # Every mailbox event was recorded on F, so the wait orders nothing F did not already know: no join.
+        consume = self.d.And(act, p.consume)
+        holds = select(owner, self.mb_kind) != MB_NONE
+        self.op(self.d.And(consume, holds), lambda env: env.consume_wait(step, i))
+        self.op(consume, lambda env: env.consume_clear(step, i))
+        self.set_mailbox(owner, consume, MB_NONE)
         self.op(resolving, lambda env: env.mark_resolve(step, i))
 
         # Metadata prep, on F or on P after P.wait_stream(S) (section 2).

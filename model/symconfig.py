@@ -63,6 +63,7 @@ class PhaseVars:
     plan: z3.BoolRef
     join: z3.ArithRef
     segments: z3.ArithRef
+    consume: z3.BoolRef  # F waits on the mailbox's event and clears it before the phase (DSpark)
 
     def reads_any(self) -> z3.BoolRef:
         if isinstance(self.active, bool):
@@ -98,7 +99,7 @@ class SymConfig:
             out += [r.marker, r.publish, r.owner]
         for step in self.phases:
             for p in step:
-                out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments]
+                out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments, p.consume]
                 out += list(p.reads.values()) + list(p.worker.values())
         return out
 
@@ -134,6 +135,7 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
                 plan=z3.Bool(f"{pre}.plan"),
                 join=z3.Int(f"{pre}.join"),
                 segments=z3.Int(f"{pre}.segments"),
+                consume=z3.Bool(f"{pre}.consume"),
             )
             dom += [
                 _in(pv.runner, 0, bounds.runners - 1),

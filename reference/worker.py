@@ -51,6 +51,11 @@ class ModelWorker:
         dev.wait_stream(f, s, by="worker")  # each run_batch begins with F.wait_stream(S) (section 5)
         for phase in self.scenario.algorithm.steps[kind]:
             runner = self.runners[phase.runner]
+            if phase.consume_mailbox_before:
+                mr = runner.model_runner
+                if mr.shared_read_done_event is not None:
+                    dev.wait_event(f, mr.shared_read_done_event, by="worker")
+                mr.set_mailbox(None, step=step, by="worker", how=f"consumed before {phase.name}")
             runner.run(phase, self.backends[phase.backend], step)
             for loc in sorted(phase.worker_reads_after):
                 dev.read(f, loc, step=step, phase=phase.name, site=WORKER_SITE, by="worker")

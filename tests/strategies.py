@@ -68,6 +68,7 @@ def scenarios(draw, max_phases: int = 4, max_runners: int = 3, fine_barrier: boo
                 plan_join=draw(st.sampled_from(list(PlanJoin))),
                 worker_reads_after=tuple(draw(st.lists(st.sampled_from(LOCATIONS), unique=True, max_size=1))),
                 clear_mailbox_after=draw(st.booleans()),
+                consume_mailbox_before=draw(st.booleans()),
                 segments=draw(st.integers(1, 2)),
             )
         )

@@ -91,3 +91,15 @@ def test_unknown_publishes_nothing_and_leaves_the_mailbox(catalog):
     assert _publishes(trace) == []
     barrier = [op for op in trace.ops if isinstance(op, Mark) and op.what == "barrier"]
     assert barrier[0].detail.startswith("coarse (empty mailbox)")
+
+
+def test_dspark_consumes_the_draft_mailbox_before_each_proposal(catalog):
+    from fencecheck.trace import WaitEvent
+
+    trace = run_scenario(catalog["dspark"], steps=4)
+    consumed = [op for op in trace.ops if isinstance(op, Mark) and "consumed before draft_prefetch" in op.detail]
+    assert [op.step for op in consumed] == [1, 4]  # the normal steps
+    waits = [op for op in trace.ops if isinstance(op, WaitEvent) and op.stream == "F"]
+    # Step 1 finds the mailbox empty; by step 4 the draft runner's mailbox was reset by the barrier of step 1 and
+    # nothing of the draft published since, so F waits on nothing either.
+    assert waits == []
