@@ -140,7 +140,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
         return Part("corpus", code == 0, f"{total} configurations -> {len(records)} distinct traces", 0.0, lines=lines)
 
     def replay_part() -> Part:
-        from .cli import replay_summary
+        from .corpus_commands import replay_summary
 
         records = state.get("records")
         if records is None:

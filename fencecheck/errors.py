@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 
+#: Exit codes of every command: safe / all as expected, race / a verdict differs, bad input, unknown verdict.
+EXIT_OK, EXIT_RACE, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+
+
 class FencecheckError(Exception):
     """Base of every error fencecheck raises on purpose."""
 

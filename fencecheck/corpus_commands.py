@@ -1,0 +1,146 @@
+"""The corpus commands of ``fencecheck``: ``traces``, ``replay``, ``regress`` (plain functions of (args, out))."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from .errors import EXIT_OK, EXIT_RACE, InputError
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    """A tqdm bar on stderr when asked for or when stderr is a terminal; a no-op otherwise."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="trace", disable=not (enabled or sys.stderr.isatty()), leave=False)
+    return bar
+
+
+def cmd_traces(args, out: TextIO) -> int:
+    from . import __version__
+    from .atomic import write_text_atomic
+    from .catalog import load_catalog
+    from .corpus_io import FILENAME, record_lines, render
+    from .model.corpus import FAMILIES, SEED, THREE_PHASE_SAMPLE, build_corpus, total_configurations
+    from .model.solver import version
+    from .scenario_io import scenario_to_dict
+
+    catalog = load_catalog()
+    bar = _progress(total_configurations(len(catalog)), "generating", args.progress)
+    records, stats = build_corpus(catalog, bar.update)
+    bar.close()
+    lines = record_lines([
+        {
+            "id": r.id, "family": r.family, "configurations": r.configurations,
+            "scenario": scenario_to_dict(r.model.scenario), "trace": r.model.trace.to_dict(),
+            "expected": r.model.verdict.value, "races": [list(x) for x in r.model.races], "witness": r.model.witness,
+        }
+        for r in records
+    ])
+    header = {
+        "fencecheck": __version__,
+        "model": {"steps": 2, "locations": 1, "families": {name: " ".join((make.__doc__ or name).split())
+                                                            for name, make in FAMILIES.items()},
+                  "three_phase_sample": THREE_PHASE_SAMPLE},
+        "seed": SEED,
+        "solver": f"z3 {version()} (traces are the model's program run concretely)",
+        "statistics": stats,
+    }
+    target = Path(args.out) / FILENAME
+    write_text_atomic(target, render(header, lines))
+    for family, st in stats.items():
+        out.write(f"{family}: {st['configurations']} configurations -> {st['behaviours']} behaviours\n")
+    out.write(f"{len(lines)} traces written to {target}\n")
+    return EXIT_OK
+
+
+def replay_summary(results) -> tuple[list[tuple], list[str]]:
+    """Rows per family (and a total) and a line per disagreement."""
+    from collections import defaultdict
+
+    groups = defaultdict(list)
+    for r in results:
+        groups[r.family].append(r)
+    rows = []
+    for family, rs in list(groups.items()) + [("total", results)]:
+        races = [r for r in rs if r.expected.value == "counterexample"]
+        csan = [r for r in rs if r.csan != "n/a"]
+        rows.append((
+            family, len(rs), sum(r.conformance.ok for r in rs), sum(r.verdict is r.expected and r.races_agree for r in rs),
+            f"{sum(r.witness_shown is True for r in races)}/{len(races)}",
+            f"{sum(r.schedules for r in rs)}/{sum(r.stale_seen for r in rs)}",
+            f"{sum(r.csan == 'agree' for r in csan)}/{len(csan)}",
+        ))
+    problems = []
+    for r in results:
+        if r.ok:
+            continue
+        c = r.conformance
+        if not c.ok:
+            problems.append(f"{r.id}: conformance: matched {c.matched} of {c.total} ops; first divergence: expected "
+                            f"{c.expected} got {c.actual} {c.detail}".rstrip())
+        if r.verdict is not r.expected or not r.races_agree:
+            problems.append(f"{r.id}: verdict {r.verdict.value}, expected {r.expected.value} (races agree: {r.races_agree})")
+        if r.witness_shown is False:
+            problems.append(f"{r.id}: the witness interleaving did not show the stale read {r.notes}")
+        if r.stale_seen:
+            problems.append(f"{r.id}: {r.stale_seen} of {r.schedules} adversarial interleavings showed a stale read")
+        if r.csan.startswith("DISAGREE"):
+            problems.append(f"{r.id}: {r.csan}")
+    return rows, problems
+
+
+def cmd_replay(args, out: TextIO) -> int:
+    import json as _json
+
+    from .corpus_io import read
+
+    if args.device == "cuda":
+        from .gpu.replay import replay_corpus_cuda
+
+        return replay_corpus_cuda(args, out)
+    from .reference.replay import replay
+
+    _, records = read(args.dir)
+    bar = _progress(len(records), "replaying", args.progress)
+    results = []
+    for rec in records:
+        results.append(replay(rec, seed=args.seed))
+        bar.update(1)
+    bar.close()
+    rows, problems = replay_summary(results)
+    if args.json:
+        _json.dump({"rows": [dict(zip(("family", "traces", "conformant", "verdicts_agree", "races_shown",
+                                       "schedules_stale", "csan_agree"), r)) for r in rows],
+                    "problems": problems}, out, indent=2)
+        out.write("\n")
+    else:
+        header = ("family", "traces", "conformant", "verdicts agree", "races shown", "safe: schedules/stale",
+                  "sanitizer agree")
+        widths = [max(len(str(x[i])) for x in rows + [header]) for i in range(len(header))]
+        for row in [header] + rows:
+            out.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+        for line in problems:
+            out.write(f"DISAGREEMENT {line}\n")
+        out.write(f"{len(results)} traces replayed on the simulator, {len(results) - len(set(p.split(':')[0] for p in problems))} "
+                  f"in full agreement\n")
+    return EXIT_OK if not problems else EXIT_RACE
+
+
+def cmd_regress(args, out: TextIO) -> int:
+    import fnmatch
+
+    from .atomic import write_text_atomic
+    from .corpus_io import read
+    from .regress import render
+
+    header, records = read(args.dir)
+    if args.only:
+        records = [r for r in records if any(fnmatch.fnmatch(r.id, pat) for pat in args.only)]
+        if not records:
+            raise InputError("<flags>", "--only", f"no trace matches {' '.join(args.only)!r}")
+    source = f"{len(records)} traces, corpus sha256 {header['content_sha256'][:16]}"
+    write_text_atomic(Path(args.out), render(records, source))
+    out.write(f"{len(records)} tests written to {args.out}\n")
+    return EXIT_OK

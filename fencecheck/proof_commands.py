@@ -1,0 +1,90 @@
+"""The proving commands of ``fencecheck``: ``prove`` and ``verify`` (plain functions of (args, out))."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+from .errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN, InputError
+
+
+def cmd_prove(args, out: TextIO) -> int:
+    import fnmatch
+    import json as _json
+
+    from .proofs.obligations import OBLIGATIONS, catalog_obligations
+    from .proofs.report import markdown, table, write_counterexample
+    from .proofs.runner import evaluate
+
+    obligations = OBLIGATIONS + catalog_obligations()
+    if args.only:
+        obligations = [o for o in obligations if any(fnmatch.fnmatch(o.name, pat) for pat in args.only)]
+        if not obligations:
+            raise InputError("<flags>", "--only", f"no obligation matches {' '.join(args.only)!r}")
+    results = []
+    for ob in obligations:
+        results.append(evaluate(ob))
+        if args.progress:
+            r = results[-1]
+            args.err.write(f"  {ob.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
+    if args.json:
+        _json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
+                     "as_expected": r.ok, "seconds": round(r.seconds, 3), "size": r.size, "reason": r.reason,
+                     "nonvacuity": r.nonvacuity, "notes": r.notes} for r in results], out, indent=2)
+        out.write("\n")
+    else:
+        out.write(table(results))
+    if args.docs:
+        docs = Path(args.docs)
+        ce_dir = docs / "counterexamples"
+        paths = {r.obligation.name: write_counterexample(r, ce_dir) for r in results if r.counterexample is not None}
+        from .atomic import write_text_atomic
+
+        write_text_atomic(docs / "proofs.md", markdown(results, paths, docs))
+    if any(not r.ok and r.verdict.value != "unknown" for r in results):
+        return EXIT_RACE
+    if any(not r.ok for r in results):
+        return EXIT_UNKNOWN
+    return EXIT_OK
+
+
+def cmd_verify(args, out: TextIO) -> int:
+    from .catalog import load_catalog
+    from .model.verify import BOUNDS, verify
+    from .report import Verdict
+    from .scenario_io import dump, load_backend
+
+    backend = load_backend(args.backend)
+    report = verify(backend, load_catalog())
+    out.write(f"backend {report.backend}\n")
+    for f in report.modes:
+        sites = ", ".join(f"{s.value}: {'/'.join(locs)}" for s, locs in f.sites.items()) or "no reads"
+        out.write(f"  {f.mode.value}: declares {f.declared.name}; reads {sites}; "
+                  f"{'within' if f.honest else 'OUTSIDE'} what {f.declared.name} covers\n")
+    out.write(f"symbolic contexts ({BOUNDS.text()}; the main theorem's other assumptions): ")
+    if report.verdict is Verdict.PROVED:
+        out.write("proved race-free\n")
+    elif report.verdict is Verdict.UNKNOWN:
+        out.write(f"UNKNOWN ({report.reason})\n")
+    else:
+        ce = report.counterexample
+        loc, phase, site = ce.race_key()
+        out.write(f"COUNTEREXAMPLE: the read of {loc} by {phase} at {site} in step {ce.race.step} races "
+                  f"({ce.bounds.phases} phase(s), {ce.bounds.steps} step(s))\n")
+        if args.out:
+            dump(ce.scenario, args.out)
+            out.write(f"  scenario written to {args.out}; replay: fencecheck check {args.out} --witness\n")
+    out.write(f"catalog contexts: {len(report.contexts)} race-free scenarios with a phase in a mode it covers\n")
+    for c in report.contexts:
+        status = "safe" if c.safe else ("UNKNOWN" if c.verdict is Verdict.UNKNOWN else "RACE")
+        keys = sorted({r.key() for r in c.races})
+        detail = "" if c.safe else "  " + "; ".join(f"{loc}@{ph}/{site}" for loc, ph, site in keys)
+        out.write(f"  {c.scenario}: {status}{detail}\n")
+    for line in report.advice:
+        out.write(f"advice: {line}\n")
+    if report.safe:
+        return EXIT_OK
+    if report.verdict is Verdict.UNKNOWN or any(c.verdict is Verdict.UNKNOWN for c in report.contexts):
+        if report.verdict is not Verdict.COUNTEREXAMPLE and all(c.verdict is not Verdict.COUNTEREXAMPLE for c in report.contexts):
+            return EXIT_UNKNOWN
+    return EXIT_RACE
