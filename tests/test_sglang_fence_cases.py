@@ -94,12 +94,21 @@ def test_unknown_publishes_nothing_and_leaves_the_mailbox(catalog):
 
 
 def test_dspark_consumes_the_draft_mailbox_before_each_proposal(catalog):
+    import dataclasses
+
     from fencecheck.trace import WaitEvent
 
     trace = run_scenario(catalog["dspark"], steps=4)
     consumed = [op for op in trace.ops if isinstance(op, Mark) and "consumed before draft_prefetch" in op.detail]
     assert [op.step for op in consumed] == [1, 4]  # the normal steps
+    # In the catalog the draft mailbox is always empty by then (the barrier reset it); when the draft runner has
+    # published earlier in the step, F waits on that event and the mailbox is cleared before the proposal.
+    s = catalog["dspark"]
+    normal = s.algorithm.steps[s.step_kinds[0]]
+    early = dataclasses.replace(normal[1], name="draft_warmup", consume_mailbox_before=False)
+    steps = {**s.algorithm.steps, s.step_kinds[0]: (early, *normal)}
+    trace = run_scenario(s.replace(algorithm=dataclasses.replace(s.algorithm, steps=steps)), steps=1)
     waits = [op for op in trace.ops if isinstance(op, WaitEvent) and op.stream == "F"]
-    # Step 1 finds the mailbox empty; by step 4 the draft runner's mailbox was reset by the barrier of step 1 and
-    # nothing of the draft published since, so F waits on nothing either.
-    assert waits == []
+    assert [(w.event, w.by) for w in waits] == [("draft.marker", "worker")]
+    i = trace.ops.index(waits[0])
+    assert "draft <- None (consumed before draft_prefetch)" in trace.ops[i + 1].detail
