@@ -242,6 +242,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     except FencecheckError as e:
         err.write(f"fencecheck: error: {e}\n")
         return EXIT_BAD_INPUT
+    except OSError as e:  # an output that cannot be written: say which and why, in one line
+        err.write(f"fencecheck: error: {e.filename or ''}: {e.strerror or e}\n")
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -85,3 +85,10 @@ def test_trace_output_is_not_left_partial_on_bad_input(tmp_path):
     target = tmp_path / "t.json"
     code, _, _ = run("trace", str(tmp_path / "missing.toml"), "-o", str(target))
     assert code == 2 and not target.exists()
+
+
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = run("trace", PATHS["plain-decode"], "-o", str(blocker / "sub" / "t.json"))
+    assert code == 2 and err.count("\n") == 1 and str(blocker) in err
