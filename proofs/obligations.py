@@ -45,7 +45,8 @@ OBLIGATIONS: list[Obligation] = [
         "every configuration within the bounds (every declaration, every set of read sites it covers, markers "
         "present or absent, graph, breakable and eager execution, any runner of each phase, plan stream or not, "
         "mailbox sharing, per-step phases and publisher) when the named runner is the runner of each step's last "
-        "reading phase, under the stated assumptions.",
+        "reading phase, under the stated assumptions. One shared location stands for any number: reads and writes "
+        "of different locations never order each other, and the scheduler writes every location at the same point.",
         "safety", Verdict.PROVED, MAIN_BOUNDS,
     ),
     Obligation(
