@@ -27,7 +27,8 @@ class Part:
 
 
 def _esc(text: str) -> str:
-    return text.replace('"', "'").replace("[", "(").replace("]", ")")
+    """Text safe inside a quoted Mermaid label (Mermaid reads '#...;' as an entity and quotes end the label)."""
+    return text.replace('"', "'").replace("[", "(").replace("]", ")").replace("#", "no. ").replace(";", ",")
 
 
 def mermaid(race: Race) -> str:
