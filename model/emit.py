@@ -63,6 +63,7 @@ class _Env:
         self.mailbox: dict[str, str | None] = {o: None for o in owners}
         self.markers: dict[str, str] = {}
         self.graphs: dict[tuple, Graph] = {}
+        self._pending: str | None = None  # the event the barrier took from the mailbox it just reset
         self._capture_all()
 
     # -- concrete values ----------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ class _Env:
         self.ops.append(WaitEvent(StreamId("S"), EventId(event), "scheduler"))
 
     def barrier_coarse(self, step: int) -> None:
-        why = "forced" if getattr(self, "_pending", None) is not None else "empty mailbox"
+        why = "forced" if self._pending is not None else "empty mailbox"
         self.mark("barrier", step, f"coarse ({why}): S waits on F", "scheduler")
         self.ops.append(WaitStream(StreamId("S"), StreamId("F"), "scheduler"))
         self._pending = None
@@ -187,7 +188,6 @@ def emit(prog: Program, model: z3.ModelRef | None, s: Scenario, lay: Layout) -> 
     """The trace of the issued slots of ``prog`` under ``model`` (None: a concretely run program), named after
     scenario ``s``."""
     env = _Env(prog, model, s, lay)
-    env._pending = None
     for slot in prog.ops:
         if env.b(slot.guard):
             slot.emit(env)
