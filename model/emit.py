@@ -176,6 +176,7 @@ class _Env:
         event = self._pending
         self.mark("barrier", step, f"fine: S waits on {event}", "scheduler")
         self.ops.append(WaitEvent(StreamId("S"), EventId(event), "scheduler"))
+        self._pending = None
 
     def barrier_coarse(self, step: int) -> None:
         why = "forced" if self._pending is not None else "empty mailbox"
