@@ -16,12 +16,12 @@ from .program import Program
 from .symconfig import COVERS, EAGER, JOIN_BEFORE, POST_FALLBACK, RESOLVE, SITES, UNKNOWN, PhaseVars, SymConfig, select
 
 
-def _last_reading(step: list[PhaseVars], i: int) -> z3.BoolRef:
+def last_reading(step: list[PhaseVars], i: int) -> z3.BoolRef:
     """Phase ``i`` reads shared state (backend or worker reads) and no later phase of the step does."""
     return z3.And(step[i].reads_any(), *[z3.Not(q.reads_any()) for q in step[i + 1:]])
 
 
-def _covered(decl: z3.ArithRef, site: int) -> z3.BoolRef:
+def covered(decl: z3.ArithRef, site: int) -> z3.BoolRef:
     return z3.Or(*[decl == d for d, sites in COVERS.items() if site in sites])
 
 
@@ -39,14 +39,14 @@ def _fallback(cfg, prog):
 
 def _publisher(cfg, prog):
     return z3.And(*[
-        z3.Implies(_last_reading(step, i), cfg.publisher[n] == step[i].runner)
+        z3.Implies(last_reading(step, i), cfg.publisher[n] == step[i].runner)
         for n, step in enumerate(cfg.phases) for i in range(len(step))
     ])
 
 
 def _honest(cfg, prog):
     return z3.And(*[
-        z3.Implies(z3.And(p.active, p.reads[(s, loc)]), _covered(p.decl, s))
+        z3.Implies(z3.And(p.active, p.reads[(s, loc)]), covered(p.decl, s))
         for step in cfg.phases for p in step for (s, loc) in p.reads
     ])
 
@@ -68,7 +68,7 @@ def _last_resolves(cfg, prog):
     for step in cfg.phases:
         for i, p in enumerate(step):
             policy = select(p.runner, [r.publish for r in cfg.runners])
-            out.append(z3.Implies(_last_reading(step, i), z3.Or(policy == RESOLVE, p.clear)))
+            out.append(z3.Implies(last_reading(step, i), z3.Or(policy == RESOLVE, p.clear)))
     return z3.And(*out)
 
 
@@ -77,7 +77,7 @@ def _last_publishes(cfg, prog):
     for n, step in enumerate(cfg.phases):
         for i, p in enumerate(step):
             publishes = z3.And(p.execution != EAGER, prog.resolved[(n + 1, i)] != UNKNOWN)
-            out.append(z3.Implies(_last_reading(step, i), z3.Or(publishes, p.clear)))
+            out.append(z3.Implies(last_reading(step, i), z3.Or(publishes, p.clear)))
     return z3.And(*out)
 
 
@@ -85,7 +85,7 @@ def _worker_cleared(cfg, prog):
     out = []
     for step in cfg.phases:
         for i, p in enumerate(step):
-            out.append(z3.Implies(z3.And(_last_reading(step, i), z3.Or(*p.worker.values())), p.clear))
+            out.append(z3.Implies(z3.And(last_reading(step, i), z3.Or(*p.worker.values())), p.clear))
     return z3.And(*out)
 
 
@@ -123,4 +123,4 @@ def constraints(cfg: SymConfig, prog: Program, names) -> list[z3.BoolRef]:
     return [BY_NAME[n].build(cfg, prog) for n in names]
 
 
-__all__ = ["ASSUMPTIONS", "Assumption", "BY_NAME", "SITES", "constraints"]
+__all__ = ["ASSUMPTIONS", "Assumption", "BY_NAME", "SITES", "constraints", "covered", "last_reading"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from fencecheck.vocab import ReadSite
+from fencecheck.vocab import COVERED_SITES, ReadSite
 
 SITES = tuple(ReadSite)  # pre_replay, in_graph_before_marker, in_graph_after_marker, post_replay
 PRE, IN, POST, UNKNOWN = 1, 2, 3, 4
@@ -27,13 +27,8 @@ RESOLVE, ALWAYS_PRE, NEVER = 0, 1, 2
 JOIN_BEFORE, JOIN_AFTER, JOIN_NONE = 0, 1, 2
 GATED, DECL_ONLY, POST_FALLBACK = 0, 1, 2
 
-#: Sites each declaration covers (same table as fencecheck.vocab.COVERED_SITES, by index).
-COVERS = {
-    PRE: {0},
-    IN: {0, 1},
-    POST: {0, 1, 2, 3},
-    UNKNOWN: {0, 1, 2, 3},
-}
+#: Sites each declaration covers: fencecheck.vocab.COVERED_SITES by declaration value and site index.
+COVERS = {int(d): {SITES.index(s) for s in sites} for d, sites in COVERED_SITES.items()}
 
 
 @dataclass(frozen=True)

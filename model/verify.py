@@ -23,7 +23,7 @@ from .concrete import mode_class
 from .counterexample import Counterexample, search_with
 from .program import build
 from .solver import Budget
-from .symconfig import COVERS, SITES, Bounds, make_config
+from .symconfig import SITES, Bounds, make_config
 
 BOUNDS = Bounds(steps=2, phases=4, runners=3)
 
@@ -83,8 +83,7 @@ def _uses(p, facts: list[ModeFacts], loc: str) -> z3.BoolRef:
 
 
 def _honest(p) -> z3.BoolRef:
-    return z3.And(*[z3.Implies(v, z3.Or(*[p.decl == d for d, sites in COVERS.items() if s in sites]))
-                    for (s, _), v in p.reads.items()])
+    return z3.And(*[z3.Implies(v, A.covered(p.decl, s)) for (s, _), v in p.reads.items()])
 
 
 def symbolic(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = Budget(), name: str = "verify"):

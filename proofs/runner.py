@@ -73,10 +73,6 @@ def _query(label: str, constraints: list, ob: Obligation, expect: Verdict) -> Qu
 # -- restrictions named by Obligation.extra ----------------------------------------------------------------------
 
 
-def _last_reading(step, i):
-    return z3.And(step[i].reads_any(), *[z3.Not(q.reads_any()) for q in step[i + 1:]])
-
-
 def extra(name: str, cfg: SymConfig, prog) -> z3.BoolRef:
     if name == "rule_as_merged":
         return cfg.rule == DECL_ONLY
@@ -89,7 +85,7 @@ def extra(name: str, cfg: SymConfig, prog) -> z3.BoolRef:
     if name == "all_markers":
         return z3.And(*[r.marker for r in cfg.runners])
     if name == "wrong_publisher":
-        return z3.Or(*[z3.And(_last_reading(step, i), cfg.publisher[n] != step[i].runner)
+        return z3.Or(*[z3.And(A.last_reading(step, i), cfg.publisher[n] != step[i].runner)
                        for n, step in enumerate(cfg.phases) for i in range(len(step))])
     raise KeyError(name)
 
@@ -188,7 +184,7 @@ def _compare_setup(ob: Obligation):
         p_new, p_old = build(new, "new"), build(old, "old")
         same = [x == y for x, y in zip(new.all_vars(), old.all_vars()) if not x.eq(new.rule)]
         truthful = old.is_last[VERIFY] == z3.And(*[
-            z3.Or(*[z3.And(_last_reading(step, i), step[i].mode == VERIFY) for i in range(len(step))])
+            z3.Or(*[z3.And(A.last_reading(step, i), step[i].mode == VERIFY) for i in range(len(step))])
             for step in new.phases
         ])
         no_worker = [z3.Not(v) for step in new.phases for p in step for v in p.worker.values()]
