@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from .atomic import write_text_atomic
-from .report import Race, Verdict
+from .report import Race, Verdict, agreement, oracles_agree
 
 
 @dataclass
@@ -118,11 +118,12 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
         rows, bad = [], 0
         for s in load_catalog():
             sim, mod = check_scenario(s), model_check(s)
-            want = s.expect.verdict if s.expect else "-"
-            got = "safe" if sim.safe else "race"
-            agree = sim.verdict is mod.verdict and (s.expect is None or got == want)
+            want = s.expect.verdict.value if s.expect else "-"
+            got = sim.verdict.value
+            agree = (oracles_agree((sim.verdict, [r.id for r in sim.races]), (mod.verdict, mod.races))[0]
+                     and (s.expect is None or agreement(s.expect, sim.verdict, [r.id for r in sim.races])[0]))
             bad += not agree
-            keys = "; ".join(f"`{loc}@{ph}/{site}`" for loc, ph, site in sorted({r.key() for r in sim.races})) or "-"
+            keys = "; ".join(f"`{k.text()}`" for k in sorted({r.key() for r in sim.races})) or "-"
             rows.append(f"| {s.name} | {got} | {mod.verdict.value} | {want} | {'yes' if agree else 'NO'} | {keys} |")
             state.setdefault("catalog_races", []).extend((s.name, r) for r in sim.distinct())
         return Part("catalog", bad == 0, f"{len(rows) - bad} of {len(rows)} scenarios: simulator, model and "

@@ -16,6 +16,7 @@ from typing import Sequence, TextIO
 from .corpus_commands import cmd_regress, cmd_replay, cmd_traces
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, FencecheckError, InputError
 from .proof_commands import cmd_prove, cmd_verify
+from .report import agreement
 
 
 
@@ -62,7 +63,7 @@ def _witness_lines(trace, report) -> list[str]:
     lines = []
     for race in report.distinct():
         schedule = witness_schedule(hb, race)
-        stale = [o for o in stale_reads(hb, schedule) if (o.location, o.phase, o.site) == race.key()]
+        stale = [o for o in stale_reads(hb, schedule) if o.key() == race.key()]
         if stale:
             o = stale[0]
             lines.append(
@@ -70,7 +71,7 @@ def _witness_lines(trace, report) -> list[str]:
                 f"at {o.site} saw step {o.seen}'s data (stale)"
             )
         else:  # a disagreement between the race check and the executor is a bug to chase, so say it loudly
-            lines.append(f"  witness: NOT REPRODUCED for {race.key()} (simulator inconsistency)")
+            lines.append(f"  witness: NOT REPRODUCED for {race.key().text()} (simulator inconsistency)")
     return lines
 
 
@@ -90,7 +91,7 @@ def cmd_check(args, out: TextIO) -> int:
         out.write("\n")
     else:
         for (trace, _), report in zip(runs, reports):
-            head = f"{report.scenario}: {'safe' if report.safe else 'RACE'}  ({report.steps} steps, {report.ops} ops)"
+            head = f"{report.scenario}: {report.verdict.text}  ({report.steps} steps, {report.ops} ops)"
             out.write(head + "\n")
             for race in report.distinct():
                 steps = sorted({r.step for r in report.races if r.key() == race.key()})
@@ -108,13 +109,11 @@ def cmd_catalog(args, out: TextIO) -> int:
     rows, ok = [], True
     for s in load_catalog():
         report = check_scenario(s, args.steps)
-        got = "safe" if report.safe else "race"
-        want = s.expect.verdict if s.expect else "-"
-        got_keys = sorted({r.key() for r in report.races})
-        want_keys = sorted({(e.location, e.phase, e.site) for e in s.expect.races}) if s.expect else got_keys
-        agree = s.expect is None or (got == want and got_keys == want_keys)
+        got = report.verdict.value
+        want = s.expect.verdict.value if s.expect else "-"
+        agree = s.expect is None or agreement(s.expect, report.verdict, [r.id for r in report.races])[0]
         ok &= agree
-        races = "; ".join(f"{loc}@{phase}/{site}" for loc, phase, site in got_keys) or "-"
+        races = "; ".join(k.text() for k in sorted({r.key() for r in report.races})) or "-"
         rows.append((s.name, got, want, "yes" if agree else "NO", races))
     if args.json:
         keys = ("scenario", "verdict", "expected", "agrees", "races")

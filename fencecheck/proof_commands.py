@@ -76,9 +76,9 @@ def cmd_verify(args, out: TextIO) -> int:
             out.write(f"  scenario written to {args.out}; replay: fencecheck check {args.out} --witness\n")
     out.write(f"catalog contexts: {len(report.contexts)} race-free scenarios with a phase in a mode it covers\n")
     for c in report.contexts:
-        status = "safe" if c.safe else ("UNKNOWN" if c.verdict is Verdict.UNKNOWN else "RACE")
-        keys = sorted({r.key() for r in c.races})
-        detail = "" if c.safe else "  " + "; ".join(f"{loc}@{ph}/{site}" for loc, ph, site in keys)
+        status = c.verdict.text
+        keys = sorted({r.place() for r in c.races})
+        detail = "" if c.safe else "  " + "; ".join(k.text() for k in keys)
         out.write(f"  {c.scenario}: {status}{detail}\n")
     for line in report.advice:
         out.write(f"advice: {line}\n")

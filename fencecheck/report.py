@@ -1,17 +1,94 @@
-"""Verdicts and races as values, shared by the simulator, the model and the reports."""
+"""Verdicts, race identities and agreement as values, shared by the simulator, the model, the proofs and the reports.
+
+One vocabulary: a verdict is ``proved`` (no race / the property holds), ``counterexample`` (a race / the property
+fails, with the evidence) or ``unknown`` (a solver ran out of budget; never shown as proved). One race identity:
+``RaceId`` (location, phase, site, step). One agreement: ``agreement`` (an expectation against a result) and
+``oracles_agree`` (two results against each other).
+"""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from typing import Iterable
 
 
 class Verdict(str, enum.Enum):
-    """Three values end to end. ``UNKNOWN`` (timeout, resource limit) is never shown as ``PROVED``."""
+    """Three values end to end. ``UNKNOWN`` (resource limit) is never shown as ``PROVED``."""
 
     PROVED = "proved"
     COUNTEREXAMPLE = "counterexample"
     UNKNOWN = "unknown"
+
+    @property
+    def text(self) -> str:
+        """How a person reads it in a report: ``proved``, ``COUNTEREXAMPLE``, ``UNKNOWN`` (the last two stand out)."""
+        return self.value if self is Verdict.PROVED else self.value.upper()
+
+
+@dataclass(frozen=True, order=True)
+class RaceId:
+    """The identity of a racing read: the shared ``location``, the reading ``phase`` (its name), the ``site`` and
+    the ``step`` (1-based; 0 = any step). Every oracle (simulator, model, GPU) and every expectation names races so."""
+
+    location: str
+    phase: str
+    site: str
+    step: int = 0
+
+    def place(self) -> "RaceId":
+        """The same read in any step."""
+        return RaceId(self.location, self.phase, self.site, 0)
+
+    def text(self) -> str:
+        at = f" in step {self.step}" if self.step else ""
+        return f"{self.location}@{self.phase}/{self.site}{at}"
+
+    def to_dict(self) -> dict:
+        return {"location": self.location, "phase": self.phase, "site": self.site, "step": self.step}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The verdict a scenario expects, with the specific races when it expects any (step 0 = any step)."""
+
+    verdict: Verdict
+    races: tuple[RaceId, ...] = ()
+
+
+def agreement(expect: Expectation, verdict: Verdict, races: Iterable[RaceId]) -> tuple[bool, str]:
+    """Whether a result meets an expectation, and if not, one line saying how it differs.
+
+    The verdicts must be equal. When the expectation lists races, the places (location, phase, site) that race must
+    be exactly the listed ones, and a listed race with a step must race in that step."""
+    races = set(races)
+    if verdict is not expect.verdict:
+        return False, f"verdict {verdict.value}, expected {expect.verdict.value}"
+    if expect.races:
+        got = {r.place() for r in races}
+        want = {r.place() for r in expect.races}
+        if got != want:
+            extra = ", ".join(r.text() for r in sorted(got - want)) or "none"
+            missing = ", ".join(r.text() for r in sorted(want - got)) or "none"
+            return False, f"races differ: unexpected {extra}; missing {missing}"
+        for r in expect.races:
+            if r.step and r not in races:
+                return False, f"expected {r.text()}, which races only in steps " + ", ".join(
+                    str(x.step) for x in sorted(races) if x.place() == r.place())
+    return True, ""
+
+
+def oracles_agree(a: tuple[Verdict, Iterable[RaceId]], b: tuple[Verdict, Iterable[RaceId]]) -> tuple[bool, str]:
+    """Whether two oracles' results on one run agree: equal verdicts and equal racing reads, step for step."""
+    (va, ra), (vb, rb) = a, b
+    ra, rb = set(ra), set(rb)
+    if va is not vb:
+        return False, f"verdicts differ: {va.value} vs {vb.value}"
+    if ra != rb:
+        only_a = ", ".join(r.text() for r in sorted(ra - rb)) or "none"
+        only_b = ", ".join(r.text() for r in sorted(rb - ra)) or "none"
+        return False, f"races differ: only in the first {only_a}; only in the second {only_b}"
+    return True, ""
 
 
 @dataclass(frozen=True)
@@ -40,9 +117,13 @@ class Race:
     missing_edge: str
     barrier: str = ""  # what the barrier of the read's step did
 
-    def key(self) -> tuple[str, str, str]:
+    @property
+    def id(self) -> RaceId:
+        return RaceId(self.location, self.phase, self.site, self.step)
+
+    def key(self) -> RaceId:
         """The race's identity across steps: location, phase and site of the read."""
-        return (self.location, self.phase, self.site)
+        return self.id.place()
 
     def read_text(self) -> str:
         where = f"graph {self.read_graph} node {self.read_node}" if self.read_graph else f"op {self.read_op}"
@@ -85,7 +166,7 @@ class CheckReport:
 
     def distinct(self) -> list[Race]:
         """The first race of each (location, phase, site)."""
-        seen: dict[tuple[str, str, str], Race] = {}
+        seen: dict[RaceId, Race] = {}
         for race in self.races:
             seen.setdefault(race.key(), race)
         return list(seen.values())
@@ -99,6 +180,6 @@ class CheckReport:
             "ops": self.ops,
             "kernels": self.kernels,
             "races": [asdict(r) for r in self.races],
-            "distinct_races": [list(r.key()) for r in self.distinct()],
+            "distinct_races": [r.key().to_dict() for r in self.distinct()],
             "notes": list(self.notes),
         }

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import ScenarioError
+from .report import Expectation, RaceId, Verdict
 from .vocab import (
     BarrierPlacement,
     Execution,
@@ -114,24 +115,6 @@ class SchedulerSpec:
     placement: BarrierPlacement = BarrierPlacement.AFTER_RUN_BATCH
     force_coarse: bool = False
     writes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ExpectedRace:
-    """A race a scenario expects: the racing read by location, phase and site (and step, 0 = any)."""
-
-    location: str
-    phase: str
-    site: str
-    step: int = 0
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """The verdict a catalog scenario expects, with the specific races when it expects any."""
-
-    verdict: str  # "safe" | "race"
-    races: tuple[ExpectedRace, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,8 +223,8 @@ class Scenario:
         for loc in self.scheduler.writes:
             if not loc:
                 fail("scheduler.writes", "expected non-empty location names")
-        if self.expect is not None and self.expect.verdict not in ("safe", "race"):
-            fail("expect.verdict", "expected 'safe' or 'race'")
+        if self.expect is not None and self.expect.verdict not in (Verdict.PROVED, Verdict.COUNTEREXAMPLE):
+            fail("expect.verdict", "expected 'proved' or 'counterexample'")
 
     def _check_backend_cycles(self, fail) -> None:
         state: dict[str, int] = {}

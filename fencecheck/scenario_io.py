@@ -18,13 +18,12 @@ from .errors import ScenarioError
 from .scenario import (
     AlgorithmSpec,
     BackendSpec,
-    Expectation,
-    ExpectedRace,
     PhaseSpec,
     RunnerSpec,
     Scenario,
     SchedulerSpec,
 )
+from .report import Expectation, RaceId, Verdict
 from .schema import BACKEND_SCHEMA, SCENARIO_SCHEMA
 from .vocab import (
     BarrierPlacement,
@@ -149,8 +148,8 @@ def _build(d: dict[str, Any]) -> Scenario:
     if "expect" in d:
         e = d["expect"]
         expect = Expectation(
-            verdict=e["verdict"],
-            races=tuple(ExpectedRace(r["location"], r["phase"], r["site"], r.get("step", 0)) for r in e.get("races", ())),
+            verdict=Verdict(e["verdict"]),
+            races=tuple(RaceId(r["location"], r["phase"], r["site"], r.get("step", 0)) for r in e.get("races", ())),
         )
     return Scenario(
         name=d["name"],
@@ -243,7 +242,7 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         },
     }
     if s.expect is not None:
-        e: dict[str, Any] = {"verdict": s.expect.verdict}
+        e: dict[str, Any] = {"verdict": s.expect.verdict.value}
         if s.expect.races:
             e["races"] = [
                 {"location": r.location, "phase": r.phase, "site": r.site, "step": r.step} for r in s.expect.races

@@ -150,7 +150,7 @@ SCENARIO_SCHEMA: dict = {
             "type": "object",
             "required": ["verdict"],
             "properties": {
-                "verdict": _enum(["safe", "race"]),
+                "verdict": _enum(["proved", "counterexample"]),
                 "races": {
                     "type": "array",
                     "items": {

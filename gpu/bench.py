@@ -16,6 +16,8 @@ import json
 import statistics
 import sys
 
+from fencecheck.report import Verdict
+
 from .device import CudaDevice
 from .plan import DelayPolicy
 
@@ -114,7 +116,7 @@ def main(argv=None) -> int:
 
     rows = []
     for s in load_catalog():
-        if s.expect is not None and s.expect.verdict != "safe":
+        if s.expect is not None and s.expect.verdict is not Verdict.PROVED:
             continue
         fine, coarse = time_scenario(s, False, torch), time_scenario(s, True, torch)
         rows.append({"scenario": s.name, "fine_us": round(fine, 1), "coarse_us": round(coarse, 1),

@@ -54,7 +54,7 @@ class TraceOnGpu:
     def add(self, observations: list[Observation], conformant: bool) -> None:
         self.replays += 1
         self.conformant += conformant
-        stale = {o.key() for o in observations if o.stale}
+        stale = {o.id for o in observations if o.stale}
         self.stale_keys |= stale
         if stale - self.expected_races:
             self.unexpected += 1

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from fencecheck.report import Verdict
+from fencecheck.report import RaceId, Verdict
 from fencecheck.scenario import Scenario
 
 from .concrete import layout, pin
@@ -17,23 +17,11 @@ from .symconfig import make_config
 
 
 @dataclass(frozen=True)
-class ModelRace:
-    step: int
-    phase: str
-    site: str
-    location: str
-    stream: str
-
-    def key(self) -> tuple[str, str, str]:
-        return (self.location, self.phase, self.site)
-
-
-@dataclass(frozen=True)
 class ModelReport:
     scenario: str
     steps: int
     verdict: Verdict
-    races: tuple[ModelRace, ...] = ()
+    races: tuple[RaceId, ...] = ()
     reason: str = ""
     solver: object = field(default=None, compare=False, repr=False)  # the query, for SMT-LIB2 export
     seconds: float = 0.0
@@ -61,9 +49,9 @@ def model_check(s: Scenario, steps: int | None = None, budget: Budget = Budget()
     return ModelReport(s.name, lay.steps, verdict, races, "", solver, seconds)
 
 
-def _race(s: Scenario, r: ReadSlot) -> ModelRace:
+def _race(s: Scenario, r: ReadSlot) -> RaceId:
     phase = s.algorithm.steps[s.step_kind(r.step)][r.phase].name
-    return ModelRace(r.step, phase, r.site, r.location, r.stream)
+    return RaceId(r.location, phase, r.site, r.step)
 
 
-__all__ = ["ModelRace", "ModelReport", "Program", "model_check"]
+__all__ = ["ModelReport", "Program", "model_check"]

@@ -13,12 +13,10 @@ from typing import Callable
 
 import z3
 
-from fencecheck.report import Verdict
+from fencecheck.report import Expectation, RaceId, Verdict
 from fencecheck.scenario import (
     AlgorithmSpec,
     BackendSpec,
-    Expectation,
-    ExpectedRace,
     PhaseSpec,
     RunnerSpec,
     Scenario,
@@ -272,7 +270,7 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
     )
     racing = {(r.location, scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name, r.site)
               for r in prog.reads if bv(prog.race_of(r))}
-    scenario = scenario.replace(expect=Expectation("race", tuple(ExpectedRace(*k) for k in sorted(racing))))
+    scenario = scenario.replace(expect=Expectation(Verdict.COUNTEREXAMPLE, tuple(RaceId(*k) for k in sorted(racing))))
     return scenario, Layout(rnames, cfg.bounds.locations, cfg.bounds.steps)
 
 

@@ -18,7 +18,7 @@ from fencecheck.model.counterexample import Counterexample, search_with
 from fencecheck.model.program import build
 from fencecheck.model.solver import Budget, make_solver, solve
 from fencecheck.model.symconfig import DECL_ONLY, GATED, VERIFY, Bounds, SymConfig, make_config
-from fencecheck.report import Verdict
+from fencecheck.report import Verdict, oracles_agree
 
 from .obligations import Obligation
 
@@ -215,12 +215,10 @@ def _scenario(ob: Obligation, res: Result) -> None:
     res.verdict, res.reason = report.verdict, report.reason
     res.queries.append(Query("race in the scenario's run", report.solver, report.verdict, report.seconds, ob.expected))
     sim = check_scenario(s)
-    model_races = sorted({(r.key(), r.step) for r in report.races})
-    sim_races = sorted({(r.key(), r.step) for r in sim.races})
-    res.agrees = report.verdict is sim.verdict and model_races == sim_races
+    res.agrees, why = oracles_agree((report.verdict, report.races), (sim.verdict, [r.id for r in sim.races]))
     if not res.agrees:
-        res.notes.append(f"simulator disagrees: model {model_races} vs simulator {sim_races}")
-    res.notes.append(f"model and simulator: {len(model_races)} racing (read, step) pairs")
+        res.notes.append(f"simulator disagrees with the model: {why}")
+    res.notes.append(f"model and simulator: {len(set(report.races))} racing (read, step) pairs")
     if report.verdict is Verdict.PROVED:
         # Non-vacuity: the same scenario with its barrier switched off races. That query has a model, so the
         # pinned configuration (which differs only in the barrier flag) is satisfiable too.

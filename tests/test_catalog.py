@@ -7,6 +7,7 @@ import random
 import pytest
 
 from fencecheck.catalog import catalog_paths, load_catalog
+from fencecheck.report import Verdict
 from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.hb import analyze
@@ -39,12 +40,12 @@ def test_scenario_cites_sglang_facts(name):
 def test_verdict_and_specific_races(name):
     s = SCENARIOS[name]
     report = check_scenario(s)
-    assert ("safe" if report.safe else "race") == s.expect.verdict
-    expected = {(e.location, e.phase, e.site) for e in s.expect.races}
+    assert report.verdict is s.expect.verdict
+    expected = {e.place() for e in s.expect.races}
     assert {r.key() for r in report.races} == expected
     # Each expected race happens in every step that runs its phase: structural, not a start-up artefact.
     for key in expected:
-        runs_phase = {n for n in range(1, s.steps + 1) if key[1] in {p.name for p in s.algorithm.steps[s.step_kind(n)]}}
+        runs_phase = {n for n in range(1, s.steps + 1) if key.phase in {p.name for p in s.algorithm.steps[s.step_kind(n)]}}
         assert {r.step for r in report.races if r.key() == key} == runs_phase
 
 
@@ -59,18 +60,18 @@ def test_the_two_hazards_sglang_documents():
     assert check_scenario(SCENARIOS["ngram"]).safe
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if SCENARIOS[n].expect.verdict == "race"])
+@pytest.mark.parametrize("name", [n for n in NAMES if SCENARIOS[n].expect.verdict is Verdict.COUNTEREXAMPLE])
 def test_every_race_shows_as_a_stale_read_under_its_witness(name):
     hb = analyze(run_scenario(SCENARIOS[name]))
     races = find_races(hb)
     assert not stale_reads(hb, host_order(hb))  # the device keeping up with the host hides every race
     for race in races:
         stale = stale_reads(hb, witness_schedule(hb, race))
-        hit = [o for o in stale if hb.kernels[o.kernel].host == race.read_op and (o.location, o.phase, o.site) == race.key()]
+        hit = [o for o in stale if hb.kernels[o.kernel].host == race.read_op and o.key() == race.key()]
         assert hit and hit[0].seen == race.step + 1
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if SCENARIOS[n].expect.verdict == "safe"])
+@pytest.mark.parametrize("name", [n for n in NAMES if SCENARIOS[n].expect.verdict is Verdict.PROVED])
 def test_safe_scenarios_never_show_a_stale_read(name):
     hb = analyze(run_scenario(SCENARIOS[name]))
     rng = random.Random(name)

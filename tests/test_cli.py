@@ -23,7 +23,7 @@ def run(*argv):
 
 def test_check_safe_exits_0():
     code, out, _ = run("check", PATHS["eagle-v2"])
-    assert code == 0 and out.startswith("eagle-v2: safe")
+    assert code == 0 and out.startswith("eagle-v2: proved")
 
 
 def test_check_race_exits_1_and_explains_with_witness():
@@ -39,7 +39,8 @@ def test_check_json():
     data = json.loads(out)
     assert code == 1
     assert [d["verdict"] for d in data] == ["counterexample", "proved"]
-    assert data[0]["distinct_races"] == [["req_to_token", "decode", "in_graph_before_marker"]]
+    assert data[0]["distinct_races"] == [
+        {"location": "req_to_token", "phase": "decode", "site": "in_graph_before_marker", "step": 0}]
 
 
 def test_catalog_command_agrees_with_every_expectation():

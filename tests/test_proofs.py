@@ -16,7 +16,7 @@ from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import stale_reads
-from fencecheck.report import Verdict
+from fencecheck.report import RaceId, Verdict
 from fencecheck.vocab import ResolutionRule
 
 
@@ -61,8 +61,7 @@ def test_counterexamples_replay_in_the_simulator(results):
         report = check_scenario(ce.scenario)
         name = r.obligation.name
         assert not report.safe, name
-        assert {rc.key() for rc in report.races} == {c[:3] for c in ce.races}, name
-        assert {(rc.key(), rc.step) for rc in report.races} == {(c[:3], c[3]) for c in ce.races}, name
+        assert {rc.id for rc in report.races} == {RaceId(*c) for c in ce.races}, name
         # The model's own trace is the reference's trace of the emitted scenario, op for op.
         assert ce.trace == run_scenario(ce.scenario), name
         # The simulator accepts the model's interleaving (it respects happens-before) and shows the stale read.

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from fencecheck.errors import ScheduleError
-from fencecheck.report import Race
+from fencecheck.report import Race, RaceId
 
 from .hb import HappensBefore
 
@@ -30,8 +30,13 @@ class Observation:
     def stale(self) -> bool:
         return self.seen > self.step
 
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.location, self.phase, self.site, self.step)
+    @property
+    def id(self) -> RaceId:
+        return RaceId(self.location, self.phase, self.site, self.step)
+
+    def key(self) -> RaceId:
+        """The read's identity across steps."""
+        return self.id.place()
 
 
 def _ready(hb: HappensBefore, done: list[int], k) -> bool:
