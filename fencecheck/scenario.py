@@ -1,16 +1,19 @@
 """A serving configuration as data: backends, runners, the phases of an algorithm's steps, the scheduler.
 
 All types are frozen and validated on construction (``Scenario.validate``); the TOML form lives in
-``scenario_io``. The facts each field encodes are in ../shared/docs/sglang-fence.md, cited by section.
+``scenario_io``. Every field is declared once with ``fields.spec`` (type, default, bounds, meaning, model encoding);
+the schema, the TOML reader and writer, the docs tables and the SMT model's encoding derive from that declaration.
+The SGLang facts the fields encode are in docs/sglang-mechanism.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import ScenarioError
+from .fields import LIST_MAX, NAME_MAX, STRUCTURAL, TEXT_MAX, entries, spec, tokens
 from .report import Expectation, RaceId, Verdict
 from .vocab import (
     BarrierPlacement,
@@ -30,38 +33,52 @@ ANY_MODE = "*"
 
 SiteReads = Mapping[ReadSite, tuple[str, ...]]
 
+#: Documented upper bounds of a scenario (each enforced with a one-line error).
+MAX_STEPS = 1_000
+MAX_PHASES = 10_000  # phases in one step
+MAX_SEGMENTS = 64
+MAX_RING_DEPTH = 64
+MAX_TABLE = 10_000  # backends, runners
+MAX_LAUNCHES = 200_000  # steps x (phase launches per step, a breakable graph's segments each): the run's size
+
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """An attention backend: what it declares per mode and where it really reads (section 3).
+    """An attention backend: what it declares per mode and where it really reads.
 
     ``declares`` overrides the base rule per mode. A composite (``children``) declares ``max_of`` its children and
     reads what they read. A hybrid wrapper (``delegate``) declares and reads as the child that runs the mode.
     ``reads`` maps a mode (or ``"*"``) to the shared locations each site reads.
     """
 
-    name: str
-    declares: Mapping[ForwardMode, SharedReadEnds] = field(default_factory=dict)
-    reads: Mapping[str, SiteReads] = field(default_factory=dict)
-    children: tuple[str, ...] = ()
-    delegate: Mapping[ForwardMode, str] = field(default_factory=dict)
-    note: str = ""
+    name: str = spec(meaning="the backend's name", key=True)
+    declares: Mapping[ForwardMode, SharedReadEnds] = spec(
+        {}, "`SharedReadEnds` per forward mode, overriding the base rule (DECODE, TARGET_VERIFY -> IN_REPLAY; "
+        "every other mode -> UNKNOWN)", omit_empty=True, schema=STRUCTURAL)
+    reads: Mapping[str, SiteReads] = spec(
+        {}, "per forward mode (or `\"*\"` for every mode without its own entry): the shared locations read at each "
+        "site", omit_empty=True, schema=STRUCTURAL)
+    children: tuple[str, ...] = spec((), "a composite backend: declares `max_of` its children and reads what they "
+                                     "read", omit_empty=True)
+    delegate: Mapping[ForwardMode, str] = spec(
+        {}, "a hybrid wrapper: per mode, the child backend that runs (and declares) it", omit_empty=True,
+        schema=STRUCTURAL)
+    note: str = spec("", "free text", text=True, omit_empty=True)
 
 
 @dataclass(frozen=True)
 class RunnerSpec:
-    """A CUDA-graph runner and its ``model_runner`` (section 2).
+    """A CUDA-graph runner and its ``model_runner``."""
 
-    ``marker``: the runner has its in-graph marker (False for restored graphs and runs that never captured).
-    ``ring_depth``: events in ``shared_read_done_events``. ``mailbox``: whose ``model_runner`` mailbox this runner
-    publishes into (tree UNO's two instances share the target's); empty means its own.
-    """
-
-    name: str
-    marker: bool = True
-    ring_depth: int = 2
-    publish: PublishPolicy = PublishPolicy.RESOLVE
-    mailbox: str = ""
+    name: str = spec(meaning="the runner's name", key=True)
+    marker: bool = spec(True, "the runner has its in-graph marker (false: graphs restored from an archive, runs that "
+                        "never captured)", model=True)
+    ring_depth: int = spec(2, "events in the model runner's ring", minimum=1, maximum=MAX_RING_DEPTH)
+    publish: PublishPolicy = spec(PublishPolicy.RESOLVE, "`resolve`: resolve the backend's declaration and publish "
+                                  "there (the decode graph runner); `always_pre_replay`: record and publish before every "
+                                  "replay without asking (the EAGLE draft-extend runner); `never`", model=True)
+    mailbox: str = spec("", "the runner whose model runner's mailbox (and ring) this runner publishes into (tree UNO); "
+                        "empty: its own", schema={"type": "string", "maxLength": NAME_MAX})
 
     @property
     def mailbox_owner(self) -> str:
@@ -70,68 +87,77 @@ class RunnerSpec:
 
 @dataclass(frozen=True)
 class PhaseSpec:
-    """One phase of a step: a runner replaying (or eagerly running) one forward mode with one backend.
+    """One phase of a step: a runner replaying (or eagerly running) one forward mode with one backend."""
 
-    ``prep_stream``/``plan_join``: where the out-of-graph metadata prep runs and how F joins P afterwards.
-    ``worker_reads_after``: shared locations the worker reads on F after the runner returns (NGRAM's accept).
-    ``clear_mailbox_after``: the worker sets the runner's mailbox to None after the phase (NGRAM, section 6).
-    ``consume_mailbox_before``: before the phase the worker makes F wait on the event in the runner's mailbox, if any,
-    and clears the mailbox (DSpark before each proposal, section 7).
-    ``segments``: graph segments of a breakable graph (the marker sits in the first, section 4).
-    """
-
-    name: str
-    runner: str
-    mode: ForwardMode
-    backend: str
-    execution: Execution = Execution.GRAPH
-    prep_stream: PrepStream = PrepStream.FORWARD
-    plan_join: PlanJoin = PlanJoin.BEFORE_REPLAY
-    worker_reads_after: tuple[str, ...] = ()
-    clear_mailbox_after: bool = False
-    consume_mailbox_before: bool = False
-    segments: int = 2
+    name: str = spec(meaning="the phase's name, unique within its step")
+    runner: str = spec(meaning="the runner that runs it")
+    mode: ForwardMode = spec(meaning="its forward mode")
+    backend: str = spec(meaning="its attention backend")
+    execution: Execution = spec(Execution.GRAPH, "`graph`; `breakable_graph` (segments, the marker in the first); "
+                                "`eager` (no graph, no marker, no publish)", model=True)
+    prep_stream: PrepStream = spec(PrepStream.FORWARD, "where the out-of-graph metadata prep runs: `forward`, or "
+                                   "`plan` (P waits on S first)", model=True)
+    plan_join: PlanJoin = spec(PlanJoin.BEFORE_REPLAY, "after a plan-stream prep, when F waits on P: "
+                               "`before_replay`, `after_replay` (before any post-replay publish) or `none`", model=True)
+    worker_reads_after: tuple[str, ...] = spec((), "locations the worker reads on F after the runner returns "
+                                               "(NGRAM's accept)")
+    clear_mailbox_after: bool = spec(False, "the worker sets the runner's mailbox to None after the phase (NGRAM)",
+                                     model=True)
+    consume_mailbox_before: bool = spec(False, "before the phase, F waits on the event in the runner's mailbox (if "
+                                        "any) and the mailbox is cleared (DSpark before each proposal)", model=True)
+    segments: int = spec(2, "graph segments of a breakable graph", minimum=1, maximum=MAX_SEGMENTS, model=True,
+                         model_bound="segments", plain=1)
 
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """A speculative (or plain) decoding algorithm: the phases of each kind of step and its publisher.
+    """A speculative (or plain) decoding algorithm: the phases of each kind of step and its publisher."""
 
-    ``publisher`` is ``last_shared_read_runner`` per step kind (section 6). ``last_shared_read_modes`` is what the
-    algorithm's ``is_last_shared_read_phase(mode)`` answers True for (used only by the pre-#35059 gated rule).
-    """
-
-    name: str
-    steps: Mapping[StepKind, tuple[PhaseSpec, ...]]
-    publisher: Mapping[StepKind, str]
-    last_shared_read_modes: frozenset[ForwardMode] = frozenset()
+    name: str = spec(meaning="the algorithm's name")
+    steps: Mapping[StepKind, tuple[PhaseSpec, ...]] = spec(
+        meaning="per step kind, the phases of a step of that kind, in order (`[[algorithm.steps.KIND]]`)",
+        schema=STRUCTURAL)
+    publisher: Mapping[StepKind, str] = spec(
+        meaning="`last_shared_read_runner`: one runner name, or a table per step kind", schema=STRUCTURAL)
+    last_shared_read_modes: frozenset[ForwardMode] = spec(
+        frozenset(), "the modes `is_last_shared_read_phase(mode)` answers true for (used only by the `gated` rule)")
 
 
 @dataclass(frozen=True)
 class SchedulerSpec:
-    """The scheduler's WAR barrier (section 5). ``writes``: shared locations it writes between steps."""
+    """The scheduler's WAR barrier and what it writes between steps."""
 
-    barrier: bool = True
-    placement: BarrierPlacement = BarrierPlacement.AFTER_RUN_BATCH
-    force_coarse: bool = False
-    writes: tuple[str, ...] = ()
+    barrier: bool = spec(True, "the WAR barrier is on", model=True)
+    placement: BarrierPlacement = spec(BarrierPlacement.AFTER_RUN_BATCH, "`after_run_batch` (right after run_batch "
+                                       "returns, since PR #31687) or `loop_top`", model=True)
+    force_coarse: bool = spec(False, "`SGLANG_FORCE_COARSE_WAR_BARRIER`: always `S.wait_stream(F)`", model=True)
+    writes: tuple[str, ...] = spec((), "locations the scheduler writes between steps (empty: every location read)")
 
 
 @dataclass(frozen=True)
 class Scenario:
     """A whole configuration to check. ``step_kinds`` is the schedule of step kinds, cycled over ``steps``."""
 
-    name: str
-    backends: Mapping[str, BackendSpec]
-    runners: Mapping[str, RunnerSpec]
-    algorithm: AlgorithmSpec
-    scheduler: SchedulerSpec = SchedulerSpec()
-    resolution: ResolutionRule = ResolutionRule.DECLARATION_ONLY
-    steps: int = 3
-    step_kinds: tuple[StepKind, ...] = (StepKind.NORMAL,)
-    description: str = ""
-    cites: tuple[str, ...] = ()
-    expect: Expectation | None = None
+    name: str = spec(meaning="the scenario's name")
+    backends: Mapping[str, BackendSpec] = spec(meaning="`[backends.NAME]`: the attention backends", schema=STRUCTURAL)
+    runners: Mapping[str, RunnerSpec] = spec(meaning="`[runners.NAME]`: the CUDA-graph runners", schema=STRUCTURAL)
+    algorithm: AlgorithmSpec = spec(meaning="`[algorithm]`: the phases of each kind of step and the publisher",
+                                    schema=STRUCTURAL)
+    scheduler: SchedulerSpec = spec(SchedulerSpec(), "`[scheduler]`: the WAR barrier", schema=STRUCTURAL)
+    resolution: ResolutionRule = spec(ResolutionRule.DECLARATION_ONLY, "how a declaration becomes a publish point: "
+                                      "`gated` (before PR #35059), `declaration_only` (PR #35059 as merged: IN_REPLAY "
+                                      "without a marker -> PRE_REPLAY), `declaration_only_post_fallback` (-> "
+                                      "POST_REPLAY)", model=True)
+    steps: int = spec(3, "steps to run", minimum=1, maximum=MAX_STEPS)
+    step_kinds: tuple[StepKind, ...] = spec((StepKind.NORMAL,), "the schedule of step kinds, cycled over the steps",
+                                            schema={"type": "array", "minItems": 1, "maxItems": LIST_MAX,
+                                                    "items": {"type": "string", "enum": tokens(StepKind)}})
+    description: str = spec("", "what the scenario is", text=True, omit_empty=True)
+    cites: tuple[str, ...] = spec((), "the sources of the facts it encodes", omit_empty=True,
+                                  schema={"type": "array", "maxItems": LIST_MAX,
+                                          "items": {"type": "string", "maxLength": TEXT_MAX}})
+    expect: Expectation | None = spec(None, "`[expect]`: the verdict (`proved` / `counterexample`) and the races "
+                                      "expected (location, phase, site, and step or 0 for any)", schema=STRUCTURAL)
 
     def __post_init__(self):
         self.validate()
@@ -161,6 +187,14 @@ class Scenario:
     def replace(self, **changes) -> "Scenario":
         return dataclasses.replace(self, **changes)
 
+    def launches(self, steps: int | None = None) -> int:
+        """The size of a run: graph launches (a breakable graph's segments each) and eager phases over ``steps``."""
+        steps = self.steps if steps is None else steps
+        per_kind = {kind: sum(p.segments if p.execution is Execution.BREAKABLE_GRAPH else 1 for p in phases)
+                    for kind, phases in self.algorithm.steps.items()}
+        cycle = len(self.step_kinds)
+        return sum(per_kind.get(k, 0) * ((steps - i + cycle - 1) // cycle) for i, k in enumerate(self.step_kinds))
+
     # -- validation ----------------------------------------------------------------------------------------
 
     def validate(self) -> None:
@@ -172,8 +206,7 @@ class Scenario:
 
         if not self.name:
             fail("name", "expected a non-empty name")
-        if self.steps < 1:
-            fail("steps", "expected a step count of at least 1")
+        _check_bounds(self, "", fail)
         if not self.step_kinds:
             fail("step_kinds", "expected at least one step kind")
         for name, backend in self.backends.items():
@@ -194,8 +227,7 @@ class Scenario:
         for name, runner in self.runners.items():
             if runner.name != name:
                 fail(f"runners.{name}", f"runner is named {runner.name!r}, expected {name!r}")
-            if runner.ring_depth < 1:
-                fail(f"runners.{name}.ring_depth", "expected a ring depth of at least 1")
+            _check_bounds(runner, f"runners.{name}.", fail)
             if runner.mailbox and runner.mailbox not in self.runners:
                 fail(f"runners.{name}.mailbox", f"expected a runner name, got {runner.mailbox!r}")
         algo = self.algorithm
@@ -218,11 +250,16 @@ class Scenario:
                     fail(f"{key}.runner", f"expected a runner name, got {phase.runner!r}")
                 if phase.backend not in self.backends:
                     fail(f"{key}.backend", f"expected a backend name, got {phase.backend!r}")
-                if phase.segments < 1:
-                    fail(f"{key}.segments", "expected at least 1 segment")
+                _check_bounds(phase, f"{key}.", fail)
+            if len(phases) > MAX_PHASES:
+                fail(f"algorithm.steps.{kind.value}", f"expected at most {MAX_PHASES:,} phases in a step, got {len(phases):,}")
         for loc in self.scheduler.writes:
             if not loc:
                 fail("scheduler.writes", "expected non-empty location names")
+        launches = self.launches()
+        if launches > MAX_LAUNCHES:
+            fail("steps", f"expected a run of at most {MAX_LAUNCHES:,} phase launches (steps x phases x segments), "
+                          f"got {launches:,}")
         if self.expect is not None and self.expect.verdict not in (Verdict.PROVED, Verdict.COUNTEREXAMPLE):
             fail("expect.verdict", "expected 'proved' or 'counterexample'")
 
@@ -242,3 +279,17 @@ class Scenario:
 
         for name in self.backends:
             visit(name)
+
+
+def _check_bounds(obj, prefix: str, fail) -> None:
+    """Every integer field of ``obj`` within the bounds its declaration states."""
+    for e in entries(type(obj)):
+        if e.type is not int:
+            continue
+        value = getattr(obj, e.name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail(f"{prefix}{e.name}", f"expected an integer, got {value!r}")
+        if e.info.minimum is not None and value < e.info.minimum:
+            fail(f"{prefix}{e.name}", f"expected at least {e.info.minimum}, got {value}")
+        if e.info.maximum is not None and value > e.info.maximum:
+            fail(f"{prefix}{e.name}", f"expected at most {e.info.maximum:,}, got {value:,}")

@@ -1,32 +1,31 @@
-"""The JSON Schema of scenario files (the TOML form, after parsing). docs/scenario.schema.json is generated from it."""
+"""The JSON Schemas of fencecheck's input files (the TOML form, after parsing), derived from the field declarations
+of ``fencecheck.scenario`` (``fields.table_schema``); only the structural tables are assembled here.
+docs/scenario.schema.json is generated from ``SCENARIO_SCHEMA``.
+
+Integers are strict: a TOML float (``3.0``) is not an integer, whatever JSON Schema's number model says
+(``VALIDATOR_CLASS``).
+"""
 
 from __future__ import annotations
 
-from .vocab import (
-    BarrierPlacement,
-    Execution,
-    ForwardMode,
-    PlanJoin,
-    PrepStream,
-    PublishPolicy,
-    ReadSite,
-    ResolutionRule,
-    SharedReadEnds,
-    StepKind,
+import jsonschema
+
+from .fields import LIST_MAX, entries, name_schema, table_schema, tokens, value_schema
+from .scenario import (
+    MAX_PHASES,
+    MAX_TABLE,
+    AlgorithmSpec,
+    BackendSpec,
+    PhaseSpec,
+    RunnerSpec,
+    Scenario,
+    SchedulerSpec,
 )
+from .vocab import WORKER_SITE, ForwardMode, ReadSite, SharedReadEnds, StepKind
 
-
-def _enum(values, description: str = "") -> dict:
-    out = {"type": "string", "enum": [v for v in values]}
-    if description:
-        out["description"] = description
-    return out
-
-
-_MODES = [m.value for m in ForwardMode]
-_ENDS = [e.name for e in SharedReadEnds]
-_NAME = {"type": "string", "minLength": 1}
-_LOCATIONS = {"type": "array", "items": _NAME, "uniqueItems": True}
+_MODES = tokens(ForwardMode)
+_NAME = name_schema()
+_LOCATIONS = {"type": "array", "items": _NAME, "uniqueItems": True, "maxItems": LIST_MAX}
 
 _SITE_READS = {
     "type": "object",
@@ -35,141 +34,85 @@ _SITE_READS = {
     "additionalProperties": False,
 }
 
-_BACKEND = {
+_BACKEND_PARTS = {
+    "declares": {
+        "type": "object",
+        "properties": {m: {"type": "string", "enum": tokens(SharedReadEnds)} for m in _MODES},
+        "additionalProperties": False,
+    },
+    "reads": {
+        "type": "object",
+        "properties": {**{m: _SITE_READS for m in _MODES}, "*": _SITE_READS},
+        "additionalProperties": False,
+    },
+    "delegate": {"type": "object", "properties": {m: _NAME for m in _MODES}, "additionalProperties": False},
+}
+
+_BACKEND = table_schema(BackendSpec, **_BACKEND_PARTS)
+_RUNNER = table_schema(RunnerSpec)
+_PHASE = table_schema(PhaseSpec)
+_KINDS = tokens(StepKind)
+
+_ALGORITHM = table_schema(
+    AlgorithmSpec,
+    steps={
+        "type": "object",
+        "properties": {k: {"type": "array", "items": _PHASE, "minItems": 1, "maxItems": MAX_PHASES} for k in _KINDS},
+        "additionalProperties": False,
+        "minProperties": 1,
+    },
+    publisher={
+        "oneOf": [
+            _NAME,
+            {"type": "object", "properties": {k: _NAME for k in _KINDS}, "additionalProperties": False,
+             "minProperties": 1},
+        ],
+    },
+)
+
+_EXPECT = {
     "type": "object",
+    "required": ["verdict"],
     "properties": {
-        "declares": {
-            "type": "object",
-            "description": "SharedReadEnds per forward mode, overriding the base rule",
-            "properties": {m: _enum(_ENDS) for m in _MODES},
-            "additionalProperties": False,
+        "verdict": {"type": "string", "enum": ["proved", "counterexample"]},
+        "races": {
+            "type": "array",
+            "maxItems": LIST_MAX,
+            "items": {
+                "type": "object",
+                "required": ["location", "phase", "site"],
+                "properties": {
+                    "location": _NAME,
+                    "phase": _NAME,
+                    "site": {"type": "string", "enum": [s.value for s in ReadSite] + [WORKER_SITE]},
+                    "step": {"type": "integer", "minimum": 0, "maximum": value_schema(
+                        next(e for e in entries(Scenario) if e.name == "steps"))["maximum"]},
+                },
+                "additionalProperties": False,
+            },
         },
-        "reads": {
-            "type": "object",
-            "description": "per forward mode (or '*' for all others): the locations each site reads",
-            "properties": {**{m: _SITE_READS for m in _MODES}, "*": _SITE_READS},
-            "additionalProperties": False,
-        },
-        "children": {"type": "array", "items": _NAME, "description": "composite: declares max_of children"},
-        "delegate": {
-            "type": "object",
-            "description": "hybrid wrapper: the child backend that runs each mode",
-            "properties": {m: _NAME for m in _MODES},
-            "additionalProperties": False,
-        },
-        "note": {"type": "string"},
     },
     "additionalProperties": False,
 }
 
-_RUNNER = {
-    "type": "object",
-    "properties": {
-        "marker": {"type": "boolean", "description": "has its in-graph marker event"},
-        "ring_depth": {"type": "integer", "minimum": 1},
-        "publish": _enum([p.value for p in PublishPolicy]),
-        "mailbox": {"type": "string", "description": "runner whose mailbox this one publishes into"},
-    },
-    "additionalProperties": False,
-}
 
-_PHASE = {
-    "type": "object",
-    "required": ["name", "runner", "mode", "backend"],
-    "properties": {
-        "name": _NAME,
-        "runner": _NAME,
-        "mode": _enum(_MODES),
-        "backend": _NAME,
-        "execution": _enum([e.value for e in Execution]),
-        "prep_stream": _enum([p.value for p in PrepStream]),
-        "plan_join": _enum([j.value for j in PlanJoin]),
-        "worker_reads_after": _LOCATIONS,
-        "clear_mailbox_after": {"type": "boolean"},
-        "consume_mailbox_before": {"type": "boolean"},
-        "segments": {"type": "integer", "minimum": 1},
-    },
-    "additionalProperties": False,
-}
+def _tables(item: dict) -> dict:
+    return {"type": "object", "minProperties": 1, "maxProperties": MAX_TABLE,
+            "propertyNames": _NAME, "additionalProperties": item}
 
-_KINDS = [k.value for k in StepKind]
 
 SCENARIO_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://fencecheck.dev/scenario.schema.json",
     "title": "fencecheck scenario",
-    "type": "object",
-    "required": ["name", "backends", "runners", "algorithm"],
-    "properties": {
-        "name": _NAME,
-        "description": {"type": "string"},
-        "cites": {"type": "array", "items": {"type": "string"}},
-        "resolution": _enum([r.value for r in ResolutionRule]),
-        "steps": {"type": "integer", "minimum": 1},
-        "step_kinds": {"type": "array", "items": _enum(_KINDS), "minItems": 1},
-        "backends": {"type": "object", "minProperties": 1, "additionalProperties": _BACKEND},
-        "runners": {"type": "object", "minProperties": 1, "additionalProperties": _RUNNER},
-        "algorithm": {
-            "type": "object",
-            "required": ["name", "steps", "publisher"],
-            "properties": {
-                "name": _NAME,
-                "publisher": {
-                    "description": "last_shared_read_runner: one runner, or one per step kind",
-                    "oneOf": [
-                        _NAME,
-                        {
-                            "type": "object",
-                            "properties": {k: _NAME for k in _KINDS},
-                            "additionalProperties": False,
-                            "minProperties": 1,
-                        },
-                    ],
-                },
-                "last_shared_read_modes": {"type": "array", "items": _enum(_MODES)},
-                "steps": {
-                    "type": "object",
-                    "properties": {k: {"type": "array", "items": _PHASE, "minItems": 1} for k in _KINDS},
-                    "additionalProperties": False,
-                    "minProperties": 1,
-                },
-            },
-            "additionalProperties": False,
-        },
-        "scheduler": {
-            "type": "object",
-            "properties": {
-                "barrier": {"type": "boolean"},
-                "placement": _enum([p.value for p in BarrierPlacement]),
-                "force_coarse": {"type": "boolean"},
-                "writes": _LOCATIONS,
-            },
-            "additionalProperties": False,
-        },
-        "expect": {
-            "type": "object",
-            "required": ["verdict"],
-            "properties": {
-                "verdict": _enum(["proved", "counterexample"]),
-                "races": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["location", "phase", "site"],
-                        "properties": {
-                            "location": _NAME,
-                            "phase": _NAME,
-                            "site": _enum([s.value for s in ReadSite] + ["worker_after"]),
-                            "step": {"type": "integer", "minimum": 0},
-                        },
-                        "additionalProperties": False,
-                    },
-                },
-            },
-            "additionalProperties": False,
-        },
-    },
-    "additionalProperties": False,
+    **table_schema(
+        Scenario,
+        backends=_tables(_BACKEND),
+        runners=_tables(_RUNNER),
+        algorithm=_ALGORITHM,
+        scheduler=table_schema(SchedulerSpec),
+        expect=_EXPECT,
+    ),
 }
 
 
@@ -183,7 +126,54 @@ BACKEND_SCHEMA: dict = {
         "name": _NAME,
         "declares": _BACKEND["properties"]["declares"],
         "reads": _BACKEND["properties"]["reads"],
-        "note": {"type": "string"},
+        "note": _BACKEND["properties"]["note"],
     },
     "additionalProperties": False,
 }
+
+
+def _strict_int(checker, instance) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+#: Draft 2020-12 with integers that are Python ints only (no ``3.0``, no ``True``).
+VALIDATOR_CLASS = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_int),
+)
+
+
+# -- the generated parts of the docs ------------------------------------------------------------------------------
+
+#: The scenario classes whose field tables docs/scenarios.md shows, by the name its markers use.
+DOC_TABLES = {"scenario": Scenario, "runner": RunnerSpec, "backend": BackendSpec, "algorithm": AlgorithmSpec,
+              "phase": PhaseSpec, "scheduler": SchedulerSpec}
+
+
+def docs_tables(text: str) -> str:
+    """``text`` with each block between ``<!-- fields:NAME -->`` and ``<!-- /fields -->`` replaced by the field
+    table of ``DOC_TABLES[NAME]`` (``fields.markdown_table``)."""
+    import re
+
+    from .fields import markdown_table
+
+    def table(m: re.Match) -> str:
+        return f"<!-- fields:{m.group(1)} -->\n{markdown_table(DOC_TABLES[m.group(1)])}\n<!-- /fields -->"
+
+    return re.sub(r"<!-- fields:(\w+) -->.*?<!-- /fields -->", table, text, flags=re.S)
+
+
+def main() -> None:  # pragma: no cover - exercised by the docs tests through docs_tables and SCENARIO_SCHEMA
+    """Regenerate docs/scenario.schema.json and the field tables of docs/scenarios.md in a checkout."""
+    import json
+    import sys
+    from pathlib import Path
+
+    docs = Path(sys.argv[1] if len(sys.argv) > 1 else "docs")
+    (docs / "scenario.schema.json").write_text(json.dumps(SCENARIO_SCHEMA, indent=2) + "\n", encoding="utf-8")
+    page = docs / "scenarios.md"
+    page.write_text(docs_tables(page.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -63,6 +63,9 @@ class ReadSite(str, enum.Enum):
     POST_REPLAY = "post_replay"
 
 
+#: The site of reads the worker does on F after a runner returns (a race's site, not a backend's).
+WORKER_SITE = "worker_after"
+
 #: The sites a declaration promises reads end by: a backend is honest when its reads lie inside this set.
 COVERED_SITES: dict[SharedReadEnds, frozenset[ReadSite]] = {
     SharedReadEnds.PRE_REPLAY: frozenset({ReadSite.PRE_REPLAY}),

@@ -34,7 +34,7 @@ class Assumption:
 
 
 def _fallback(cfg, prog):
-    return cfg.rule == POST_FALLBACK
+    return cfg.resolution == POST_FALLBACK
 
 
 def _publisher(cfg, prog):
@@ -52,7 +52,7 @@ def _honest(cfg, prog):
 
 
 def _plan_joined(cfg, prog):
-    return z3.And(*[z3.Implies(z3.And(p.active, p.plan), p.join == JOIN_BEFORE) for step in cfg.phases for p in step])
+    return z3.And(*[z3.Implies(z3.And(p.active, p.on_plan()), p.plan_join == JOIN_BEFORE) for step in cfg.phases for p in step])
 
 
 def _barrier_on(cfg, prog):
@@ -60,7 +60,7 @@ def _barrier_on(cfg, prog):
 
 
 def _after_run_batch(cfg, prog):
-    return z3.Not(cfg.loop_top)
+    return z3.Not(cfg.loop_top())
 
 
 def _last_resolves(cfg, prog):
@@ -68,7 +68,7 @@ def _last_resolves(cfg, prog):
     for step in cfg.phases:
         for i, p in enumerate(step):
             policy = select(p.runner, [r.publish for r in cfg.runners])
-            out.append(z3.Implies(last_reading(step, i), z3.Or(policy == RESOLVE, p.clear)))
+            out.append(z3.Implies(last_reading(step, i), z3.Or(policy == RESOLVE, p.clear_mailbox_after)))
     return z3.And(*out)
 
 
@@ -77,7 +77,7 @@ def _last_publishes(cfg, prog):
     for n, step in enumerate(cfg.phases):
         for i, p in enumerate(step):
             publishes = z3.And(p.execution != EAGER, prog.resolved[(n + 1, i)] != UNKNOWN)
-            out.append(z3.Implies(last_reading(step, i), z3.Or(publishes, p.clear)))
+            out.append(z3.Implies(last_reading(step, i), z3.Or(publishes, p.clear_mailbox_after)))
     return z3.And(*out)
 
 
@@ -85,7 +85,7 @@ def _worker_cleared(cfg, prog):
     out = []
     for step in cfg.phases:
         for i, p in enumerate(step):
-            out.append(z3.Implies(z3.And(last_reading(step, i), z3.Or(*p.worker.values())), p.clear))
+            out.append(z3.Implies(z3.And(last_reading(step, i), z3.Or(*p.worker.values())), p.clear_mailbox_after))
     return z3.And(*out)
 
 

@@ -8,25 +8,23 @@ from dataclasses import dataclass
 
 import z3
 
+from fencecheck.fields import encode, model_knobs
 from fencecheck.scenario import ANY_MODE, PhaseSpec, Scenario
-from fencecheck.vocab import (
-    BarrierPlacement,
-    Execution,
-    ForwardMode,
-    PlanJoin,
-    PublishPolicy,
-    ResolutionRule,
-    SharedReadEnds,
-    base_shared_read_ends,
+from fencecheck.vocab import ForwardMode, SharedReadEnds, base_shared_read_ends
+
+from .symconfig import (
+    GLOBAL_KNOBS,
+    PHASE_KNOBS,
+    RUNNER_KNOBS,
+    SITES,
+    Bounds,
+    PhaseVars,
+    RunnerVars,
+    SymConfig,
+    make_config,
 )
 
-from .symconfig import SITES, Bounds, PhaseVars, RunnerVars, SymConfig, make_config
-
 MODE_CLASS = {ForwardMode.DECODE: 0, ForwardMode.TARGET_VERIFY: 1}
-EXECUTION = {Execution.GRAPH: 0, Execution.BREAKABLE_GRAPH: 1, Execution.EAGER: 2}
-POLICY = {PublishPolicy.RESOLVE: 0, PublishPolicy.ALWAYS_PRE_REPLAY: 1, PublishPolicy.NEVER: 2}
-JOIN = {PlanJoin.BEFORE_REPLAY: 0, PlanJoin.AFTER_REPLAY: 1, PlanJoin.NONE: 2}
-RULE = {ResolutionRule.GATED: 0, ResolutionRule.DECLARATION_ONLY: 1, ResolutionRule.DECLARATION_ONLY_POST_FALLBACK: 2}
 
 
 def mode_class(mode: ForwardMode) -> int:
@@ -88,19 +86,15 @@ def concretize(s: Scenario, lay: Layout) -> SymConfig:
     cfg = _config(lay.bounds(s))
     values = {var.get_id(): value for var, value in assignment(cfg, s, lay)}
     v = lambda var: values[var.get_id()]  # noqa: E731
-    runners = [RunnerVars(v(r.marker), v(r.publish), v(r.owner)) for r in cfg.runners]
+    vals = lambda d: {k: v(x) for k, x in d.items()}  # noqa: E731
+    runners = [RunnerVars(v(r.owner), vals(r.knobs)) for r in cfg.runners]
     phases = [
-        [
-            PhaseVars(v(p.active), v(p.runner), v(p.mode), v(p.decl), {k: v(x) for k, x in p.reads.items()},
-                      {k: v(x) for k, x in p.worker.items()}, v(p.clear), v(p.execution), v(p.plan), v(p.join),
-                      v(p.segments), v(p.consume))
-            for p in step
-        ]
+        [PhaseVars(v(p.active), v(p.runner), v(p.mode), v(p.decl), vals(p.reads), vals(p.worker), vals(p.knobs))
+         for p in step]
         for step in cfg.phases
     ]
     return SymConfig(cfg.bounds, phases, [v(x) for x in cfg.publisher], runners, [v(x) for x in cfg.is_last],
-                     v(cfg.rule), v(cfg.barrier), v(cfg.loop_top), v(cfg.force_coarse),
-                     {k: v(x) for k, x in cfg.written.items()}, [])
+                     vals(cfg.written), vals(cfg.knobs), [])
 
 
 @functools.lru_cache(maxsize=64)
@@ -111,10 +105,11 @@ def _config(bounds: Bounds) -> SymConfig:
 def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRef, object]]:
     """(variable, value) for every variable of ``cfg`` under the scenario ``s``."""
     ri = {name: i for i, name in enumerate(lay.runners)}
-    out: list[z3.BoolRef] = []
+    out: list[tuple[z3.ExprRef, object]] = []
     for name, r in s.runners.items():
         rv = cfg.runners[ri[name]]
-        out += [(rv.marker, r.marker), (rv.publish, POLICY[r.publish]), (rv.owner, ri[r.mailbox_owner])]
+        out.append((rv.owner, ri[r.mailbox_owner]))
+        out += [(rv.knobs[k.name], encode(k, getattr(r, k.name))) for k in RUNNER_KNOBS]
     for n in range(1, lay.steps + 1):
         kind = s.step_kind(n)
         phases: tuple[PhaseSpec, ...] = s.algorithm.steps[kind]
@@ -130,34 +125,29 @@ def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRe
                 (pv.runner, ri[ph.runner]),
                 (pv.mode, mode_class(ph.mode)),
                 (pv.decl, int(declared(s, ph.backend, ph.mode))),
-                (pv.clear, ph.clear_mailbox_after),
-                (pv.consume, ph.consume_mailbox_before),
-                (pv.execution, EXECUTION[ph.execution]),
-                (pv.plan, ph.prep_stream.value == "plan"),
-                (pv.join, JOIN[ph.plan_join]),
-                (pv.segments, ph.segments),
             ]
+            out += [(pv.knobs[k.name], encode(k, getattr(ph, k.name))) for k in PHASE_KNOBS]
             for (site, loc), var in pv.reads.items():
                 out.append((var, loc in sites[site]))
             for loc, var in pv.worker.items():
                 out.append((var, loc in ph.worker_reads_after))
     modes = {mode_class(m) for m in s.algorithm.last_shared_read_modes}
     out += [(cfg.is_last[m], m in modes) for m in range(3)]
-    out += [
-        (cfg.rule, RULE[s.resolution]),
-        (cfg.barrier, s.scheduler.barrier),
-        (cfg.loop_top, s.scheduler.placement is BarrierPlacement.LOOP_TOP),
-        (cfg.force_coarse, s.scheduler.force_coarse),
-    ]
+    for k in GLOBAL_KNOBS:
+        holder = s if k in _SCENARIO_KNOBS else s.scheduler
+        out.append((cfg.knobs[k.name], encode(k, getattr(holder, k.name))))
     written = set(s.written_locations())
     out += [(var, loc in written) for loc, var in cfg.written.items()]
     return out
 
 
+_SCENARIO_KNOBS = frozenset(model_knobs(Scenario))
+
+
 def _idle_phase(pv) -> list:
-    """Values for an inactive phase too, so a pinned configuration has exactly one solution."""
-    out = [(pv.active, False), (pv.runner, 0), (pv.mode, 0), (pv.decl, 1), (pv.clear, False), (pv.consume, False),
-           (pv.execution, 0),
-           (pv.plan, False), (pv.join, 0), (pv.segments, 1)]
+    """Values for an inactive phase too (its knobs at their plain values), so a pinned configuration has exactly one
+    solution."""
+    out = [(pv.active, False), (pv.runner, 0), (pv.mode, 0), (pv.decl, 1)]
+    out += [(pv.knobs[k.name], encode(k, k.plain)) for k in PHASE_KNOBS]
     out += [(v, False) for v in pv.reads.values()] + [(v, False) for v in pv.worker.values()]
     return out

@@ -13,6 +13,7 @@ from typing import Callable
 
 import z3
 
+from fencecheck.fields import decode, encode, model_knobs
 from fencecheck.report import Expectation, RaceId, Verdict
 from fencecheck.scenario import (
     AlgorithmSpec,
@@ -23,17 +24,15 @@ from fencecheck.scenario import (
     SchedulerSpec,
 )
 from fencecheck.trace import Trace
-from fencecheck.vocab import BarrierPlacement, ForwardMode, PrepStream, SharedReadEnds, StepKind
+from fencecheck.vocab import ForwardMode, SharedReadEnds, StepKind
 
-from .concrete import EXECUTION, JOIN, POLICY, RULE, Layout
+from .concrete import Layout
 from .emit import emit, witness_schedule
 from .program import Program, ReadSlot, build
 from .solver import Budget, make_solver, solve
-from .symconfig import SITES, Bounds, SymConfig, make_config
+from .symconfig import GLOBAL_KNOBS, PHASE_KNOBS, RUNNER_KNOBS, SITES, Bounds, SymConfig, make_config
 
 MODES = {0: ForwardMode.DECODE, 1: ForwardMode.TARGET_VERIFY, 2: ForwardMode.DRAFT_EXTEND_V2}
-_INV = lambda table: {v: k for k, v in table.items()}  # noqa: E731
-EXECUTION_OF, POLICY_OF, JOIN_OF, RULE_OF = _INV(EXECUTION), _INV(POLICY), _INV(JOIN), _INV(RULE)
 KINDS = (StepKind.NORMAL, StepKind.IDLE, StepKind.FALLBACK)
 
 #: builds the query's constraints for one program: (cfg, prog) -> constraints (assumptions, the race, ...)
@@ -131,21 +130,23 @@ def _preferences(cfg: SymConfig) -> list[z3.BoolRef]:
         prefs.append(z3.And(*[a == b for a, b in zip(_phase_terms(cfg.phases[n]), _phase_terms(cfg.phases[0]))],
                             cfg.publisher[n] == cfg.publisher[0]))
     for j, r in enumerate(cfg.runners):
-        prefs += [r.owner == j, r.publish == 0, r.marker]
+        prefs += [r.owner == j, *_plain(RUNNER_KNOBS, r.knobs)]
     for step in cfg.phases:
         for p in step:
-            prefs += [p.execution == 0, z3.Not(p.plan), p.join == 0, z3.Not(p.clear), z3.Not(p.consume), p.segments == 1,
-                      p.runner == 0,
-                      z3.And(*[z3.Not(v) for v in p.worker.values()])]
-    prefs += [cfg.barrier, z3.Not(cfg.loop_top), z3.Not(cfg.force_coarse), *[z3.Not(v) for v in cfg.is_last]]
+            prefs += [*_plain(PHASE_KNOBS, p.knobs), p.runner == 0, z3.And(*[z3.Not(v) for v in p.worker.values()])]
+    prefs += [*_plain(GLOBAL_KNOBS, cfg.knobs, skip=("resolution",)), *[z3.Not(v) for v in cfg.is_last]]
     return prefs
+
+
+def _plain(knobs, variables: dict, skip=()) -> list[z3.BoolRef]:
+    """Each knob at its plain value (``fields.Entry.plain``)."""
+    return [variables[k.name] == encode(k, k.plain) for k in knobs if k.name not in skip]
 
 
 def _phase_terms(step) -> list:
     out = []
     for p in step:
-        out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments, p.consume,
-                *p.reads.values(), *p.worker.values()]
+        out += [*p.structural(), *p.knobs.values(), *p.reads.values(), *p.worker.values()]
     return out
 
 
@@ -189,13 +190,14 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
     ev = lambda t: model.eval(t, model_completion=True)  # noqa: E731
     iv = lambda t: ev(t).as_long()  # noqa: E731
     bv = lambda t: z3.is_true(ev(t))  # noqa: E731
+    knob = lambda t: bv(t) if z3.is_bool(t) else iv(t)  # noqa: E731
+    knobs = lambda entries, variables: {k.name: decode(k, knob(variables[k.name])) for k in entries}  # noqa: E731
     R = cfg.bounds.runners
     rnames = tuple(f"r{j}" for j in range(R))
     step_sigs, kinds_of_step = [], []
     for n, step in enumerate(cfg.phases):
         sig = tuple(
-            (iv(p.runner), iv(p.mode), iv(p.decl), iv(p.execution), bv(p.plan), iv(p.join), bv(p.clear), bv(p.consume),
-             iv(p.segments),
+            (iv(p.runner), iv(p.mode), iv(p.decl), tuple(knob(v) for v in p.knobs.values()),
              tuple(bv(v) for v in p.reads.values()), tuple(bv(v) for v in p.worker.values()))
             for p in step if bv(p.active)
         ) + (iv(cfg.publisher[n]),)
@@ -226,13 +228,8 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
             used.add(runner)
             phases.append(PhaseSpec(
                 name=f"phase{i}", runner=rnames[runner], mode=mode, backend=bname,
-                execution=EXECUTION_OF[iv(p.execution)],
-                prep_stream=PrepStream.PLAN if bv(p.plan) else PrepStream.FORWARD,
-                plan_join=JOIN_OF[iv(p.join)],
                 worker_reads_after=tuple(loc for loc, v in p.worker.items() if bv(v)),
-                clear_mailbox_after=bv(p.clear),
-                consume_mailbox_before=bv(p.consume),
-                segments=iv(p.segments),
+                **knobs(PHASE_KNOBS, p.knobs),
             ))
         steps[kind] = tuple(phases)
         publisher[kind] = rnames[iv(cfg.publisher[n])]
@@ -245,8 +242,8 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
             frontier.append(owner)
     runners = {
         rnames[j]: RunnerSpec(
-            rnames[j], marker=bv(cfg.runners[j].marker), ring_depth=2, publish=POLICY_OF[iv(cfg.runners[j].publish)],
-            mailbox="" if iv(cfg.runners[j].owner) == j else rnames[iv(cfg.runners[j].owner)],
+            rnames[j], mailbox="" if iv(cfg.runners[j].owner) == j else rnames[iv(cfg.runners[j].owner)],
+            **knobs(RUNNER_KNOBS, cfg.runners[j].knobs),
         )
         for j in sorted(used)
     }
@@ -259,12 +256,10 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
         runners=runners,
         algorithm=AlgorithmSpec("counterexample", steps, publisher, last),
         scheduler=SchedulerSpec(
-            barrier=bv(cfg.barrier),
-            placement=BarrierPlacement.LOOP_TOP if bv(cfg.loop_top) else BarrierPlacement.AFTER_RUN_BATCH,
-            force_coarse=bv(cfg.force_coarse),
             writes=tuple(loc for loc, v in cfg.written.items() if bv(v)),
+            **knobs(model_knobs(SchedulerSpec), cfg.knobs),
         ),
-        resolution=RULE_OF[iv(cfg.rule)],
+        **knobs(model_knobs(Scenario), cfg.knobs),
         steps=cfg.bounds.steps,
         step_kinds=tuple(kinds_of_step),
     )

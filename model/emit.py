@@ -51,7 +51,7 @@ class _Env:
     def __init__(self, prog: Program, model: z3.ModelRef, s: Scenario, lay: Layout):
         self.prog, self.model, self.s, self.lay = prog, model, s, lay
         self.ops: list = []
-        self.loop_top = self.b(prog.cfg.loop_top)
+        self.loop_top = self.b(prog.cfg.loop_top())
         owners = []
         for spec in s.runners.values():
             if spec.mailbox_owner not in owners:

@@ -18,6 +18,8 @@ from typing import Callable
 
 import z3
 
+from fencecheck.vocab import WORKER_SITE
+
 from .domain import SYMBOLIC, domain_of
 from .symconfig import (
     ALWAYS_PRE,
@@ -47,7 +49,6 @@ STREAMS = ("S", "F", "P")
 #: never decide a race and are dropped (the simulator keeps full clocks; the differential test holds them equal).
 KEEP = {"S": ("F", "P"), "F": ("F", "P"), "P": ("P",)}
 SNAP = KEEP["F"]
-WORKER_SITE = "worker_after"
 # Mailbox contents.
 MB_NONE, MB_RING, MB_MARKER = 0, 1, 2
 
@@ -147,7 +148,7 @@ class State:
 class _Builder:
     def __init__(self, cfg: SymConfig, tag: str, havoc: bool = False):
         self.cfg = cfg
-        self.d = domain_of(cfg.rule)
+        self.d = domain_of(cfg.resolution)
         self.tag = f"{tag}." if tag else ""
         self.prog = Program(cfg, d=self.d)
         self.R = cfg.bounds.runners
@@ -266,10 +267,10 @@ class _Builder:
         """``_resolve_shared_read_ends`` (section 4) for a graph phase of a resolving runner."""
         cfg = self.cfg
         marker = select(p.runner, [r.marker for r in cfg.runners])
-        fallback = self.d.If(cfg.rule == POST_FALLBACK, POST, PRE)
+        fallback = self.d.If(cfg.resolution == POST_FALLBACK, POST, PRE)
         declared = self.d.If(self.d.And(p.decl == IN, self.d.Not(marker)), fallback, p.decl)
         gated_unknown = self.d.Or(p.mode == OTHER, self.d.And(p.mode == VERIFY, self.d.Not(select(p.mode, cfg.is_last))))
-        return self.d.If(self.d.And(cfg.rule == GATED, gated_unknown), UNKNOWN, declared)
+        return self.d.If(self.d.And(cfg.resolution == GATED, gated_unknown), UNKNOWN, declared)
 
     def phase(self, step: int, i: int, p: PhaseVars) -> None:
         cfg = self.cfg
@@ -282,7 +283,7 @@ class _Builder:
         owner = self.fresh(self.owner_of(p.runner), f"s{step}p{i}.owner")
         # DSpark (section 7): before the phase, F waits on the mailbox's event, if any, and the mailbox is cleared.
         # Every mailbox event was recorded on F, so the wait orders nothing F did not already know: no join.
-        consume = self.d.And(act, p.consume)
+        consume = self.d.And(act, p.consume_mailbox_before)
         holds = select(owner, self.mb_kind) != MB_NONE
         self.op(self.d.And(consume, holds), lambda env: env.consume_wait(step, i))
         self.op(consume, lambda env: env.consume_clear(step, i))
@@ -290,15 +291,15 @@ class _Builder:
         self.op(resolving, lambda env: env.mark_resolve(step, i))
 
         # Metadata prep, on F or on P after P.wait_stream(S) (section 2).
-        on_plan = self.d.And(act, p.plan)
+        on_plan = self.d.And(act, p.on_plan())
         self.op(on_plan, lambda env: env.wait_stream("P", "S", env.runner_name(step, i)))
         # P.wait_stream(S) is issued (and emitted) but adds nothing kept: S knows no more of P than P itself.
         for loc in self.locs:
             g = self.d.And(act, p.reads[(0, loc)])
-            for stream, sg in (("P", self.d.And(g, p.plan)), ("F", self.d.And(g, self.d.Not(p.plan)))):
+            for stream, sg in (("P", self.d.And(g, p.on_plan())), ("F", self.d.And(g, self.d.Not(p.on_plan())))):
                 self.kernel_read(sg, stream, step, i, SITES[0].value, loc,
                                  lambda env, loc=loc, stream=stream: env.read(stream, loc, step, i, SITES[0].value))
-        join_before = self.d.And(on_plan, p.join == JOIN_BEFORE)
+        join_before = self.d.And(on_plan, p.plan_join == JOIN_BEFORE)
         self.op(join_before, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
         self.join("F", dict(self.clock["P"]), join_before, f"s{step}p{i}.join_before")  # R7
 
@@ -330,7 +331,7 @@ class _Builder:
         self.op(in_pub, lambda env: env.publish_marker(step, i))
         self.set_mailbox(owner, in_pub, MB_MARKER, marker=p.runner)
 
-        join_after = self.d.And(on_plan, p.join == JOIN_AFTER)
+        join_after = self.d.And(on_plan, p.plan_join == JOIN_AFTER)
         self.op(join_after, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
         self.join("F", dict(self.clock["P"]), join_after, f"s{step}p{i}.join_after")
         for loc in self.locs:
@@ -342,7 +343,7 @@ class _Builder:
         for loc in self.locs:  # the worker's reads after the runner returns (section 6, NGRAM)
             self.kernel_read(self.d.And(act, p.worker[loc]), "F", step, i, WORKER_SITE, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, WORKER_SITE, by="worker"))
-        clear = self.d.And(act, p.clear)
+        clear = self.d.And(act, p.clear_mailbox_after)
         self.op(clear, lambda env: env.clear_mailbox(step, i))
         self.set_mailbox(owner, clear, MB_NONE)
 
@@ -361,7 +362,7 @@ class _Builder:
 
     def run(self) -> Program:
         cfg = self.cfg
-        lt = cfg.loop_top
+        lt = cfg.loop_top()
         k = cfg.bounds.steps
         self.writes(self.d.Not(lt), 1, lambda env: "scheduler:prepare")
         for n in range(1, k + 1):

@@ -5,10 +5,12 @@ step kinds; a concrete scenario ties steps of one kind together by giving them e
 sites are per phase: the model needs only the effective declaration of the phase's backend for its mode and the
 locations each site reads (composite and hybrid backends are flattened by ``model.concrete``).
 
-Encodings (all integers, no bit-vectors): declaration 1..4 = PRE_REPLAY..UNKNOWN; mode class 0 DECODE,
-1 TARGET_VERIFY, 2 any other mode; execution 0 graph, 1 breakable graph, 2 eager; publish policy 0 resolve,
-1 always_pre_replay, 2 never; plan join 0 before_replay, 1 after_replay, 2 none; rule 0 gated,
-1 declaration_only, 2 declaration_only_post_fallback.
+Knobs (the scenario fields declared with ``model=True``, ``fencecheck.fields``) get one variable each, named after
+the field and encoded by ``fields.encode``: Booleans as Booleans, a member of a vocabulary by its index in the enum,
+an integer within its bounds. The rest is structural: which phases are active, each phase's runner (an index),
+mode class (0 DECODE, 1 TARGET_VERIFY, 2 any other mode), declaration (1..4 = PRE_REPLAY..UNKNOWN), read sites and
+worker reads per location; each runner's mailbox owner; the publisher per step; what ``is_last_shared_read_phase``
+answers per mode class; which locations the scheduler writes. All integers, no bit-vectors.
 """
 
 from __future__ import annotations
@@ -17,18 +19,45 @@ from dataclasses import dataclass, field
 
 import z3
 
-from fencecheck.vocab import COVERED_SITES, ReadSite
+from fencecheck import fields as F
+from fencecheck.scenario import PhaseSpec, RunnerSpec, Scenario, SchedulerSpec
+from fencecheck.vocab import (
+    COVERED_SITES,
+    BarrierPlacement,
+    Execution,
+    PlanJoin,
+    PrepStream,
+    PublishPolicy,
+    ReadSite,
+    ResolutionRule,
+)
 
 SITES = tuple(ReadSite)  # pre_replay, in_graph_before_marker, in_graph_after_marker, post_replay
 PRE, IN, POST, UNKNOWN = 1, 2, 3, 4
 DECODE, VERIFY, OTHER = 0, 1, 2
-GRAPH, BREAKABLE, EAGER = 0, 1, 2
-RESOLVE, ALWAYS_PRE, NEVER = 0, 1, 2
-JOIN_BEFORE, JOIN_AFTER, JOIN_NONE = 0, 1, 2
-GATED, DECL_ONLY, POST_FALLBACK = 0, 1, 2
+
+
+def index(member) -> int:
+    """A vocabulary member as the model encodes it (``fields.encode``: its index in its enum)."""
+    return list(type(member)).index(member)
+
+
+GRAPH, BREAKABLE, EAGER = (index(e) for e in (Execution.GRAPH, Execution.BREAKABLE_GRAPH, Execution.EAGER))
+RESOLVE, ALWAYS_PRE, NEVER = (index(p) for p in (PublishPolicy.RESOLVE, PublishPolicy.ALWAYS_PRE_REPLAY,
+                                                  PublishPolicy.NEVER))
+JOIN_BEFORE, JOIN_AFTER, JOIN_NONE = (index(j) for j in (PlanJoin.BEFORE_REPLAY, PlanJoin.AFTER_REPLAY, PlanJoin.NONE))
+ON_PLAN = index(PrepStream.PLAN)
+LOOP_TOP = index(BarrierPlacement.LOOP_TOP)
+GATED, DECL_ONLY, POST_FALLBACK = (index(r) for r in (ResolutionRule.GATED, ResolutionRule.DECLARATION_ONLY,
+                                                       ResolutionRule.DECLARATION_ONLY_POST_FALLBACK))
 
 #: Sites each declaration covers: fencecheck.vocab.COVERED_SITES by declaration value and site index.
 COVERS = {int(d): {SITES.index(s) for s in sites} for d, sites in COVERED_SITES.items()}
+
+#: The knobs of each level, in declaration order.
+PHASE_KNOBS = F.model_knobs(PhaseSpec)
+RUNNER_KNOBS = F.model_knobs(RunnerSpec)
+GLOBAL_KNOBS = F.model_knobs(Scenario) + F.model_knobs(SchedulerSpec)
 
 
 @dataclass(frozen=True)
@@ -45,62 +74,88 @@ class Bounds:
         return f"{self.steps} steps, <= {self.phases} phases, {self.runners} runners, {len(self.locations)} location(s)"
 
 
+class _Knobs:
+    """Knob values by field name (``p.execution``, ``r.publish``, ``cfg.barrier``): z3 terms or Python values."""
+
+    knobs: dict
+
+    def __getattr__(self, name: str):
+        knobs = self.__dict__.get("knobs")
+        if knobs is not None and name in knobs:
+            return knobs[name]
+        raise AttributeError(name)
+
+
 @dataclass
-class PhaseVars:
+class PhaseVars(_Knobs):
     active: z3.BoolRef
     runner: z3.ArithRef
     mode: z3.ArithRef
     decl: z3.ArithRef
     reads: dict[tuple[int, str], z3.BoolRef]  # (site index, location) -> reads it
     worker: dict[str, z3.BoolRef]  # location -> worker reads it after the phase
-    clear: z3.BoolRef
-    execution: z3.ArithRef
-    plan: z3.BoolRef
-    join: z3.ArithRef
-    segments: z3.ArithRef
-    consume: z3.BoolRef  # F waits on the mailbox's event and clears it before the phase (DSpark)
+    knobs: dict  # PhaseSpec field name -> variable
 
     def reads_any(self) -> z3.BoolRef:
         if isinstance(self.active, bool):
             return self.active and any((*self.reads.values(), *self.worker.values()))
         return z3.And(self.active, z3.Or(*self.reads.values(), *self.worker.values()))
 
+    def on_plan(self):
+        """The metadata prep runs on the plan stream."""
+        return self.prep_stream == ON_PLAN
+
+    def structural(self) -> list:
+        return [self.active, self.runner, self.mode, self.decl]
+
 
 @dataclass
-class RunnerVars:
-    marker: z3.BoolRef
-    publish: z3.ArithRef
+class RunnerVars(_Knobs):
     owner: z3.ArithRef  # index of the runner whose model runner (mailbox) it uses
+    knobs: dict  # RunnerSpec field name -> variable
 
 
 @dataclass
-class SymConfig:
+class SymConfig(_Knobs):
     bounds: Bounds
     phases: list[list[PhaseVars]]  # [step][phase]
     publisher: list[z3.ArithRef]  # per step
     runners: list[RunnerVars]
     is_last: list[z3.BoolRef]  # per mode class: is_last_shared_read_phase(mode)
-    rule: z3.ArithRef
-    barrier: z3.BoolRef
-    loop_top: z3.BoolRef
-    force_coarse: z3.BoolRef
     written: dict[str, z3.BoolRef]
+    knobs: dict  # Scenario and SchedulerSpec field name -> variable (resolution, barrier, placement, ...)
     domain: list[z3.BoolRef] = field(default_factory=list)
 
+    def loop_top(self):
+        """The barrier is applied at the top of the loop, not after run_batch returns."""
+        return self.placement == LOOP_TOP
+
     def all_vars(self) -> list[z3.ExprRef]:
-        out: list[z3.ExprRef] = [self.rule, self.barrier, self.loop_top, self.force_coarse, *self.written.values()]
+        out: list[z3.ExprRef] = [*self.knobs.values(), *self.written.values()]
         out += self.publisher + self.is_last
         for r in self.runners:
-            out += [r.marker, r.publish, r.owner]
+            out += [r.owner, *r.knobs.values()]
         for step in self.phases:
             for p in step:
-                out += [p.active, p.runner, p.mode, p.decl, p.clear, p.execution, p.plan, p.join, p.segments, p.consume]
-                out += list(p.reads.values()) + list(p.worker.values())
+                out += [*p.structural(), *p.knobs.values(), *p.reads.values(), *p.worker.values()]
         return out
 
 
 def _in(x: z3.ArithRef, lo: int, hi: int) -> z3.BoolRef:
     return z3.And(x >= lo, x <= hi)
+
+
+def _knob_vars(knobs, prefix: str, bounds: Bounds, dom: list) -> dict:
+    out = {}
+    for k in knobs:
+        name = f"{prefix}{k.name}"
+        rng = F.domain(k, bounds)
+        if rng is None:
+            out[k.name] = z3.Bool(name)
+        else:
+            out[k.name] = z3.Int(name)
+            dom.append(_in(out[k.name], *rng))
+    return out
 
 
 def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
@@ -109,9 +164,9 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
     dom: list[z3.BoolRef] = []
     runners = []
     for r in range(bounds.runners):
-        rv = RunnerVars(z3.Bool(f"{t}r{r}.marker"), z3.Int(f"{t}r{r}.publish"), z3.Int(f"{t}r{r}.owner"))
-        dom += [_in(rv.publish, 0, 2), _in(rv.owner, 0, bounds.runners - 1)]
-        runners.append(rv)
+        owner = z3.Int(f"{t}r{r}.owner")
+        dom.append(_in(owner, 0, bounds.runners - 1))
+        runners.append(RunnerVars(owner, _knob_vars(RUNNER_KNOBS, f"{t}r{r}.", bounds, dom)))
     phases = []
     publisher = []
     for n in range(bounds.steps):
@@ -125,21 +180,9 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
                 decl=z3.Int(f"{pre}.decl"),
                 reads={(s, loc): z3.Bool(f"{pre}.read.{SITES[s].value}.{loc}") for s in range(4) for loc in bounds.locations},
                 worker={loc: z3.Bool(f"{pre}.worker.{loc}") for loc in bounds.locations},
-                clear=z3.Bool(f"{pre}.clear"),
-                execution=z3.Int(f"{pre}.execution"),
-                plan=z3.Bool(f"{pre}.plan"),
-                join=z3.Int(f"{pre}.join"),
-                segments=z3.Int(f"{pre}.segments"),
-                consume=z3.Bool(f"{pre}.consume"),
+                knobs=_knob_vars(PHASE_KNOBS, f"{pre}.", bounds, dom),
             )
-            dom += [
-                _in(pv.runner, 0, bounds.runners - 1),
-                _in(pv.mode, 0, 2),
-                _in(pv.decl, 1, 4),
-                _in(pv.execution, 0, 2),
-                _in(pv.join, 0, 2),
-                _in(pv.segments, 1, bounds.segments),
-            ]
+            dom += [_in(pv.runner, 0, bounds.runners - 1), _in(pv.mode, 0, 2), _in(pv.decl, 1, 4)]
             if i == 0:
                 dom.append(pv.active)  # every step runs at least one phase
             else:
@@ -149,19 +192,14 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
         pub = z3.Int(f"{t}s{n}.publisher")
         dom.append(_in(pub, 0, bounds.runners - 1))
         publisher.append(pub)
-    rule = z3.Int(f"{t}rule")
-    dom.append(_in(rule, 0, 2))
     return SymConfig(
         bounds=bounds,
         phases=phases,
         publisher=publisher,
         runners=runners,
         is_last=[z3.Bool(f"{t}is_last.{m}") for m in range(3)],
-        rule=rule,
-        barrier=z3.Bool(f"{t}barrier"),
-        loop_top=z3.Bool(f"{t}loop_top"),
-        force_coarse=z3.Bool(f"{t}force_coarse"),
         written={loc: z3.Bool(f"{t}written.{loc}") for loc in bounds.locations},
+        knobs=_knob_vars(GLOBAL_KNOBS, t, bounds, dom),
         domain=dom,
     )
 

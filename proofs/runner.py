@@ -75,13 +75,13 @@ def _query(label: str, constraints: list, ob: Obligation, expect: Verdict) -> Qu
 
 def extra(name: str, cfg: SymConfig, prog) -> z3.BoolRef:
     if name == "rule_as_merged":
-        return cfg.rule == DECL_ONLY
+        return cfg.resolution == DECL_ONLY
     if name == "ngram":  # one target verify phase per step whose worker then reads every location
         return z3.And(*[z3.And(step[0].mode == VERIFY, *step[0].worker.values()) for step in cfg.phases])
     if name == "no_clear":
-        return z3.And(*[z3.Not(p.clear) for step in cfg.phases for p in step])
+        return z3.And(*[z3.Not(p.clear_mailbox_after) for step in cfg.phases for p in step])
     if name == "clear":
-        return z3.And(*[z3.Implies(p.active, p.clear) for step in cfg.phases for p in step])
+        return z3.And(*[z3.Implies(p.active, p.clear_mailbox_after) for step in cfg.phases for p in step])
     if name == "all_markers":
         return z3.And(*[r.marker for r in cfg.runners])
     if name == "wrong_publisher":
@@ -182,7 +182,7 @@ def _compare_setup(ob: Obligation):
         new = make_config(b, "new")
         old = make_config(b, "old")
         p_new, p_old = build(new, "new"), build(old, "old")
-        same = [x == y for x, y in zip(new.all_vars(), old.all_vars()) if not x.eq(new.rule)]
+        same = [x == y for x, y in zip(new.all_vars(), old.all_vars()) if not x.eq(new.resolution)]
         truthful = old.is_last[VERIFY] == z3.And(*[
             z3.Or(*[z3.And(A.last_reading(step, i), step[i].mode == VERIFY) for i in range(len(step))])
             for step in new.phases
@@ -191,7 +191,7 @@ def _compare_setup(ob: Obligation):
         constraints = [
             *new.domain, *old.domain, *p_new.constraints, *p_old.constraints, *same, truthful, *no_worker,
             *A.constraints(new, p_new, ob.assumptions), *[extra(e, new, p_new) for e in ob.extra],
-            new.rule == DECL_ONLY, old.rule == GATED,
+            new.resolution == DECL_ONLY, old.resolution == GATED,
             z3.Not(p_old.any_race()), p_new.any_race(),
         ]
         return new, p_new, constraints

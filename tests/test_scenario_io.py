@@ -62,6 +62,22 @@ BAD = [
     (lambda d: d["backends"]["flashinfer"]["reads"]["DECODE"].update(mid_replay=["x"]), "backends.flashinfer.reads.DECODE.mid_replay", "unknown key"),
     (lambda d: d.update(step_kinds=["idle"]), "step_kinds", "idle"),
     (lambda d: d["algorithm"]["steps"]["normal"].append(dict(d["algorithm"]["steps"]["normal"][0])), "algorithm.steps.normal[1].name", "unique"),
+    # Limits and strict types: each a one-line error naming the key.
+    (lambda d: d.update(steps=3.0), "steps", "expected integer, got float 3.0"),
+    (lambda d: d.update(steps=True), "steps", "expected integer, got bool True"),
+    (lambda d: d.update(steps=1_000_000_000), "steps", "expected maximum 1,000, got 1,000,000,000"),
+    (lambda d: d["runners"]["target"].update(ring_depth=2**31), "runners.target.ring_depth", "expected maximum 64"),
+    (lambda d: d["algorithm"]["steps"]["normal"][0].update(segments=10**9), "algorithm.steps.normal[0].segments", "maximum 64"),
+    (lambda d: d["algorithm"]["steps"]["normal"][0].update(segments=2.5), "algorithm.steps.normal[0].segments", "expected integer"),
+    (lambda d: d.update(name="two\nlines"), "name", "expected one line of printable text, got 'two\\nlines'"),
+    (lambda d: d.update(name="x" * 5_000_000), "name", "expected maxLength 200, got 5,000,000 long"),
+    (lambda d: d["algorithm"]["steps"]["normal"][0].update(name="y" * 300), "algorithm.steps.normal[0].name", "maxLength 200"),
+    (lambda d: d["algorithm"]["steps"].update(normal=[dict(d["algorithm"]["steps"]["normal"][0], name=f"p{i}")
+                                                      for i in range(10_001)]),
+     "algorithm.steps.normal", "expected maxItems 10,000, got 10,001 long"),
+    (lambda d: (d.update(steps=1000), d["algorithm"]["steps"].update(normal=[
+        dict(d["algorithm"]["steps"]["normal"][0], name=f"p{i}") for i in range(300)])),
+     "steps", "expected a run of at most 200,000 phase launches (steps x phases x segments), got 300,000"),
 ]
 
 
@@ -75,6 +91,31 @@ def test_bad_file_names_file_key_and_expectation(tmp_path, edit, key, words):
     assert "\n" not in message
     assert message.startswith(f"{path}: {key}: ")
     assert words in message
+
+
+def test_an_error_line_is_bounded():
+    path_text = _mutate(lambda d: d.update(resolution="z" * 1_000_000))
+    with pytest.raises(ScenarioError) as info:
+        loads(path_text, "big.toml")
+    assert len(str(info.value)) < 400 and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("steps = " + "9" * 5000 + "\n", "not valid TOML"),
+    ("x = " + "[" * 2000 + "]" * 2000 + "\n", "nested too deeply"),
+])
+def test_parser_limits_are_one_line(text, words):
+    with pytest.raises(ScenarioError) as info:
+        loads(text, "odd.toml")
+    assert str(info.value).startswith("odd.toml: ") and words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_docs_tables_are_derived_from_the_declarations():
+    from fencecheck.schema import docs_tables
+
+    text = (ROOT / "docs" / "scenarios.md").read_text()
+    assert "<!-- fields:phase -->" in text
+    assert text == docs_tables(text), "run: python3 -m fencecheck.schema docs"
 
 
 def test_not_toml_and_missing_file(tmp_path):
