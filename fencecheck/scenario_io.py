@@ -88,6 +88,8 @@ def _validate(validator, data, source: str) -> None:
 
 def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
     """Build a ``Scenario`` from the parsed TOML form; raises ``ScenarioError`` with ``source`` in its message."""
+    if isinstance(data, dict) and "backends" not in data and ("declares" in data or "reads" in data):
+        raise ScenarioError(source, "", "this is a backend file, not a scenario: give it to `fencecheck verify`")
     try:
         _validate(_VALIDATOR, data, source)
     except RecursionError:
@@ -112,6 +114,8 @@ def load_backend(path: str | os.PathLike) -> BackendSpec:
     """Read a backend file (``fencecheck verify``): ``name``, ``declares``, ``reads``, ``note``."""
     path = Path(path)
     data = _parse(read_input(path, ScenarioError), str(path))
+    if "backends" in data or "algorithm" in data:
+        raise ScenarioError(str(path), "", "this is a scenario file, not a backend: give it to `fencecheck check`")
     try:
         _validate(_BACKEND_VALIDATOR, data, str(path))
     except RecursionError:

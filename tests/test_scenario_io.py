@@ -110,6 +110,16 @@ def test_parser_limits_are_one_line(text, words):
     assert str(info.value).startswith("odd.toml: ") and words in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_file_given_to_the_wrong_command_says_which_command_it_belongs_to(tmp_path):
+    from fencecheck.scenario_io import load_backend
+
+    backend = ROOT / "examples" / "honest-backend.toml"
+    with pytest.raises(ScenarioError, match="this is a backend file, not a scenario: give it to `fencecheck verify`"):
+        load(backend)
+    with pytest.raises(ScenarioError, match="this is a scenario file, not a backend: give it to `fencecheck check`"):
+        load_backend(catalog_paths()[0])
+
+
 def test_docs_tables_are_derived_from_the_declarations():
     from fencecheck.schema import docs_tables
 
