@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
+from pathlib import Path
 
 import pytest
 
@@ -29,11 +31,28 @@ def test_catalog_covers_the_configurations_the_issue_names():
     assert len(catalog_paths()) == len(NAMES)
 
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+UPSTREAM = re.compile(r"PR #\d+|python/sglang/srt/[\w/]+\.py")
+
+
+def _anchors(page: str) -> set[str]:
+    """GitHub's heading anchors of a docs page: lower case, punctuation dropped, spaces to hyphens."""
+    heads = re.findall(r"^#+ (.+)$", (DOCS / page).read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scenario_cites_sglang_facts(name):
+    """Every cite names one of our doc anchors (which must exist) or an upstream PR or file, never a file outside
+    the product."""
     s = SCENARIOS[name]
-    assert s.cites and all("sglang-fence.md" in c for c in s.cites)
-    assert s.expect is not None
+    assert s.cites and s.expect is not None
+    for cite in s.cites:
+        refs = re.findall(r"docs/([\w-]+\.md)#([\w-]+)", cite)
+        assert refs or UPSTREAM.search(cite), cite
+        for page, anchor in refs:
+            assert anchor in _anchors(page), f"{cite}: no heading #{anchor} in docs/{page}"
+        assert "sglang-fence" not in cite and "shared/" not in cite, cite
 
 
 @pytest.mark.parametrize("name", NAMES)
