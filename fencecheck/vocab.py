@@ -1,4 +1,4 @@
-"""The words fencecheck uses for SGLang's shared-read fence (../shared/docs/sglang-fence.md).
+"""The words fencecheck uses for SGLang's shared-read fence (docs/sglang-mechanism.md).
 
 Every enum here is a closed set; scenario files spell the members by their ``value``.
 """
@@ -9,7 +9,7 @@ import enum
 
 
 class ForwardMode(str, enum.Enum):
-    """SGLang's ``ForwardMode`` members that matter to the fence (sglang-fence.md section 3)."""
+    """SGLang's ``ForwardMode`` members that matter to the fence (docs/sglang-mechanism.md#the-base-rule)."""
 
     DECODE = "DECODE"
     TARGET_VERIFY = "TARGET_VERIFY"
@@ -22,7 +22,7 @@ class ForwardMode(str, enum.Enum):
 
 
 class SharedReadEnds(int, enum.Enum):
-    """Where a backend's reads of scheduler-shared state end, ordered by lateness (section 3)."""
+    """Where a backend's reads of scheduler-shared state end, ordered by lateness (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
 
     PRE_REPLAY = 1
     IN_REPLAY = 2
@@ -31,7 +31,7 @@ class SharedReadEnds(int, enum.Enum):
 
     @staticmethod
     def max_of(*ends: "SharedReadEnds") -> "SharedReadEnds":
-        """The latest member; a wrapper with one ``UNKNOWN`` child is ``UNKNOWN`` (section 3)."""
+        """The latest member; a wrapper with one ``UNKNOWN`` child is ``UNKNOWN`` (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
         if not ends:
             raise ValueError("max_of needs at least one SharedReadEnds")
         return SharedReadEnds(max(int(e) for e in ends))
@@ -42,7 +42,7 @@ class SharedReadEnds(int, enum.Enum):
 
 
 def base_shared_read_ends(mode: ForwardMode) -> SharedReadEnds:
-    """Base ``AttentionBackend.shared_read_ends``: DECODE/TARGET_VERIFY -> IN_REPLAY, else UNKNOWN (section 3)."""
+    """Base ``AttentionBackend.shared_read_ends``: DECODE/TARGET_VERIFY -> IN_REPLAY, else UNKNOWN (docs/sglang-mechanism.md#the-base-rule)."""
     if mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
         return SharedReadEnds.IN_REPLAY
     return SharedReadEnds.UNKNOWN
@@ -84,7 +84,7 @@ class Execution(str, enum.Enum):
 
 
 class PublishPolicy(str, enum.Enum):
-    """How a runner publishes its read-done event (section 4).
+    """How a runner publishes its read-done event (docs/sglang-mechanism.md#publishing, docs/sglang-mechanism.md#other-publishers).
 
     ``resolve``: resolve the declaration and publish accordingly (``DecodeCudaGraphRunner``).
     ``always_pre_replay``: record a ring event and publish it before every replay, without asking the backend
@@ -97,7 +97,7 @@ class PublishPolicy(str, enum.Enum):
 
 
 class ResolutionRule(str, enum.Enum):
-    """How ``_resolve_shared_read_ends`` turns a declaration into a publish point (section 4).
+    """How ``_resolve_shared_read_ends`` turns a declaration into a publish point (docs/sglang-mechanism.md#resolution).
 
     ``gated``: before PR #35059 (non-decode modes -> UNKNOWN; TARGET_VERIFY -> UNKNOWN unless the algorithm says
     verify is the last reading phase). ``declaration_only``: PR #35059 as merged (IN_REPLAY without a marker falls back
@@ -110,7 +110,7 @@ class ResolutionRule(str, enum.Enum):
 
 
 class PrepStream(str, enum.Enum):
-    """The stream a phase's out-of-graph metadata prep runs on (section 2)."""
+    """The stream a phase's out-of-graph metadata prep runs on (docs/sglang-mechanism.md#streams)."""
 
     FORWARD = "forward"
     PLAN = "plan"
@@ -134,7 +134,7 @@ class StepKind(str, enum.Enum):
 
 
 class BarrierPlacement(str, enum.Enum):
-    """Where the scheduler applies ``_apply_war_barrier`` (section 5): right after ``run_batch`` returns (since PR
+    """Where the scheduler applies ``_apply_war_barrier`` (docs/sglang-mechanism.md#barrier-placement): right after ``run_batch`` returns (since PR
     #31687) or at the top of the loop (before it, leaving result processing unfenced)."""
 
     AFTER_RUN_BATCH = "after_run_batch"
@@ -142,7 +142,7 @@ class BarrierPlacement(str, enum.Enum):
 
 
 class Stream(str, enum.Enum):
-    """The streams of section 2: schedule S, forward F, plan P."""
+    """The streams (docs/sglang-mechanism.md#streams): schedule S, forward F, plan P."""
 
     S = "S"
     F = "F"

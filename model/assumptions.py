@@ -1,6 +1,6 @@
 """The named assumptions of the main theorem, as constraints on a symbolic configuration.
 
-SGLang states one assumption (section 6: ``last_shared_read_runner`` names the runner of the step's last reading
+SGLang states one assumption (docs/sglang-mechanism.md#the-last-reading-runner: ``last_shared_read_runner`` names the runner of the step's last reading
 phase) and the #35059 TODO names a second (the POST_REPLAY fallback). The model needs the others listed here; each
 is shown necessary by an obligation that drops it alone and gets a counterexample.
 """
@@ -92,28 +92,28 @@ def _worker_cleared(cfg, prog):
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption("named_runner_is_last_reader",
                "last_shared_read_runner names the runner of each step's last phase that reads shared state",
-               "SGLang's contract (sglang-fence.md 6)", _publisher),
+               "SGLang's contract (docs/sglang-mechanism.md#the-last-reading-runner)", _publisher),
     Assumption("sound_fallback",
                "IN_REPLAY on a runner without its marker resolves to POST_REPLAY (declaration-only rule)",
-               "the #35059 TODO (sglang-fence.md 4)", _fallback),
+               "the TODO of PR #35059 (docs/sglang-mechanism.md#resolution)", _fallback),
     Assumption("honest_declarations",
                "every backend read lies within the sites its declaration for that mode covers",
-               "implicit in SharedReadEnds (sglang-fence.md 3)", _honest),
+               "implicit in SharedReadEnds (docs/sglang-mechanism.md#the-sharedreadends-declaration)", _honest),
     Assumption("plan_stream_joined_before_replay",
                "a metadata prep on the plan stream is joined into F (F.wait_stream(P)) before the launch",
-               "found by fencecheck (sglang-fence.md 2, 5)", _plan_joined),
-    Assumption("barrier_on", "the WAR barrier is enabled", "sglang-fence.md 5", _barrier_on),
+               "found by fencecheck (docs/sglang-mechanism.md#streams, #the-war-barrier)", _plan_joined),
+    Assumption("barrier_on", "the WAR barrier is enabled", "docs/sglang-mechanism.md#disabled-and-coarse-barriers", _barrier_on),
     Assumption("barrier_after_run_batch", "the barrier is applied right after run_batch returns (PR #31687)",
-               "sglang-fence.md 5", _after_run_batch),
+               "docs/sglang-mechanism.md#barrier-placement", _after_run_batch),
     Assumption("last_reader_resolves",
                "the runner of the last reading phase publishes by resolving its backend's declaration (not unconditionally before replay, not never), or the worker clears the mailbox after it",
-               "found by fencecheck: the EAGLE draft-extend runner publishes without asking (sglang-fence.md 4)", _last_resolves),
+               "found by fencecheck: the EAGLE draft-extend runner publishes without asking (docs/sglang-mechanism.md#other-publishers)", _last_resolves),
     Assumption("last_reader_publishes",
                "the last reading phase runs as a graph and does not resolve to UNKNOWN, or the worker clears the mailbox after it",
-               "found by fencecheck: UNKNOWN and eager phases leave the mailbox as it was (sglang-fence.md 4)", _last_publishes),
+               "found by fencecheck: UNKNOWN and eager phases leave the mailbox as it was (docs/sglang-mechanism.md#unknown-publishes-nothing)", _last_publishes),
     Assumption("worker_reads_cleared",
                "worker reads after the last reading phase come with a mailbox clear after it",
-               "NGRAM's fix (sglang-fence.md 6)", _worker_cleared),
+               "NGRAM's fix (docs/sglang-mechanism.md#ngram-clears-the-mailbox)", _worker_cleared),
 )
 
 BY_NAME = {a.name: a for a in ASSUMPTIONS}

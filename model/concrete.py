@@ -32,7 +32,7 @@ def mode_class(mode: ForwardMode) -> int:
 
 
 def declared(s: Scenario, backend: str, mode: ForwardMode) -> SharedReadEnds:
-    """The backend's declaration for ``mode``: override, hybrid delegate, composite max_of, base rule (section 3)."""
+    """The backend's declaration for ``mode``: override, hybrid delegate, composite max_of, base rule (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
     b = s.backends[backend]
     if mode in b.declares:
         return b.declares[mode]

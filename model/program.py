@@ -8,7 +8,7 @@ a wait binds to is decided by that order (R2), so this is exact: read ``r`` happ
 equation, so the encoding is integer arithmetic with if-then-else (no bit-vectors).
 
 This module does not use ``fencecheck.reference``; the SGLang behaviour each part encodes is cited by section of
-../shared/docs/sglang-fence.md, the CUDA rule by its number in ../shared/docs/anchors.md.
+docs/sglang-mechanism.md (by anchor), the CUDA rule by its number in docs/cuda-rules.md.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ class _Builder:
             if snap is not None:
                 self.mb_snap[o] = {y: self.fresh(self.d.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in SNAP}
 
-    # -- the scheduler's writes and barrier (section 5) ---------------------------------------------------------
+    # -- the scheduler's writes and barrier (#the-war-barrier) ------------------------------------------------
 
     def writes(self, guard, stamp: int, why) -> dict[str, WriteSlot]:
         out = {}
@@ -261,10 +261,10 @@ class _Builder:
         self.op(coarse, lambda env: env.barrier_coarse(step))
         self.join("S", dict(self.clock["F"]), coarse, f"coarse{step}")  # R7
 
-    # -- one step of the worker (sections 4, 6, 7) ----------------------------------------------------------------
+    # -- one step of the worker (#resolution-and-publish, #one-decode-step-per-algorithm) -------------------------
 
     def resolve(self, p: PhaseVars):
-        """``_resolve_shared_read_ends`` (section 4) for a graph phase of a resolving runner."""
+        """``_resolve_shared_read_ends`` (#resolution) for a graph phase of a resolving runner."""
         cfg = self.cfg
         marker = select(p.runner, [r.marker for r in cfg.runners])
         fallback = self.d.If(cfg.resolution == POST_FALLBACK, POST, PRE)
@@ -281,7 +281,7 @@ class _Builder:
         resolved = self.fresh(self.d.If(resolving, self.resolve(p), 0), f"s{step}p{i}.resolved")
         self.prog.resolved[(step, i)] = resolved
         owner = self.fresh(self.owner_of(p.runner), f"s{step}p{i}.owner")
-        # DSpark (section 7): before the phase, F waits on the mailbox's event, if any, and the mailbox is cleared.
+        # DSpark (#one-decode-step-per-algorithm): before the phase, F waits on the mailbox's event, if any, and the mailbox is cleared.
         # Every mailbox event was recorded on F, so the wait orders nothing F did not already know: no join.
         consume = self.d.And(act, p.consume_mailbox_before)
         holds = select(owner, self.mb_kind) != MB_NONE
@@ -290,7 +290,7 @@ class _Builder:
         self.set_mailbox(owner, consume, MB_NONE)
         self.op(resolving, lambda env: env.mark_resolve(step, i))
 
-        # Metadata prep, on F or on P after P.wait_stream(S) (section 2).
+        # Metadata prep, on F or on P after P.wait_stream(S) (#streams).
         on_plan = self.d.And(act, p.on_plan())
         self.op(on_plan, lambda env: env.wait_stream("P", "S", env.runner_name(step, i)))
         # P.wait_stream(S) is issued (and emitted) but adds nothing kept: S knows no more of P than P itself.
@@ -338,9 +338,9 @@ class _Builder:
             self.kernel_read(self.d.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
         self.ring_publish(self.d.And(resolving, resolved == POST), owner, step, i, "post-replay")
-        # UNKNOWN publishes nothing: the mailbox keeps what it held (section 4).
+        # UNKNOWN publishes nothing: the mailbox keeps what it held (#unknown-publishes-nothing).
 
-        for loc in self.locs:  # the worker's reads after the runner returns (section 6, NGRAM)
+        for loc in self.locs:  # the worker's reads after the runner returns (#ngram-clears-the-mailbox)
             self.kernel_read(self.d.And(act, p.worker[loc]), "F", step, i, WORKER_SITE, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, WORKER_SITE, by="worker"))
         clear = self.d.And(act, p.clear_mailbox_after)
@@ -348,7 +348,7 @@ class _Builder:
         self.set_mailbox(owner, clear, MB_NONE)
 
     def ring_publish(self, guard, owner, step: int, i: int, how: str) -> None:
-        """Record the next ring event on F (R1) and put it in the mailbox; last write wins (section 4)."""
+        """Record the next ring event on F (R1) and put it in the mailbox; last write wins (#publishing)."""
         self.op(guard, lambda env: env.publish_ring(step, i, how))
         self.set_mailbox(owner, guard, MB_RING, snap=dict(self.clock["F"]))
 
