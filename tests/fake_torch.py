@@ -80,7 +80,6 @@ class _Runtime:
         self.default = Stream(rt=self, blocking=True)
         self.current = [self.default]
         self.capture: _Capture | None = None
-        self.executed: list[tuple[int, int]] = []  # (stream index, issue seq) of every item run, in run order
 
     def stream(self) -> "Stream":
         return self.current[-1]
@@ -124,7 +123,6 @@ class _Runtime:
             else:
                 s, it = self.rng.choice(busy)
         s.queue.popleft()
-        self.executed.append((self.streams.index(s), it.seq))
         if it.kind == "kernel":
             it.payload()
         elif it.kind == "record":

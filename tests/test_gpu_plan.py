@@ -429,3 +429,18 @@ def test_the_sanitizer_mode_removes_its_callbacks():
 
 def test_the_gpu_check_script_parses():
     assert subprocess.run(["bash", "-n", "gpu/check.sh"]).returncode == 0
+    assert subprocess.run(["bash", "-n", "gpu/fetch_wheels.sh"]).returncode == 0
+
+
+@pytest.mark.slow
+def test_the_gpu_check_without_a_gpu_exits_2_with_one_report(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    out = tmp_path / "report"
+    run = subprocess.run(["bash", "gpu/check.sh", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["check.log", "report.json"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["setup"] == "no CUDA device here" and report["checks"] == {} and not report["ok"]
+    assert report["machine"]["torch"] == torch.__version__
