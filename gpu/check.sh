@@ -1,28 +1,128 @@
 #!/usr/bin/env bash
-# The one prepared GPU check (issue 5): litmus tests of R1-R7, the GPU tests, the corpus replayed on CUDA, and the
-# fine/coarse fence timings. Writes everything to $OUT (default ./gpu-report). Sized for under 8 minutes on one H200.
+# fencecheck's GPU checks, on one machine with a CUDA device: the litmus tests of the CUDA rules R1-R7, the GPU
+# tests, the trace corpus replayed on the GPU (with PyTorch's CUDA sanitizer alongside), and the fine/coarse fence
+# timings. See docs/gpu.md.
 #
-# Before the device call, on the development machine: bash gpu/fetch_wheels.sh   (fills .whl/, which git ignores)
-# Device call: run(command="bash gpu/check.sh", carry=[".whl"], timeout_s=540)
+#   bash gpu/check.sh [DIR]        (DIR defaults to ./gpu-report)
+#
+# Run it from a source checkout of fencecheck; it uses the checkout's code and the environment's python3, which
+# must have a CUDA build of PyTorch >= 2.8. fencecheck's other dependencies that the environment lacks are put in
+# a private directory: from the package index, or, with FENCECHECK_WHEELS=PATH, from the wheels in PATH without
+# network (gpu/fetch_wheels.sh makes them).
+#
+# Writes DIR/report.json (every result, one file) and DIR/check.log (everything the checks printed). Exit status:
+# 0 every check passed, 1 a check failed or ran out of time, 2 the checks could not start (no CUDA device, a torch
+# without external events, dependencies that would not install).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-gpu-report}
+OUT=${1:-${OUT:-gpu-report}}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 2
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site . || exit 2
-export PYTHONPATH=/tmp/site
-status=0
-{
-  echo "# GPU check"; date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
-} > "$OUT/machine.txt" 2>&1
-timeout 90 python3 -m fencecheck.gpu.litmus --trials 200 --json "$OUT/litmus.json" 2>&1 | tee "$OUT/litmus.txt" || status=1
-timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee "$OUT/pytest.txt" | tail -5 || status=1
-timeout 60 python3 -m fencecheck.cli traces --out /tmp/corpus > "$OUT/traces.txt" 2>&1 || status=1
-timeout 240 python3 -m fencecheck.cli replay /tmp/corpus --device cuda > "$OUT/replay.txt" 2>&1 || status=1
-cat "$OUT/replay.txt"
-timeout 60 python3 -m fencecheck.gpu.bench --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1 || status=1
-cat "$OUT/bench.txt"
-echo "exit status $status" | tee "$OUT/status.txt"
-exit $status
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+LOG="$OUT/check.log"
+: > "$LOG"
+export PYTHONUNBUFFERED=1 WORK
+
+# Seconds each check may take; about 9 minutes in all.
+LITMUS_S=60 PYTEST_S=120 TRACES_S=90 REPLAY_S=210 BENCH_S=60
+
+finish() {  # merge the parts in $WORK into $OUT/report.json; print the summary
+  python3 - "$OUT/report.json" "$1" <<'EOF'
+import json, os, sys
+work, path, setup = os.environ["WORK"], sys.argv[1], sys.argv[2]
+def part(name):
+    try:
+        with open(os.path.join(work, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+checks = {}
+for name in ("litmus", "pytest", "traces", "replay", "bench"):
+    status = part(f"{name}.status")
+    if status is None:
+        continue
+    status["timed_out"] = status["exit"] == 124
+    status["result"] = part(f"{name}.json")
+    if name == "pytest":
+        try:
+            with open(os.path.join(work, "pytest.txt")) as f:
+                status["result"] = ([l.strip() for l in f if l.strip()] or [""])[-1]
+        except OSError:
+            pass
+    checks[name] = status
+report = {"machine": part("machine.json"), "setup": setup or "ok", "checks": checks,
+          "ok": not setup and len(checks) == 5 and all(c["exit"] == 0 for c in checks.values())}
+with open(path, "w") as f:
+    json.dump(report, f, indent=2)
+    f.write("\n")
+print(f"setup: {report['setup']}")
+for name, c in checks.items():
+    state = "ok" if c["exit"] == 0 else ("TIMED OUT" if c["timed_out"] else f"FAILED (exit {c['exit']})")
+    print(f"{name}: {state} in {c['seconds']} s")
+print(f"report: {path} ({'all checks passed' if report['ok'] else 'NOT all checks passed'})")
+EOF
+}
+
+check() {  # check NAME SECONDS COMMAND...: run it under a time limit, log its output, note its exit status
+  local name=$1 limit=$2 start rc
+  shift 2
+  echo "== $name: $*" >> "$LOG"
+  start=$(date +%s)
+  timeout "$limit" "$@" >> "$LOG" 2>&1
+  rc=$?
+  printf '{"exit": %d, "seconds": %d, "limit": %d}\n' "$rc" "$(( $(date +%s) - start ))" "$limit" > "$WORK/$name.status"
+  echo "== $name: exit $rc" >> "$LOG"
+}
+
+# -- dependencies (torch comes from the environment) ------------------------------------------------------------
+missing=$(python3 - <<'EOF'
+import importlib.util
+wanted = {"z3": "z3-solver", "networkx": "networkx", "jsonschema": "jsonschema", "tomli_w": "tomli_w",
+          "tqdm": "tqdm", "pytest": "pytest", "hypothesis": "hypothesis"}
+print(" ".join(pkg for mod, pkg in wanted.items() if importlib.util.find_spec(mod) is None))
+EOF
+)
+if [ -n "$missing" ]; then
+  SITE="$WORK/site"
+  echo "== installing into a private directory: $missing" >> "$LOG"
+  if [ -n "${FENCECHECK_WHEELS:-}" ]; then
+    python3 -m pip install -q --no-index --find-links "$FENCECHECK_WHEELS" --no-compile --target "$SITE" $missing >> "$LOG" 2>&1
+  else
+    python3 -m pip install -q --no-compile --target "$SITE" $missing >> "$LOG" 2>&1
+  fi || { finish "could not install $missing (see check.log)"; exit 2; }
+  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+# -- the machine -----------------------------------------------------------------------------------------------
+setup=$(python3 - "$WORK/machine.json" 2>>"$LOG" <<'EOF'
+import json, subprocess, sys
+import torch
+from fencecheck import __version__
+from fencecheck.gpu.device import missing_features
+machine = {"fencecheck": __version__, "torch": torch.__version__, "cuda": torch.version.cuda}
+missing = missing_features(torch)
+if not missing:
+    machine["device"] = torch.cuda.get_device_name()
+    try:
+        machine["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        machine["driver"] = "unknown (no nvidia-smi)"
+with open(sys.argv[1], "w") as f:
+    json.dump(machine, f)
+print(missing)
+EOF
+) || setup="python3 cannot import torch and fencecheck (see check.log)"
+if [ -n "$setup" ]; then
+  finish "$setup"
+  exit 2
+fi
+
+# -- the checks ------------------------------------------------------------------------------------------------
+check litmus "$LITMUS_S" python3 -m fencecheck.gpu.litmus --trials 200 --json "$WORK/litmus.json"
+check pytest "$PYTEST_S" bash -o pipefail -c 'python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py | tee "$WORK/pytest.txt"'
+check traces "$TRACES_S" python3 -m fencecheck traces --out "$WORK/corpus"
+check replay "$REPLAY_S" python3 -m fencecheck.gpu.replay "$WORK/corpus" --json "$WORK/replay.json"
+check bench "$BENCH_S" python3 -m fencecheck.gpu.bench --json "$WORK/bench.json"
+finish ""
+python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$OUT/report.json"

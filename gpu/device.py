@@ -1,12 +1,17 @@
 """The reference's device interface on real CUDA (PyTorch streams, events, CUDA graphs).
 
-``CudaDevice`` records every call exactly like the simulator's ``TraceDevice`` (so conformance is checked on the same
-trace format) and executes it: streams S, F, P are ``torch.cuda.Stream``s; ring events ``torch.cuda.Event``s; the
-marker ``torch.cuda.Event(external=True)`` recorded inside ``torch.cuda.graph`` capture, which CUDA turns into an
-event-record node (R4, R5); each shared location is a one-element int64 device tensor. A write fills it with the step
-it prepares on S; a read copies it into a private output slot (in a graph: a static slot, copied into a per-launch
-history right after each launch, on F, so every launch's observation is kept). A ``DelayPolicy`` puts a spin kernel
-(``torch.cuda._sleep``) before chosen reads, captured into the graph for in-graph reads.
+``CudaDevice`` records every call like the simulator's ``TraceDevice`` (so the calls can be compared with the
+trace) and executes it: streams S, F, P are ``torch.cuda.Stream``s (non-blocking); ring events
+``torch.cuda.Event``s; the marker a ``torch.cuda.Event(external=True)`` recorded inside ``torch.cuda.graph`` capture,
+which CUDA turns into an event-record node (R4, R5); each shared location is a one-element int64 device tensor.
+Every kernel is issued on the stream the trace names. A write fills its location with the step it prepares, on
+that stream; a read copies its location into a private observation slot (in a graph: a static slot, copied into a
+per-launch history right after each launch, on the launch stream, so every launch's observation is kept). A
+``DelayPolicy`` puts a spin kernel (``torch.cuda._sleep``) before chosen reads, captured into the graph for in-graph
+reads. ``observations()`` synchronizes and reads the slots back; ``gpu.observe`` judges them against the trace.
+
+Buffers are allocated and initialized on the current (default) stream, which nothing orders the non-blocking
+streams after, so every allocation is followed by a device synchronize before any stream uses it.
 """
 
 from __future__ import annotations
@@ -18,10 +23,25 @@ from fencecheck.trace import EventId, GraphId, StreamId
 
 from fencecheck.reference.sim.interleave import Observation
 
+from .observe import INITIAL, UNSET
 from .plan import DelayPolicy
 
 MAX_READS = 1 << 16  # observation slots per run
 GRAPH_SLOTS = 64  # reads one graph may hold
+
+
+def missing_features(torch) -> str:
+    """Empty when ``torch`` has what ``CudaDevice`` needs (a CUDA device, ``Event(external=True)`` from torch 2.8,
+    the ``_sleep`` spin kernel); otherwise what is missing, in words."""
+    if not torch.cuda.is_available():
+        return "no CUDA device here"
+    if not hasattr(torch.cuda, "_sleep"):
+        return f"torch {torch.__version__} has no torch.cuda._sleep"
+    try:
+        torch.cuda.Event(external=True)
+    except TypeError:
+        return f"torch {torch.__version__}: torch.cuda.Event takes no external= (torch >= 2.8 needed)"
+    return ""
 
 
 @dataclass
@@ -46,14 +66,22 @@ class CudaDevice:
         self.streams: dict[str, object] = {}
         self.events: dict[str, object] = {}
         # Shared buffers exist before any capture, so graphs read the same memory the scheduler writes.
-        self.buffers = {loc: torch.zeros(1, dtype=torch.int64, device="cuda") for loc in locations}
-        self.out = torch.zeros(MAX_READS, dtype=torch.int64, device="cuda")
+        self.buffers = {loc: self._alloc(1, INITIAL) for loc in locations}
+        self.out = self._alloc(MAX_READS, UNSET)
         self.slots: list[tuple[int, str, str, str]] = []  # (step, phase, site, location) per output slot
         self.graphs: dict[str, _Graph] = {}
         self.capturing: tuple[str, _Graph] | None = None
-        self.pending: list = []  # graph nodes captured so far: (site, location)
 
     # -- helpers ----------------------------------------------------------------------------------------------
+
+    def _alloc(self, n: int, value: int):
+        """A device tensor of ``n`` int64 cells holding ``value``, ready for use on any stream."""
+        torch = self.torch
+        t = torch.zeros(n, dtype=torch.int64, device="cuda")
+        if value:
+            t.fill_(value)
+        torch.cuda.synchronize()  # the fill ran on the default stream; the non-blocking streams are not ordered after it
+        return t
 
     def _buf(self, location: str):
         return self.buffers[location]
@@ -84,7 +112,8 @@ class CudaDevice:
 
     def wait_event(self, stream: StreamId, event: EventId, *, by: str = "") -> None:
         self.rec.wait_event(stream, event, by=by)
-        self.streams[stream].wait_event(self.events[event])  # never recorded: PyTorch does nothing (R2)
+        # Never recorded: PyTorch does nothing (R2). Last recorded with default flags during a capture: CUDA refuses (R4).
+        self.streams[stream].wait_event(self.events[event])
 
     def wait_stream(self, stream: StreamId, other: StreamId, *, by: str = "") -> None:
         self.rec.wait_stream(stream, other, by=by)
@@ -98,6 +127,8 @@ class CudaDevice:
                 torch.cuda._sleep(self.policy.cycles)
             if self.capturing is not None and self.capturing[0] == stream:
                 g = self.capturing[1]
+                if len(g.reads) == GRAPH_SLOTS:
+                    raise RuntimeError(f"more than {GRAPH_SLOTS} reads in one graph")
                 g.out[len(g.reads):len(g.reads) + 1].copy_(self._buf(location))
                 g.reads.append((site, location))
             else:
@@ -112,7 +143,7 @@ class CudaDevice:
     def begin_capture(self, stream: StreamId, name: str, *, runner: str) -> None:
         self.rec.begin_capture(stream, name, runner=runner)
         torch = self.torch
-        g = _Graph(torch.cuda.CUDAGraph(), torch.zeros(GRAPH_SLOTS, dtype=torch.int64, device="cuda"), [])
+        g = _Graph(torch.cuda.CUDAGraph(), self._alloc(GRAPH_SLOTS, UNSET), [])
         g.ctx = torch.cuda.graph(g.graph, stream=self.streams[stream])
         g.ctx.__enter__()
         self.capturing = (stream, g)
@@ -120,11 +151,21 @@ class CudaDevice:
     def end_capture(self) -> GraphId:
         gid = self.rec.end_capture()
         stream, g = self.capturing
+        self.capturing = None
         g.ctx.__exit__(None, None, None)
         g.ctx = None
         self.graphs[gid] = g
-        self.capturing = None
         return gid
+
+    def abort(self, err: BaseException) -> None:
+        """Close a capture left open by ``err`` (a CUDA error mid-capture), so the process can go on."""
+        if self.capturing is not None:
+            _, g = self.capturing
+            self.capturing = None
+            try:
+                g.ctx.__exit__(type(err), err, err.__traceback__)
+            except Exception:  # ending a capture that CUDA already invalidated raises; the capture is closed either way
+                pass
 
     def replay(self, graph: GraphId, stream: StreamId, *, step: int, phase: str, by: str = "") -> None:
         self.rec.replay(graph, stream, step=step, phase=phase, by=by)
@@ -135,7 +176,7 @@ class CudaDevice:
                 first = len(self.slots)
                 for site, loc in g.reads:
                     self._slot(step, phase, site, loc)
-                self.out[first:first + len(g.reads)].copy_(g.out[:len(g.reads)])  # after the launch, on F
+                self.out[first:first + len(g.reads)].copy_(g.out[:len(g.reads)])  # after the launch, same stream
 
     def mark(self, what: str, *, step: int = 0, detail: str = "", by: str = "") -> None:
         self.rec.mark(what, step=step, detail=detail, by=by)

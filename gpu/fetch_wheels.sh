@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Wheels the GPU machine lacks (it has torch, pytest, hypothesis, networkx, tqdm, attrs; not z3, jsonschema, tomli_w),
-# for its Python 3.12, into .whl/ (ignored by git). Run here before the device call.
+# Download, on a machine with network, the wheels gpu/check.sh needs on a CUDA machine without network: fencecheck's
+# dependencies except torch (z3-solver, networkx, jsonschema, tomli_w, tqdm) and the test tools (pytest, hypothesis),
+# with their own dependencies, for Linux x86_64 and the CUDA machine's Python version.
+#
+#   bash gpu/fetch_wheels.sh [DIR] [PYTHON_VERSION]     (defaults: ./wheels and 3.12)
+#
+# Then, on the CUDA machine: FENCECHECK_WHEELS=DIR bash gpu/check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
-plat="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $plat -d .whl \
-  z3-solver jsonschema jsonschema-specifications referencing rpds-py tomli_w
-ls -la .whl
+DIR=${1:-wheels}
+PY=${2:-3.12}
+plat=()
+for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do
+  plat+=(--platform "$p")
+done
+python3 -m pip download -q --only-binary=:all: --python-version "$PY" --implementation cp "${plat[@]}" -d "$DIR" \
+  z3-solver networkx jsonschema tomli_w tqdm pytest hypothesis
+ls -la "$DIR"

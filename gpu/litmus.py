@@ -1,11 +1,12 @@
-"""GPU litmus tests for the CUDA rules the model relies on (anchors.md R1-R7), written directly against PyTorch so
-they check the rules independently of the reference and the model.
+"""GPU litmus tests for the CUDA rules the model relies on (R1-R7, restated in docs/gpu.md), written directly
+against PyTorch so they check the rules independently of the reference and the model.
 
 Each test runs many trials. A shared int64 ``x`` starts at 0 in every trial; the scheduler-side stream S writes 1;
 reads on F copy ``x`` into private outputs, some after a spin kernel so that an unordered write overtakes them. A
 read that sees 1 is stale. Each test states, per read, ``never`` stale (ordered before the write by the rule) or
 ``mostly`` stale (not ordered: the write overtakes it in at least 99% of trials), and the observed counts decide it.
-A rule the GPU contradicts is a model bug: the report names it.
+A test may instead expect CUDA to refuse a call (``refuse``): it passes when every trial's call raised. A rule the
+GPU contradicts is a model bug: the report names it.
 
 Run: ``python3 -m fencecheck.gpu.litmus [--trials N] [--json FILE]``.
 """
@@ -20,18 +21,27 @@ from dataclasses import dataclass, field
 from .plan import SPIN_CYCLES
 
 
+class Refused(Exception):
+    """A call CUDA refused where the litmus test expects it to (``Litmus.refuse``)."""
+
+
 @dataclass
 class Litmus:
     name: str
     rule: str
     expect: dict[str, str]  # read name -> "never" | "mostly"
+    refuse: str = ""  # the call CUDA must refuse in every trial ("" when none)
     stale: dict[str, int] = field(default_factory=dict)
     trials: int = 0
+    refusals: int = 0
+    refusal: str = ""  # what CUDA said, the first time
     error: str = ""
 
     @property
     def ok(self) -> bool:
         if self.error or not self.trials:
+            return False
+        if self.refuse and self.refusals != self.trials:
             return False
         for read, want in self.expect.items():
             n = self.stale.get(read, 0)
@@ -40,6 +50,17 @@ class Litmus:
             if want == "mostly" and n < 0.99 * self.trials:
                 return False
         return True
+
+    def text(self) -> str:
+        status = "ok" if self.ok else "CONTRADICTS THE MODEL"
+        seen = f"refused {self.refusals}/{self.trials}" if self.refuse else f"trials {self.trials}"
+        extra = f" ({self.refusal})" if self.refusal else ""
+        return f"{self.rule} {self.name}: {status} ({seen}, stale {self.stale}){extra}{' ' + self.error if self.error else ''}"
+
+    def to_dict(self) -> dict:
+        return {"rule": self.rule, "name": self.name, "expect": self.expect, "refuse": self.refuse,
+                "trials": self.trials, "stale": self.stale, "refusals": self.refusals, "refusal": self.refusal,
+                "error": self.error, "ok": self.ok}
 
 
 class _Rig:
@@ -80,11 +101,15 @@ def _run(lit: Litmus, trials: int, rig: _Rig, body) -> Litmus:
     try:
         for _ in range(trials):
             rig.reset()
-            body(rig)
+            try:
+                body(rig)
+            except Refused as err:
+                lit.refusals += 1
+                lit.refusal = lit.refusal or str(err)
             for name, v in rig.seen().items():
                 lit.stale[name] = lit.stale.get(name, 0) + (v >= 1)
             lit.trials += 1
-    except Exception as err:  # a rule that PyTorch/CUDA refuses is a finding, reported as such
+    except Exception as err:  # a call that PyTorch/CUDA refuses unexpectedly is a finding, reported as such
         lit.error = f"{err.__class__.__name__}: {err}"
     return lit
 
@@ -143,25 +168,6 @@ def tests(torch, trials: int, cycles: int = SPIN_CYCLES) -> list[Litmus]:
             body()
         return g
 
-    def r4(r):
-        e = Ev(external=False)
-
-        def body():
-            with torch.cuda.stream(r.F):
-                torch.cuda._sleep(r.cycles)
-                r.out[0:1].copy_(r.x)
-            e.record(r.F)  # default flags during capture: an internal edge, no real record
-
-        g = graph_of(r, body)
-        r.names = ["read"]
-        with torch.cuda.stream(r.F):
-            g.replay()
-        r.S.wait_event(e)
-        r.write()
-
-    out.append(_run(Litmus("a default-flag record during capture records nothing real", "R4", {"read": "mostly"}),
-                    trials, rig, r4))
-
     def r5(r):
         marker = Ev(external=True)
 
@@ -208,6 +214,29 @@ def tests(torch, trials: int, cycles: int = SPIN_CYCLES) -> list[Litmus]:
 
     out.append(_run(Litmus("wait_stream covers work enqueued so far", "R7", {"before": "never", "after": "mostly"}),
                     trials, rig, r7))
+
+    # Last: it provokes a CUDA error on purpose.
+    def r4(r):
+        e = Ev(external=False)
+
+        def body():
+            with torch.cuda.stream(r.F):
+                r.out[0:1].copy_(r.x)
+            e.record(r.F)  # default flags during capture: an internal edge, no real record
+
+        g = graph_of(r, body)
+        r.names = ["read"]
+        with torch.cuda.stream(r.F):
+            g.replay()
+        try:
+            r.S.wait_event(e)  # outside the capture, on an event last recorded in it
+        except RuntimeError as err:
+            raise Refused(f"{err.__class__.__name__}: {err}".splitlines()[0]) from None
+        r.write()
+
+    out.append(_run(Litmus("a wait outside capture on a default-flag event last recorded during capture is refused "
+                           "(cudaErrorCapturedEvent), not a no-op", "R4", {}, refuse="S.wait_event"),
+                    trials, rig, r4))
     return out
 
 
@@ -223,12 +252,11 @@ def main(argv=None) -> int:
         return 2
     results = tests(torch, args.trials)
     for lit in results:
-        status = "ok" if lit.ok else "CONTRADICTS THE MODEL"
-        print(f"{lit.rule} {lit.name}: {status} (trials {lit.trials}, stale {lit.stale}){' ' + lit.error if lit.error else ''}")
+        print(lit.text())
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"rule": x.rule, "name": x.name, "expect": x.expect, "stale": x.stale, "trials": x.trials,
-                        "ok": x.ok, "error": x.error, "device": torch.cuda.get_device_name()} for x in results], f, indent=2)
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "trials": args.trials,
+                       "tests": [x.to_dict() for x in results], "ok": all(x.ok for x in results)}, f, indent=2)
     return 0 if all(x.ok for x in results) else 1
 
 
