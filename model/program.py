@@ -232,7 +232,7 @@ class _Builder:
         """``_apply_war_barrier``: take the publisher's mailbox, reset it, wait on its event or coarsely on F."""
         cfg = self.cfg
         on = self.d.And(guard, cfg.barrier)
-        self.op(self.d.And(guard, self.d.Not(cfg.barrier)), lambda env: env.mark("barrier", step, "disabled", "scheduler"))
+        self.op(self.d.And(guard, self.d.Not(cfg.barrier)), lambda env: env.barrier_disabled(step))
         if publisher is None:  # loop-top barrier before the first step: nothing published yet
             has_event, bound, bound_valid, owner = self.d.BoolVal(False), None, self.d.BoolVal(False), None
         else:
@@ -310,7 +310,7 @@ class _Builder:
 
         # Out-of-graph publish before the launch: PRE_REPLAY, or the draft-extend runner's unconditional one.
         pre_pub = self.d.And(graph, self.d.Or(policy == ALWAYS_PRE, self.d.And(policy == RESOLVE, resolved == PRE)))
-        self.ring_publish(pre_pub, owner, step, i, "pre-replay")
+        self.ring_publish(pre_pub, owner, step, i, PRE)
 
         # The launch (R5, R6): in-graph prep reads, the marker's record node, the kernels after it; a breakable
         # graph launches one graph per segment, the marker in the first, later segments re-reading after it.
@@ -336,7 +336,7 @@ class _Builder:
         for loc in self.locs:
             self.kernel_read(self.d.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
-        self.ring_publish(self.d.And(resolving, resolved == POST), owner, step, i, "post-replay")
+        self.ring_publish(self.d.And(resolving, resolved == POST), owner, step, i, POST)
         # UNKNOWN publishes nothing: the mailbox keeps what it held (section 4).
 
         for loc in self.locs:  # the worker's reads after the runner returns (section 6, NGRAM)
@@ -346,18 +346,18 @@ class _Builder:
         self.op(clear, lambda env: env.clear_mailbox(step, i))
         self.set_mailbox(owner, clear, MB_NONE)
 
-    def ring_publish(self, guard, owner, step: int, i: int, how: str) -> None:
+    def ring_publish(self, guard, owner, step: int, i: int, how: int) -> None:
         """Record the next ring event on F (R1) and put it in the mailbox; last write wins (section 4)."""
         self.op(guard, lambda env: env.publish_ring(step, i, how))
         self.set_mailbox(owner, guard, MB_RING, snap=dict(self.clock["F"]))
 
     def run_batch(self, step: int) -> None:
-        self.op(self.d.BoolVal(True), lambda env: env.mark("run_batch_begin", step, env.kind_name(step), "worker"))
+        self.op(self.d.BoolVal(True), lambda env: env.run_batch_begin(step))
         self.op(self.d.BoolVal(True), lambda env: env.wait_stream("F", "S", "worker"))
         self.join("F", dict(self.clock["S"]), self.d.BoolVal(True), f"rb{step}")  # each run_batch begins F.wait_stream(S)
         for i, p in enumerate(self.cfg.phases[step - 1]):
             self.phase(step, i, p)
-        self.op(self.d.BoolVal(True), lambda env: env.mark("run_batch_return", step, "", "worker"))
+        self.op(self.d.BoolVal(True), lambda env: env.run_batch_return(step))
 
     def run(self) -> Program:
         cfg = self.cfg
