@@ -14,6 +14,8 @@ import pytest
 import fencecheck
 from fencecheck.cli import main
 
+pytestmark = pytest.mark.slow  # generates the whole corpus, then runs the generated module in fresh processes
+
 BROKEN = '''
 import dataclasses
 from fencecheck.reference.run import run_scenario
