@@ -57,15 +57,13 @@ def _load_targets(paths: Sequence[str], use_catalog: bool):
 
 def _witness_lines(trace, report) -> list[str]:
     from fencecheck.reference.sim.hb import analyze
-    from fencecheck.reference.sim.interleave import stale_reads, witness_schedule
+    from fencecheck.reference.sim.interleave import witness_observations
 
     hb = analyze(trace)
     lines = []
-    for race in report.distinct():
-        schedule = witness_schedule(hb, race)
-        stale = [o for o in stale_reads(hb, schedule) if o.key() == race.key()]
-        if stale:
-            o = stale[0]
+    races = report.distinct()
+    for race, o in zip(races, witness_observations(hb, races)):
+        if o is not None:
             lines.append(
                 f"  witness: running the write (and what precedes it) first, the step {o.step} read of {o.location} "
                 f"at {o.site} saw step {o.seen}'s data (stale)"
@@ -93,8 +91,11 @@ def cmd_check(args, out: TextIO) -> int:
         for (trace, _), report in zip(runs, reports):
             head = f"{report.scenario}: {report.verdict.text}  ({report.steps} steps, {report.ops} ops)"
             out.write(head + "\n")
+            steps_of: dict = {}
+            for r in report.races:
+                steps_of.setdefault(r.key(), set()).add(r.step)
             for race in report.distinct():
-                steps = sorted({r.step for r in report.races if r.key() == race.key()})
+                steps = sorted(steps_of[race.key()])
                 out.write("\n".join("  " + line for line in race.explain().splitlines()) + "\n")
                 out.write(f"    (in steps {', '.join(map(str, steps))})\n")
             if args.witness and not report.safe:

@@ -1,28 +1,84 @@
 """The one trace format: the host-ordered device operations of a run, shared by reference, simulator, model and GPU.
 
-A ``Trace`` lists streams, events (sorted by id) (``external`` ones can be recorded inside graphs), captured graphs (sorted by id; each a linear
-chain of nodes: reads, external record nodes, and internal records that capture turns into graph edges) and the
-host-ordered operations. Ids are distinct types so a stream can never stand in for an event. JSON round trip:
-``Trace.to_json`` / ``Trace.from_json``; a malformed document raises ``TraceError`` naming the field.
+A ``Trace`` lists streams, events (sorted by id; ``external`` ones can be recorded inside graphs), captured graphs
+(sorted by id; each a linear chain of nodes: reads, external record nodes, and internal records that capture turns
+into graph edges) and the host-ordered operations: device operations (records, waits, reads, writes, graph
+launches) and marks (host-side events with no device effect: run_batch boundaries, resolutions, mailbox changes,
+the barrier's choice).
+
+This module owns every name in a trace: ids are built only by ``stream_id``, ``ring_event``, ``marker_event`` and
+``graph_id``; a mark is one of a closed set of kinds (``MarkKind``), each with typed fields. The one free-text field
+is ``by`` (who issued an operation, for people): it is excluded from equality, so two traces are equal exactly when
+their protocols are (docs/regress.md states the contract).
+
+JSON round trip: ``Trace.to_json`` / ``Trace.from_json`` (``fencecheck.trace_json`` validates a document as strictly
+as a scenario file: a malformed one raises ``TraceError`` naming the file and the key).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from dataclasses import dataclass, field
 from typing import ClassVar, NewType, Union
 
-from .errors import TraceError
+from .vocab import WORKER_SITE, ForwardMode, ReadSite, SharedReadEnds, StepKind, Stream
 
 StreamId = NewType("StreamId", str)
 EventId = NewType("EventId", str)
 GraphId = NewType("GraphId", str)
 
-FORMAT = "fencecheck-trace/1"
+FORMAT = "fencecheck-trace/2"
 
-#: Site label of reads the worker does on F after a runner returns (not a backend site).
-WORKER_SITE = "worker_after"
+#: Every site a read may carry: a backend's sites and the worker's (``WORKER_SITE``, after a runner returns).
+SITES: tuple[str, ...] = tuple(s.value for s in ReadSite) + (WORKER_SITE,)
+
+
+def _prose() -> str:
+    """The ``by`` field: free text for people, excluded from equality (and so from conformance)."""
+    return field(default="", compare=False)
+
+
+# -- ids ----------------------------------------------------------------------------------------------------------
+
+
+def stream_id(stream: Stream) -> StreamId:
+    """The id of one of the streams (docs/sglang-mechanism.md#streams): S, F, P."""
+    return StreamId(Stream(stream).value)
+
+
+def ring_event(owner: str, i: int) -> EventId:
+    """Event ``i`` of model runner ``owner``'s ring ``shared_read_done_events``."""
+    return EventId(f"{owner}.ring{i}")
+
+
+def marker_event(runner: str) -> EventId:
+    """CUDA-graph runner ``runner``'s in-graph marker ``in_graph_metadata_prep_done`` (an external event)."""
+    return EventId(f"{runner}.marker")
+
+
+def graph_id(runner: str, phase: str, mode: ForwardMode, backend: str, segment: int) -> GraphId:
+    """The graph ``runner`` captures for ``phase`` run in ``mode`` with ``backend``, segment ``segment``."""
+    return GraphId(f"{runner}/{phase}/{ForwardMode(mode).value}/{backend}#{segment}")
+
+
+# -- host-side labels (the free ``by`` text; compared by nothing) -------------------------------------------------
+
+BY_WORKER = "worker"
+BY_SCHEDULER = "scheduler"
+
+
+class WritePurpose(str, enum.Enum):
+    """Why the scheduler writes shared state between steps (shown in ``by``)."""
+
+    PREPARE = "prepare"
+    PROCESS_AND_PREPARE = "process+prepare"
+    PROCESS_RESULTS = "process results"
+
+
+def write_by(purpose: WritePurpose) -> str:
+    return f"{BY_SCHEDULER}:{WritePurpose(purpose).value}"
 
 
 # -- graph nodes ------------------------------------------------------------------------------------------------
@@ -54,6 +110,7 @@ class InternalRecordNode:
 
 
 GraphNode = Union[ReadNode, RecordNode, InternalRecordNode]
+NODE_TYPES: tuple[type, ...] = (ReadNode, RecordNode, InternalRecordNode)
 
 
 @dataclass(frozen=True)
@@ -69,7 +126,7 @@ class EventDecl:
     external: bool = False
 
 
-# -- host-ordered operations ------------------------------------------------------------------------------------
+# -- host-ordered device operations -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -78,7 +135,7 @@ class Record:
 
     stream: StreamId
     event: EventId
-    by: str = ""
+    by: str = _prose()
     kind: ClassVar[str] = "record"
 
 
@@ -88,7 +145,7 @@ class WaitEvent:
 
     stream: StreamId
     event: EventId
-    by: str = ""
+    by: str = _prose()
     kind: ClassVar[str] = "wait_event"
 
 
@@ -98,7 +155,7 @@ class WaitStream:
 
     stream: StreamId
     other: StreamId
-    by: str = ""
+    by: str = _prose()
     kind: ClassVar[str] = "wait_stream"
 
 
@@ -111,7 +168,7 @@ class Read:
     step: int
     phase: str
     site: str
-    by: str = ""
+    by: str = _prose()
     kind: ClassVar[str] = "read"
 
 
@@ -122,7 +179,7 @@ class Write:
     stream: StreamId
     location: str
     step: int
-    by: str = ""
+    by: str = _prose()
     kind: ClassVar[str] = "write"
 
 
@@ -134,30 +191,206 @@ class Replay:
     graph: GraphId
     step: int
     phase: str
-    by: str = ""
+    by: str = _prose()
     kind: ClassVar[str] = "replay"
 
 
-@dataclass(frozen=True)
+# -- marks: host-side events with no device effect --------------------------------------------------------------
+
+
+class MarkKind(str, enum.Enum):
+    """The closed set of marks."""
+
+    RUN_BATCH_BEGIN = "run_batch_begin"
+    RUN_BATCH_RETURN = "run_batch_return"
+    RESOLVE = "resolve"
+    MAILBOX_SET = "mailbox_set"
+    MAILBOX_CLEARED = "mailbox_cleared"
+    BARRIER_DISABLED = "barrier_disabled"
+    BARRIER_FINE = "barrier_fine"
+    BARRIER_COARSE = "barrier_coarse"
+
+
+class ClearReason(str, enum.Enum):
+    """Why a mailbox was set to None: the worker consumed it before a phase (DSpark) or cleared it after one
+    (NGRAM), or the barrier reset it after reading it (docs/sglang-mechanism.md#the-war-barrier, docs/sglang-mechanism.md#one-decode-step-per-algorithm)."""
+
+    CONSUMED_BEFORE = "consumed_before"
+    CLEARED_AFTER = "cleared_after"
+    BARRIER_RESET = "barrier_reset"
+
+
+class CoarseReason(str, enum.Enum):
+    """Why the barrier fell back to ``S.wait_stream(F)``: coarse was forced, or the mailbox held no event."""
+
+    FORCED = "forced"
+    EMPTY_MAILBOX = "empty_mailbox"
+
+
+#: The publish points a mailbox can be set at (``UNKNOWN`` publishes nothing).
+PUBLISH_POINTS = (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY)
+
+
 class Mark:
-    """A host-side event with no device effect: ``run_batch_begin``/``run_batch_return`` (step), a publish, a
-    mailbox change, the barrier's choice. ``run_batch_return`` is what the safety property is anchored on."""
+    """Base of the marks. Every mark has a ``step`` and the free ``by``; ``mark`` is its kind."""
 
-    what: str
-    step: int = 0
-    detail: str = ""
-    by: str = ""
     kind: ClassVar[str] = "mark"
+    mark: ClassVar[MarkKind]
+
+    def text(self) -> str:
+        """The mark for people (reports); nothing parses it."""
+        raise NotImplementedError
 
 
-Op = Union[Record, WaitEvent, WaitStream, Read, Write, Replay, Mark]
-_OP_TYPES: dict[str, type] = {t.kind: t for t in (Record, WaitEvent, WaitStream, Read, Write, Replay, Mark)}
-_NODE_TYPES: dict[str, type] = {t.kind: t for t in (ReadNode, RecordNode, InternalRecordNode)}
+@dataclass(frozen=True)
+class RunBatchBegin(Mark):
+    """``run_batch(step)`` begins a step of kind ``step_kind``."""
+
+    step: int
+    step_kind: StepKind
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.RUN_BATCH_BEGIN
+
+    def text(self) -> str:
+        return f"run_batch({self.step}) begins ({self.step_kind.value})"
+
+
+@dataclass(frozen=True)
+class RunBatchReturn(Mark):
+    """``run_batch(step)`` returns: the safety property is anchored here (writes enqueued after it must follow
+    every read of the step)."""
+
+    step: int
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.RUN_BATCH_RETURN
+
+    def text(self) -> str:
+        return f"run_batch({self.step}) returns"
+
+
+@dataclass(frozen=True)
+class Resolve(Mark):
+    """A runner resolved ``phase``'s declaration for ``mode`` to the publish point ``resolved`` (docs/sglang-mechanism.md#resolution)."""
+
+    step: int
+    phase: str
+    mode: ForwardMode
+    resolved: SharedReadEnds
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.RESOLVE
+
+    def text(self) -> str:
+        return f"{self.phase}: {self.mode.value} -> {self.resolved.name}"
+
+
+@dataclass(frozen=True)
+class MailboxSet(Mark):
+    """Model runner ``owner``'s mailbox now holds ``event``, published at ``point`` (a ring event recorded on F
+    for ``PRE_REPLAY``/``POST_REPLAY``, the runner's marker for ``IN_REPLAY``)."""
+
+    step: int
+    owner: str
+    event: EventId
+    point: SharedReadEnds
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.MAILBOX_SET
+
+    def text(self) -> str:
+        return f"{self.owner} <- {self.event} ({self.point.name})"
+
+
+@dataclass(frozen=True)
+class MailboxCleared(Mark):
+    """Model runner ``owner``'s mailbox now holds None, for ``why``; ``phase`` names the phase the worker consumed
+    it before or cleared it after (empty for a barrier reset)."""
+
+    step: int
+    owner: str
+    why: ClearReason
+    phase: str = ""
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.MAILBOX_CLEARED
+
+    def text(self) -> str:
+        return f"{self.owner} <- None ({self.why.value}{' ' + self.phase if self.phase else ''})"
+
+
+@dataclass(frozen=True)
+class BarrierDisabled(Mark):
+    """``_apply_war_barrier`` returned at once: the barrier is off."""
+
+    step: int
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.BARRIER_DISABLED
+
+    def text(self) -> str:
+        return "disabled"
+
+
+@dataclass(frozen=True)
+class BarrierFine(Mark):
+    """The barrier makes S wait on ``event``, taken from the publisher's mailbox."""
+
+    step: int
+    event: EventId
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.BARRIER_FINE
+
+    def text(self) -> str:
+        return f"fine: S waits on {self.event}"
+
+
+@dataclass(frozen=True)
+class BarrierCoarse(Mark):
+    """The barrier makes S wait on all of F, for ``reason``."""
+
+    step: int
+    reason: CoarseReason
+    by: str = _prose()
+    mark: ClassVar[MarkKind] = MarkKind.BARRIER_COARSE
+
+    def text(self) -> str:
+        why = "forced" if self.reason is CoarseReason.FORCED else "empty mailbox"
+        return f"coarse ({why}): S waits on F"
+
+
+BARRIER_MARKS: tuple[type, ...] = (BarrierDisabled, BarrierFine, BarrierCoarse)
+MARK_TYPES: dict[MarkKind, type] = {t.mark: t for t in (RunBatchBegin, RunBatchReturn, Resolve, MailboxSet,
+                                                         MailboxCleared, BarrierDisabled, BarrierFine, BarrierCoarse)}
+DEVICE_OPS: tuple[type, ...] = (Record, WaitEvent, WaitStream, Read, Write, Replay)
+
+Op = Union[Record, WaitEvent, WaitStream, Read, Write, Replay, RunBatchBegin, RunBatchReturn, Resolve, MailboxSet,
+           MailboxCleared, BarrierDisabled, BarrierFine, BarrierCoarse]
+
+
+def protocol_fields(obj) -> tuple[str, ...]:
+    """The fields of an op, node or declaration that are part of the protocol: all but the free ``by``."""
+    return tuple(f.name for f in dataclasses.fields(obj) if f.compare)
+
+
+def _encode(value):
+    if isinstance(value, SharedReadEnds):
+        return value.name
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def encode_item(obj) -> dict:
+    """An op or a graph node as its JSON object: its tag (``op``, plus ``mark`` for marks; ``node``) first."""
+    if isinstance(obj, NODE_TYPES):
+        head = {"node": obj.kind}
+    elif isinstance(obj, Mark):
+        head = {"op": "mark", "mark": obj.mark.value}
+    else:
+        head = {"op": obj.kind}
+    return {**head, **{f.name: _encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
 
 
 @dataclass(frozen=True)
 class Trace:
-    """A whole run: what was declared and what the host enqueued, in host order."""
+    """A whole run: what was declared and what the host enqueued, in host order. ``meta`` (the resolution rule the
+    run used) is information for people and compared by nothing, like ``scenario``'s name."""
 
     scenario: str
     steps: int
@@ -176,19 +409,15 @@ class Trace:
     # -- JSON -------------------------------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        def enc(obj) -> dict:
-            return {"op" if not isinstance(obj, (ReadNode, RecordNode, InternalRecordNode)) else "node": obj.kind,
-                    **dataclasses.asdict(obj)}
-
         return {
             "format": FORMAT,
             "scenario": self.scenario,
             "steps": self.steps,
             "streams": list(self.streams),
-            "events": [dataclasses.asdict(e) for e in self.events],
-            "graphs": [{"id": g.id, "runner": g.runner, "nodes": [enc(n) for n in g.nodes]} for g in self.graphs],
-            "ops": [enc(op) for op in self.ops],
-            "meta": self.meta,
+            "events": [{"id": e.id, "external": e.external} for e in self.events],
+            "graphs": [{"id": g.id, "runner": g.runner, "nodes": [encode_item(n) for n in g.nodes]} for g in self.graphs],
+            "ops": [encode_item(op) for op in self.ops],
+            "meta": dict(self.meta),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -196,77 +425,14 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str, source: str = "<trace>") -> "Trace":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise TraceError(source, "", f"not valid JSON ({err.msg} at line {err.lineno})") from None
-        return cls.from_dict(data, source)
+        from .trace_json import parse_json
+
+        return parse_json(text, source)
 
     @classmethod
     def from_dict(cls, data, source: str = "<trace>") -> "Trace":
-        def need(obj, key, typ, where):
-            if not isinstance(obj, dict) or key not in obj:
-                raise TraceError(source, f"{where}.{key}" if where else key, "missing required key")
-            val = obj[key]
-            if not isinstance(val, typ) or (typ is int and isinstance(val, bool)):
-                raise TraceError(source, f"{where}.{key}" if where else key, f"expected {typ.__name__}, got {val!r}")
-            return val
+        """The trace a JSON document describes, validated (docs/simulator.md, "Trace files"); ``TraceError``
+        naming ``source`` and the key otherwise."""
+        from .trace_json import parse
 
-        def dec(obj, types, tag, where):
-            if not isinstance(obj, dict):
-                raise TraceError(source, where, "expected an object")
-            kind = obj.get(tag)
-            if kind not in types:
-                raise TraceError(source, f"{where}.{tag}", f"expected one of {', '.join(types)}, got {kind!r}")
-            typ = types[kind]
-            kwargs = {}
-            for f in dataclasses.fields(typ):
-                if f.name in obj:
-                    want = int if f.type in ("int",) else (bool if f.type == "bool" else str)
-                    kwargs[f.name] = need(obj, f.name, want, where)
-                elif f.default is dataclasses.MISSING:
-                    raise TraceError(source, f"{where}.{f.name}", "missing required key")
-            extra = set(obj) - {f.name for f in dataclasses.fields(typ)} - {tag}
-            if extra:
-                raise TraceError(source, f"{where}.{sorted(extra)[0]}", f"unknown key for {tag} {kind!r}")
-            return typ(**kwargs)
-
-        if not isinstance(data, dict):
-            raise TraceError(source, "", "expected a JSON object")
-        fmt = data.get("format")
-        if fmt != FORMAT:
-            raise TraceError(source, "format", f"expected {FORMAT!r}, got {fmt!r}")
-        streams = tuple(StreamId(s) for s in need(data, "streams", list, ""))
-        events = []
-        for i, e in enumerate(need(data, "events", list, "")):
-            events.append(EventDecl(EventId(need(e, "id", str, f"events[{i}]")), bool(e.get("external", False))))
-        graphs = []
-        for i, g in enumerate(need(data, "graphs", list, "")):
-            w = f"graphs[{i}]"
-            nodes = tuple(dec(n, _NODE_TYPES, "node", f"{w}.nodes[{j}]") for j, n in enumerate(need(g, "nodes", list, w)))
-            graphs.append(Graph(GraphId(need(g, "id", str, w)), need(g, "runner", str, w), nodes))
-        ops = tuple(dec(o, _OP_TYPES, "op", f"ops[{i}]") for i, o in enumerate(need(data, "ops", list, "")))
-        trace = cls(
-            scenario=need(data, "scenario", str, ""),
-            steps=need(data, "steps", int, ""),
-            streams=streams,
-            events=tuple(events),
-            graphs=tuple(graphs),
-            ops=ops,
-            meta=data.get("meta", {}) if isinstance(data.get("meta", {}), dict) else {},
-        )
-        trace.check_references(source)
-        return trace
-
-    def check_references(self, source: str = "<trace>") -> None:
-        """Raise ``TraceError`` if an op names a stream, event or graph the trace does not declare."""
-        streams, events, graphs = set(self.streams), {e.id for e in self.events}, {g.id for g in self.graphs}
-        for g in self.graphs:
-            for j, n in enumerate(g.nodes):
-                if isinstance(n, (RecordNode, InternalRecordNode)) and n.event not in events:
-                    raise TraceError(source, f"graph {g.id}.nodes[{j}].event", f"undeclared event {n.event!r}")
-        for i, op in enumerate(self.ops):
-            for attr, known in (("stream", streams), ("other", streams), ("event", events), ("graph", graphs)):
-                val = getattr(op, attr, None)
-                if val is not None and val not in known:
-                    raise TraceError(source, f"ops[{i}].{attr}", f"undeclared {attr} {val!r}")
+        return parse(data, source)

@@ -17,6 +17,7 @@ import statistics
 import sys
 
 from fencecheck.report import Verdict
+from fencecheck.trace import BARRIER_MARKS, RunBatchBegin
 
 from .device import CudaDevice
 from .plan import DelayPolicy
@@ -36,14 +37,14 @@ class TimedCudaDevice(CudaDevice):
         self.writes: dict[int, object] = {}
         self._barrier_step: int | None = None
 
-    def mark(self, what, *, step=0, detail="", by=""):
-        super().mark(what, step=step, detail=detail, by=by)
-        if what == "run_batch_begin":
+    def mark(self, mark):
+        super().mark(mark)
+        if isinstance(mark, RunBatchBegin):
             e = self.torch.cuda.Event(enable_timing=True)
             e.record(self.streams["F"])
-            self.starts[step] = e
-        elif what == "barrier":
-            self._barrier_step = step
+            self.starts[mark.step] = e
+        elif isinstance(mark, BARRIER_MARKS):
+            self._barrier_step = mark.step
 
     def write(self, stream, location, *, step, by=""):
         if self._barrier_step is not None and self._barrier_step not in self.writes:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fencecheck.reference.sim.recorder import TraceDevice
-from fencecheck.trace import EventId, GraphId, StreamId
+from fencecheck.trace import EventId, GraphId, Mark, StreamId
 
 from fencecheck.reference.sim.interleave import Observation
 
@@ -178,8 +178,8 @@ class CudaDevice:
                     self._slot(step, phase, site, loc)
                 self.out[first:first + len(g.reads)].copy_(g.out[:len(g.reads)])  # after the launch, same stream
 
-    def mark(self, what: str, *, step: int = 0, detail: str = "", by: str = "") -> None:
-        self.rec.mark(what, step=step, detail=detail, by=by)
+    def mark(self, mark: Mark) -> None:
+        self.rec.mark(mark)
 
     # -- results ----------------------------------------------------------------------------------------------
 

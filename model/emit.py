@@ -11,23 +11,37 @@ import z3
 
 from fencecheck.scenario import Scenario
 from fencecheck.trace import (
+    BY_SCHEDULER,
+    BY_WORKER,
+    BarrierCoarse,
+    BarrierDisabled,
+    BarrierFine,
+    ClearReason,
+    CoarseReason,
     EventDecl,
     EventId,
     Graph,
-    GraphId,
-    Mark,
+    MailboxCleared,
+    MailboxSet,
     Read,
     ReadNode,
     Record,
     RecordNode,
     Replay,
+    Resolve,
+    RunBatchBegin,
+    RunBatchReturn,
     StreamId,
     Trace,
     WaitEvent,
     WaitStream,
     Write,
+    graph_id,
+    marker_event,
+    ring_event,
+    stream_id,
 )
-from fencecheck.vocab import Execution, SharedReadEnds
+from fencecheck.vocab import Execution, PrepStream, SharedReadEnds, Stream
 
 from .concrete import Layout, read_sites
 from .program import Program, ReadSlot, WriteSlot
@@ -57,13 +71,13 @@ class _Env:
             if spec.mailbox_owner not in owners:
                 owners.append(spec.mailbox_owner)
         self.events: list[EventDecl] = [
-            EventDecl(EventId(f"{o}.ring{i}")) for o in owners for i in range(s.runners[o].ring_depth)
+            EventDecl(ring_event(o, i)) for o in owners for i in range(s.runners[o].ring_depth)
         ]
         self.ring_next = {o: 0 for o in owners}
-        self.mailbox: dict[str, str | None] = {o: None for o in owners}
-        self.markers: dict[str, str] = {}
+        self.mailbox: dict[str, EventId | None] = {o: None for o in owners}
+        self.markers: dict[str, EventId] = {}
         self.graphs: dict[tuple, Graph] = {}
-        self._pending: str | None = None  # the event the barrier took from the mailbox it just reset
+        self._pending: EventId | None = None  # the event the barrier took from the mailbox it just reset
         self._capture_all()
 
     # -- concrete values ----------------------------------------------------------------------------------------
@@ -83,9 +97,6 @@ class _Env:
     def owner(self, runner: str) -> str:
         return self.s.runners[runner].mailbox_owner
 
-    def kind_name(self, step: int) -> str:
-        return self.s.step_kind(step).value
-
     # -- graphs, captured at start-up like the worker does ------------------------------------------------------
 
     def _capture_all(self) -> None:
@@ -101,87 +112,101 @@ class _Env:
                         continue
                     spec = self.s.runners[ph.runner]
                     if spec.marker and ph.runner not in self.markers:
-                        self.markers[ph.runner] = f"{ph.runner}.marker"
-                        self.events.append(EventDecl(EventId(self.markers[ph.runner]), True))
+                        self.markers[ph.runner] = marker_event(ph.runner)
+                        self.events.append(EventDecl(self.markers[ph.runner], True))
                     nodes = []
                     if seg == 0:
                         nodes += [ReadNode(loc, SITES[1].value) for loc in sorted(sites[1])]
                         if ph.runner in self.markers:
-                            nodes.append(RecordNode(EventId(self.markers[ph.runner])))
+                            nodes.append(RecordNode(self.markers[ph.runner]))
                     nodes += [ReadNode(loc, SITES[2].value) for loc in sorted(sites[2])]
-                    gid = GraphId(f"{ph.runner}/{ph.name}/{ph.mode.value}/{ph.backend}#{seg}")
+                    gid = graph_id(ph.runner, ph.name, ph.mode, ph.backend, seg)
                     self.graphs[key] = Graph(gid, ph.runner, tuple(nodes))
 
     # -- operations the program's slots emit ---------------------------------------------------------------------
 
-    def mark(self, what: str, step: int, detail: str, by: str) -> None:
-        self.ops.append(Mark(what, step, detail, by))
+    @staticmethod
+    def stream(name: str) -> StreamId:
+        return stream_id(Stream(name))
+
+    def run_batch_begin(self, step: int) -> None:
+        self.ops.append(RunBatchBegin(step, self.s.step_kind(step), BY_WORKER))
+
+    def run_batch_return(self, step: int) -> None:
+        self.ops.append(RunBatchReturn(step, BY_WORKER))
 
     def read(self, stream: str, loc: str, step: int, i: int, site: str, by: str | None = None) -> None:
         ph = self.phase_spec(step, i)
-        self.ops.append(Read(StreamId(stream), loc, step, ph.name, site, by or ph.runner))
+        self.ops.append(Read(self.stream(stream), loc, step, ph.name, site, by or ph.runner))
 
     def write(self, loc: str, stamp: int, by: str) -> None:
-        self.ops.append(Write(StreamId("S"), loc, stamp, by))
+        self.ops.append(Write(stream_id(Stream.S), loc, stamp, by))
 
     def wait_stream(self, stream: str, other: str, by: str) -> None:
-        self.ops.append(WaitStream(StreamId(stream), StreamId(other), by))
+        self.ops.append(WaitStream(self.stream(stream), self.stream(other), by))
 
-    def _set_mailbox(self, owner: str, event: str | None, step: int, by: str, how: str) -> None:
-        self.mailbox[owner] = event
-        self.mark("mailbox", step, f"{owner} <- {event or 'None'} ({how})", by)
+    def _clear_mailbox(self, owner: str, step: int, why: ClearReason, phase: str = "", by: str = BY_WORKER) -> None:
+        self.mailbox[owner] = None
+        self.ops.append(MailboxCleared(step, owner, why, phase, by))
 
     def mark_resolve(self, step: int, i: int) -> None:
         ph = self.phase_spec(step, i)
         resolved = SharedReadEnds(self.i(self.prog.resolved[(step, i)]))
-        self.mark("resolve", step, f"{ph.name}: {ph.mode.value} -> {resolved.name}", ph.runner)
+        self.ops.append(Resolve(step, ph.name, ph.mode, resolved, ph.runner))
 
-    def publish_ring(self, step: int, i: int, how: str) -> None:
+    def publish_ring(self, step: int, i: int, point: int) -> None:
+        """Record the owner's next ring event on F and publish it at ``point`` (a ``SharedReadEnds`` value)."""
         runner = self.runner_name(step, i)
         owner = self.owner(runner)
-        event = f"{owner}.ring{self.ring_next[owner]}"
+        event = ring_event(owner, self.ring_next[owner])
         self.ring_next[owner] = (self.ring_next[owner] + 1) % self.s.runners[owner].ring_depth
-        self.ops.append(Record(StreamId("F"), EventId(event), runner))
-        self._set_mailbox(owner, event, step, runner, how)
+        self.ops.append(Record(stream_id(Stream.F), event, runner))
+        self.mailbox[owner] = event
+        self.ops.append(MailboxSet(step, owner, event, SharedReadEnds(point), runner))
 
     def publish_marker(self, step: int, i: int) -> None:
         runner = self.runner_name(step, i)
-        self._set_mailbox(self.owner(runner), self.markers[runner], step, runner, "in-graph marker")
+        owner = self.owner(runner)
+        self.mailbox[owner] = self.markers[runner]
+        self.ops.append(MailboxSet(step, owner, self.markers[runner], SharedReadEnds.IN_REPLAY, runner))
 
     def replays(self, step: int, i: int) -> None:
         ph = self.phase_spec(step, i)
         segments = ph.segments if ph.execution is Execution.BREAKABLE_GRAPH else 1
         for seg in range(segments):
             gid = self.graphs[(ph.runner, ph.name, ph.mode.value, ph.backend, seg)].id
-            self.ops.append(Replay(StreamId("F"), gid, step, ph.name, ph.runner))
+            self.ops.append(Replay(stream_id(Stream.F), gid, step, ph.name, ph.runner))
 
     def consume_wait(self, step: int, i: int) -> None:
         event = self.mailbox[self.owner(self.runner_name(step, i))]
-        self.ops.append(WaitEvent(StreamId("F"), EventId(event), "worker"))
+        self.ops.append(WaitEvent(stream_id(Stream.F), event, BY_WORKER))
 
     def consume_clear(self, step: int, i: int) -> None:
         ph = self.phase_spec(step, i)
-        self._set_mailbox(self.owner(ph.runner), None, step, "worker", f"consumed before {ph.name}")
+        self._clear_mailbox(self.owner(ph.runner), step, ClearReason.CONSUMED_BEFORE, ph.name)
 
     def clear_mailbox(self, step: int, i: int) -> None:
         ph = self.phase_spec(step, i)
-        self._set_mailbox(self.owner(ph.runner), None, step, "worker", f"cleared after {ph.name}")
+        self._clear_mailbox(self.owner(ph.runner), step, ClearReason.CLEARED_AFTER, ph.name)
+
+    def barrier_disabled(self, step: int) -> None:
+        self.ops.append(BarrierDisabled(step, BY_SCHEDULER))
 
     def barrier_reset(self, owner_term, step: int) -> None:
         owner = self.lay.runners[self.i(owner_term)]
         self._pending = self.mailbox[owner]
-        self._set_mailbox(owner, None, step, "scheduler", "barrier reset")
+        self._clear_mailbox(owner, step, ClearReason.BARRIER_RESET, by=BY_SCHEDULER)
 
     def barrier_fine(self, step: int) -> None:
         event = self._pending
-        self.mark("barrier", step, f"fine: S waits on {event}", "scheduler")
-        self.ops.append(WaitEvent(StreamId("S"), EventId(event), "scheduler"))
+        self.ops.append(BarrierFine(step, event, BY_SCHEDULER))
+        self.ops.append(WaitEvent(stream_id(Stream.S), event, BY_SCHEDULER))
         self._pending = None
 
     def barrier_coarse(self, step: int) -> None:
-        why = "forced" if self._pending is not None else "empty mailbox"
-        self.mark("barrier", step, f"coarse ({why}): S waits on F", "scheduler")
-        self.ops.append(WaitStream(StreamId("S"), StreamId("F"), "scheduler"))
+        why = CoarseReason.FORCED if self._pending is not None else CoarseReason.EMPTY_MAILBOX
+        self.ops.append(BarrierCoarse(step, why, BY_SCHEDULER))
+        self.ops.append(WaitStream(stream_id(Stream.S), stream_id(Stream.F), BY_SCHEDULER))
         self._pending = None
 
 
@@ -192,8 +217,8 @@ def emit(prog: Program, model: z3.ModelRef | None, s: Scenario, lay: Layout) -> 
     for slot in prog.ops:
         if env.b(slot.guard):
             slot.emit(env)
-    plan = any(p.prep_stream.value == "plan" for phases in s.algorithm.steps.values() for p in phases)
-    streams = (StreamId("S"), StreamId("F")) + ((StreamId("P"),) if plan else ())
+    plan = any(p.prep_stream is PrepStream.PLAN for phases in s.algorithm.steps.values() for p in phases)
+    streams = tuple(stream_id(x) for x in (Stream.S, Stream.F) + ((Stream.P,) if plan else ()))
     return Trace(
         scenario=s.name,
         steps=lay.steps,

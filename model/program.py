@@ -7,8 +7,8 @@ a wait binds to is decided by that order (R2), so this is exact: read ``r`` happ
 ``w.vc[r.stream] >= r.pos``. The solver chooses only the configuration. Each clock is a fresh integer defined by an
 equation, so the encoding is integer arithmetic with if-then-else (no bit-vectors).
 
-This module does not use ``fencecheck.reference``; the SGLang behaviour each part encodes is cited by section of
-docs/sglang-mechanism.md (by anchor), the CUDA rule by its number in docs/cuda-rules.md.
+This module does not use ``fencecheck.reference``; the SGLang behaviour each part encodes is cited by its anchor in
+docs/sglang-mechanism.md (``#anchor``), the CUDA rule by its number in docs/cuda-rules.md.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Callable
 
 import z3
 
+from fencecheck.trace import BY_WORKER, WritePurpose, write_by
 from fencecheck.vocab import WORKER_SITE
 
 from .domain import SYMBOLIC, domain_of
@@ -233,7 +234,7 @@ class _Builder:
         """``_apply_war_barrier``: take the publisher's mailbox, reset it, wait on its event or coarsely on F."""
         cfg = self.cfg
         on = self.d.And(guard, cfg.barrier)
-        self.op(self.d.And(guard, self.d.Not(cfg.barrier)), lambda env: env.mark("barrier", step, "disabled", "scheduler"))
+        self.op(self.d.And(guard, self.d.Not(cfg.barrier)), lambda env: env.barrier_disabled(step))
         if publisher is None:  # loop-top barrier before the first step: nothing published yet
             has_event, bound, bound_valid, owner = self.d.BoolVal(False), None, self.d.BoolVal(False), None
         else:
@@ -311,7 +312,7 @@ class _Builder:
 
         # Out-of-graph publish before the launch: PRE_REPLAY, or the draft-extend runner's unconditional one.
         pre_pub = self.d.And(graph, self.d.Or(policy == ALWAYS_PRE, self.d.And(policy == RESOLVE, resolved == PRE)))
-        self.ring_publish(pre_pub, owner, step, i, "pre-replay")
+        self.ring_publish(pre_pub, owner, step, i, PRE)
 
         # The launch (R5, R6): in-graph prep reads, the marker's record node, the kernels after it; a breakable
         # graph launches one graph per segment, the marker in the first, later segments re-reading after it.
@@ -337,47 +338,47 @@ class _Builder:
         for loc in self.locs:
             self.kernel_read(self.d.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
-        self.ring_publish(self.d.And(resolving, resolved == POST), owner, step, i, "post-replay")
+        self.ring_publish(self.d.And(resolving, resolved == POST), owner, step, i, POST)
         # UNKNOWN publishes nothing: the mailbox keeps what it held (#unknown-publishes-nothing).
 
         for loc in self.locs:  # the worker's reads after the runner returns (#ngram-clears-the-mailbox)
             self.kernel_read(self.d.And(act, p.worker[loc]), "F", step, i, WORKER_SITE, loc,
-                             lambda env, loc=loc: env.read("F", loc, step, i, WORKER_SITE, by="worker"))
+                             lambda env, loc=loc: env.read("F", loc, step, i, WORKER_SITE, by=BY_WORKER))
         clear = self.d.And(act, p.clear_mailbox_after)
         self.op(clear, lambda env: env.clear_mailbox(step, i))
         self.set_mailbox(owner, clear, MB_NONE)
 
-    def ring_publish(self, guard, owner, step: int, i: int, how: str) -> None:
+    def ring_publish(self, guard, owner, step: int, i: int, how: int) -> None:
         """Record the next ring event on F (R1) and put it in the mailbox; last write wins (#publishing)."""
         self.op(guard, lambda env: env.publish_ring(step, i, how))
         self.set_mailbox(owner, guard, MB_RING, snap=dict(self.clock["F"]))
 
     def run_batch(self, step: int) -> None:
-        self.op(self.d.BoolVal(True), lambda env: env.mark("run_batch_begin", step, env.kind_name(step), "worker"))
-        self.op(self.d.BoolVal(True), lambda env: env.wait_stream("F", "S", "worker"))
+        self.op(self.d.BoolVal(True), lambda env: env.run_batch_begin(step))
+        self.op(self.d.BoolVal(True), lambda env: env.wait_stream("F", "S", BY_WORKER))
         self.join("F", dict(self.clock["S"]), self.d.BoolVal(True), f"rb{step}")  # each run_batch begins F.wait_stream(S)
         for i, p in enumerate(self.cfg.phases[step - 1]):
             self.phase(step, i, p)
-        self.op(self.d.BoolVal(True), lambda env: env.mark("run_batch_return", step, "", "worker"))
+        self.op(self.d.BoolVal(True), lambda env: env.run_batch_return(step))
 
     def run(self) -> Program:
         cfg = self.cfg
         lt = cfg.loop_top()
         k = cfg.bounds.steps
-        self.writes(self.d.Not(lt), 1, lambda env: "scheduler:prepare")
+        self.writes(self.d.Not(lt), 1, lambda env: write_by(WritePurpose.PREPARE))
         for n in range(1, k + 1):
             pub = cfg.publisher[n - 1]
             if n == 1:
                 self.barrier(lt, 0, None)
-                self.writes(lt, 1, lambda env: "scheduler:prepare")
+                self.writes(lt, 1, lambda env: write_by(WritePurpose.PREPARE))
             self.run_batch(n)
             self.barrier(self.d.Not(lt), n, pub)
             first = self.writes(self.d.BoolVal(True), n + 1,
-                                lambda env: "scheduler:process results" if env.loop_top else "scheduler:process+prepare")
+                                lambda env: write_by(WritePurpose.PROCESS_RESULTS if env.loop_top else WritePurpose.PROCESS_AND_PREPARE))
             for loc, w in first.items():
                 self.prog.first_writes[(n, loc)] = w
             if n < k:
                 self.barrier(lt, n, pub)
-                self.writes(lt, n + 1, lambda env: "scheduler:prepare")
+                self.writes(lt, n + 1, lambda env: write_by(WritePurpose.PREPARE))
         self.prog.state_out = self.state()
         return self.prog

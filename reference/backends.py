@@ -1,6 +1,6 @@
 """Attention backends as SGLang shapes them: a declaration per forward mode and the reads they really do.
 
-``AttentionBackend.shared_read_ends`` follows sglang-fence.md section 3: an explicit override first, then a hybrid
+``AttentionBackend.shared_read_ends`` follows docs/sglang-mechanism.md#the-sharedreadends-declaration: an explicit override first, then a hybrid
 wrapper's delegate for the mode, then a composite's ``max_of`` over its children, then the base rule.
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from fencecheck.trace import EventId, GraphId, StreamId
+from fencecheck.trace import EventId, GraphId, Mark, StreamId
 
 
 class Device(Protocol):
@@ -22,7 +22,9 @@ class Device(Protocol):
 
     def stream(self, name: str) -> StreamId: ...
 
-    def event(self, name: str, external: bool = False) -> EventId: ...
+    def event(self, event: EventId, external: bool = False) -> EventId:
+        """Create ``event`` (its id from ``fencecheck.trace.ring_event`` or ``marker_event``)."""
+        ...
 
     def record(self, event: EventId, stream: StreamId, *, by: str = "") -> None: ...
 
@@ -34,12 +36,15 @@ class Device(Protocol):
 
     def write(self, stream: StreamId, location: str, *, step: int, by: str = "") -> None: ...
 
-    def begin_capture(self, stream: StreamId, name: str, *, runner: str) -> None: ...
+    def begin_capture(self, stream: StreamId, graph: GraphId, *, runner: str) -> None:
+        """Start capturing ``graph`` (its id from ``fencecheck.trace.graph_id``) on ``stream``."""
+        ...
 
     def end_capture(self) -> GraphId: ...
 
     def replay(self, graph: GraphId, stream: StreamId, *, step: int, phase: str, by: str = "") -> None: ...
 
-    def mark(self, what: str, *, step: int = 0, detail: str = "", by: str = "") -> None:
-        """A host-side note with no device effect (run_batch boundaries, publishes, barrier choices)."""
+    def mark(self, mark: Mark) -> None:
+        """A host-side event with no device effect (run_batch boundaries, resolutions, mailbox changes, barrier
+        choices), one of the typed marks of ``fencecheck.trace``."""
         ...

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from fencecheck.corpus_io import CorpusRecord
 from fencecheck.report import Verdict
-from fencecheck.trace import Trace
+from fencecheck.trace import Mark, Trace, protocol_fields
 
 from .run import run_scenario
 from .sim.hb import HappensBefore, analyze
@@ -26,7 +26,7 @@ class Conformance:
     total: int
     expected: str = ""  # the first divergent op, expected and actual (empty when ok)
     actual: str = ""
-    detail: str = ""  # a difference outside the ops (streams, events, graphs)
+    detail: str = ""  # the first difference, named: "ops[12].event: expected ..., got ..." or "events[1]: ..."
 
 
 @dataclass
@@ -49,8 +49,26 @@ class ReplayResult:
                 and self.witness_shown is not False and self.stale_seen == 0 and not self.csan.startswith("DISAGREE"))
 
 
+def _label(item) -> str:
+    return f"mark {item.mark.value}" if isinstance(item, Mark) else getattr(item, "kind", type(item).__name__)
+
+
+def first_difference(where: str, a, b) -> str:
+    """The first protocol field in which ``a`` and ``b`` differ, as ``where.field: expected X, got Y``."""
+    if type(a) is not type(b):
+        return f"{where}: expected {_label(a)}, got {_label(b)}"
+    for name in protocol_fields(a):
+        x, y = getattr(a, name), getattr(b, name)
+        if x != y:
+            return f"{where}.{name}: expected {x!r}, got {y!r}"
+    return ""
+
+
 def conformance(expected: Trace, actual: Trace) -> Conformance:
-    """Op-for-op comparison; the whole trace must be consumed (equal lengths)."""
+    """Whether ``actual`` runs the protocol of ``expected``: equal ops in equal order, then equal streams, events
+    and graphs, every field compared except the free ``by`` (and the trace's ``scenario`` name and ``meta``). The
+    whole trace must be consumed (equal lengths). A difference names the longest matched prefix and the first
+    divergent op and field."""
     n = 0
     for a, b in zip(expected.ops, actual.ops):
         if a != b:
@@ -58,12 +76,22 @@ def conformance(expected: Trace, actual: Trace) -> Conformance:
         n += 1
     total = len(expected.ops)
     if n < max(total, len(actual.ops)):
-        exp = repr(expected.ops[n]) if n < total else "<end of trace>"
-        act = repr(actual.ops[n]) if n < len(actual.ops) else "<end of trace>"
-        return Conformance(False, n, total, exp, act)
+        exp = expected.ops[n] if n < total else None
+        act = actual.ops[n] if n < len(actual.ops) else None
+        if exp is None or act is None:
+            detail = f"ops[{n}]: expected {'<end of trace>' if exp is None else _label(exp)}, got " + (
+                "<end of trace>" if act is None else _label(act))
+        else:
+            detail = first_difference(f"ops[{n}]", exp, act)
+        return Conformance(False, n, total, "<end of trace>" if exp is None else repr(exp),
+                           "<end of trace>" if act is None else repr(act), detail)
     for what in ("streams", "events", "graphs"):
-        if getattr(expected, what) != getattr(actual, what):
-            return Conformance(False, n, total, detail=f"{what} differ")
+        xs, ys = getattr(expected, what), getattr(actual, what)
+        if xs != ys:
+            j = next((j for j, (x, y) in enumerate(zip(xs, ys)) if x != y), min(len(xs), len(ys)))
+            x = repr(xs[j]) if j < len(xs) else "<none>"
+            y = repr(ys[j]) if j < len(ys) else "<none>"
+            return Conformance(False, n, total, detail=f"{what}[{j}]: expected {x}, got {y}")
     return Conformance(True, n, total)
 
 

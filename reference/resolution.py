@@ -1,4 +1,4 @@
-"""``_resolve_shared_read_ends``: the three rules of ``fencecheck.vocab.ResolutionRule`` (sglang-fence.md section 4)."""
+"""``_resolve_shared_read_ends``: the three rules of ``fencecheck.vocab.ResolutionRule`` (docs/sglang-mechanism.md#resolution)."""
 
 from __future__ import annotations
 

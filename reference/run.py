@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fencecheck.scenario import Scenario
-from fencecheck.trace import Trace
+from fencecheck.trace import Trace, stream_id
+from fencecheck.vocab import PrepStream, Stream
 
 from .device import Device
 from .scheduler import Scheduler
@@ -12,10 +13,11 @@ from .worker import ModelWorker
 
 
 def open_streams(device: Device, scenario: Scenario) -> dict:
-    streams = {"S": device.stream("S"), "F": device.stream("F")}
-    if any(p.prep_stream.value == "plan" for phases in scenario.algorithm.steps.values() for p in phases):
-        streams["P"] = device.stream("P")
-    return streams
+    """The streams the scenario uses, by name: S and F, and P when a phase preps on the plan stream."""
+    used = [Stream.S, Stream.F]
+    if any(p.prep_stream is PrepStream.PLAN for phases in scenario.algorithm.steps.values() for p in phases):
+        used.append(Stream.P)
+    return {s.value: device.stream(stream_id(s)) for s in used}
 
 
 def drive(device: Device, scenario: Scenario, steps: int | None = None) -> int:

@@ -1,6 +1,6 @@
 """Model runners (mailbox and event ring) and CUDA-graph runners (resolve, publish, replay).
 
-Mirrors sglang-fence.md sections 2 and 4: each ``ModelRunner`` owns the mailbox ``shared_read_done_event`` (None =
+Mirrors docs/sglang-mechanism.md#streams-and-runners and docs/sglang-mechanism.md#resolution-and-publish: each ``ModelRunner`` owns the mailbox ``shared_read_done_event`` (None =
 coarse fence) and the ring ``shared_read_done_events``; each ``CudaGraphRunner`` owns its in-graph marker
 ``in_graph_metadata_prep_done``, an external event created lazily at its first capture and recorded in every graph
 it captures, right after the in-graph metadata prep.
@@ -11,7 +11,19 @@ from __future__ import annotations
 from typing import Callable
 
 from fencecheck.scenario import PhaseSpec, RunnerSpec
-from fencecheck.trace import EventId, GraphId, StreamId
+from fencecheck.trace import (
+    BY_WORKER,
+    ClearReason,
+    EventId,
+    GraphId,
+    MailboxCleared,
+    MailboxSet,
+    Resolve,
+    StreamId,
+    graph_id,
+    marker_event,
+    ring_event,
+)
 from fencecheck.vocab import (
     Execution,
     ForwardMode,
@@ -29,10 +41,10 @@ from .resolution import resolve_shared_read_ends
 
 
 class EventRing:
-    """``shared_read_done_events``: reusable events handed out round robin (section 2)."""
+    """``shared_read_done_events``: reusable events handed out round robin (docs/sglang-mechanism.md#the-mailbox-and-the-event-ring)."""
 
     def __init__(self, device: Device, owner: str, depth: int):
-        self.events = [device.event(f"{owner}.ring{i}") for i in range(depth)]
+        self.events = [device.event(ring_event(owner, i)) for i in range(depth)]
         self._next = 0
 
     def next(self) -> EventId:
@@ -50,10 +62,15 @@ class ModelRunner:
         self.shared_read_done_event: EventId | None = None
         self.shared_read_done_events = EventRing(device, name, ring_depth)
 
-    def set_mailbox(self, event: EventId | None, *, step: int, by: str, how: str) -> None:
-        """Last write wins (section 4)."""
+    def publish(self, event: EventId, point: SharedReadEnds, *, step: int, by: str) -> None:
+        """Put ``event`` in the mailbox, published at ``point``; last write wins (docs/sglang-mechanism.md#publishing)."""
         self.shared_read_done_event = event
-        self.device.mark("mailbox", step=step, detail=f"{self.name} <- {event or 'None'} ({how})", by=by)
+        self.device.mark(MailboxSet(step, self.name, event, point, by))
+
+    def clear(self, why: ClearReason, *, step: int, phase: str = "", by: str = BY_WORKER) -> None:
+        """Set the mailbox to None (``phase``: the phase the worker consumed it before or cleared it after)."""
+        self.shared_read_done_event = None
+        self.device.mark(MailboxCleared(step, self.name, why, phase, by))
 
 
 class CudaGraphRunner:
@@ -96,8 +113,8 @@ class CudaGraphRunner:
             return self._graphs[key]
         dev, f = self.device, self.streams["F"]
         if self.spec.marker and self.in_graph_metadata_prep_done is None:
-            self.in_graph_metadata_prep_done = dev.event(f"{self.name}.marker", external=True)
-        dev.begin_capture(f, f"{self.name}/{phase.name}/{phase.mode.value}/{phase.backend}#{segment}", runner=self.name)
+            self.in_graph_metadata_prep_done = dev.event(marker_event(self.name), external=True)
+        dev.begin_capture(f, graph_id(self.name, phase.name, phase.mode, phase.backend, segment), runner=self.name)
         if segment == 0:
             for loc in sites.get(ReadSite.IN_GRAPH_BEFORE_MARKER, ()):
                 dev.read(f, loc, step=step, phase=phase.name, site=ReadSite.IN_GRAPH_BEFORE_MARKER.value)
@@ -121,14 +138,14 @@ class CudaGraphRunner:
 
     # -- publish ----------------------------------------------------------------------------------------------
 
-    def _publish_out_of_graph(self, step: int, how: str) -> None:
+    def _publish_out_of_graph(self, step: int, point: SharedReadEnds) -> None:
         event = self.model_runner.shared_read_done_events.next()
         self.device.record(event, self.streams["F"], by=self.name)
-        self.model_runner.set_mailbox(event, step=step, by=self.name, how=how)
+        self.model_runner.publish(event, point, step=step, by=self.name)
 
     def _publish_in_graph(self, step: int) -> None:
         # No new record: the barrier binds to the record node inside the replay just launched (R2, R5).
-        self.model_runner.set_mailbox(self.in_graph_metadata_prep_done, step=step, by=self.name, how="in-graph marker")
+        self.model_runner.publish(self.in_graph_metadata_prep_done, SharedReadEnds.IN_REPLAY, step=step, by=self.name)
 
     # -- one phase --------------------------------------------------------------------------------------------
 
@@ -141,7 +158,7 @@ class CudaGraphRunner:
             resolved = resolve_shared_read_ends(
                 self.rule, phase.mode, backend.shared_read_ends, self.has_marker, self.is_last_shared_read_phase
             )
-            dev.mark("resolve", step=step, detail=f"{phase.name}: {phase.mode.value} -> {resolved.name}", by=self.name)
+            dev.mark(Resolve(step, phase.name, phase.mode, resolved, self.name))
 
         # Load the batch: the out-of-graph metadata prep, on F or on the plan stream P.
         prep = f
@@ -162,7 +179,7 @@ class CudaGraphRunner:
                     dev.read(f, loc, step=step, phase=phase.name, site=site.value, by=self.name)
         else:
             if self.spec.publish is PublishPolicy.ALWAYS_PRE_REPLAY or resolved is SharedReadEnds.PRE_REPLAY:
-                self._publish_out_of_graph(step, "pre-replay")
+                self._publish_out_of_graph(step, SharedReadEnds.PRE_REPLAY)
             segments = phase.segments if phase.execution is Execution.BREAKABLE_GRAPH else 1
             for seg in range(segments):
                 dev.replay(self._graph(phase, seg, sites, step), f, step=step, phase=phase.name, by=self.name)
@@ -174,6 +191,6 @@ class CudaGraphRunner:
         for loc in sites.get(ReadSite.POST_REPLAY, ()):
             dev.read(f, loc, step=step, phase=phase.name, site=ReadSite.POST_REPLAY.value, by=self.name)
         if resolved is SharedReadEnds.POST_REPLAY:
-            self._publish_out_of_graph(step, "post-replay")
-        # UNKNOWN publishes nothing: the mailbox keeps whatever it held (section 4).
+            self._publish_out_of_graph(step, SharedReadEnds.POST_REPLAY)
+        # UNKNOWN publishes nothing: the mailbox keeps whatever it held (docs/sglang-mechanism.md#unknown-publishes-nothing).
         return resolved

@@ -1,9 +1,9 @@
-"""The model worker: runs the phases of a step and names ``last_shared_read_runner`` (sglang-fence.md sections 6-7)."""
+"""The model worker: runs the phases of a step and names ``last_shared_read_runner`` (docs/sglang-mechanism.md#the-last-reading-runner, docs/sglang-mechanism.md#one-decode-step-per-algorithm)."""
 
 from __future__ import annotations
 
 from fencecheck.scenario import Scenario
-from fencecheck.trace import WORKER_SITE, StreamId
+from fencecheck.trace import BY_WORKER, WORKER_SITE, ClearReason, RunBatchBegin, RunBatchReturn, StreamId
 from fencecheck.vocab import StepKind
 
 from .backends import build_backends
@@ -47,19 +47,19 @@ class ModelWorker:
 
     def run_batch(self, step: int, kind: StepKind) -> None:
         dev, s, f = self.device, self.streams["S"], self.streams["F"]
-        dev.mark("run_batch_begin", step=step, detail=kind.value, by="worker")
-        dev.wait_stream(f, s, by="worker")  # each run_batch begins with F.wait_stream(S) (section 5)
+        dev.mark(RunBatchBegin(step, kind, BY_WORKER))
+        dev.wait_stream(f, s, by=BY_WORKER)  # each run_batch begins with F.wait_stream(S) (docs/sglang-mechanism.md#the-war-barrier)
         for phase in self.scenario.algorithm.steps[kind]:
             runner = self.runners[phase.runner]
             if phase.consume_mailbox_before:
                 mr = runner.model_runner
                 if mr.shared_read_done_event is not None:
-                    dev.wait_event(f, mr.shared_read_done_event, by="worker")
-                mr.set_mailbox(None, step=step, by="worker", how=f"consumed before {phase.name}")
+                    dev.wait_event(f, mr.shared_read_done_event, by=BY_WORKER)
+                mr.clear(ClearReason.CONSUMED_BEFORE, step=step, phase=phase.name)
             runner.run(phase, self.backends[phase.backend], step)
             for loc in sorted(phase.worker_reads_after):
-                dev.read(f, loc, step=step, phase=phase.name, site=WORKER_SITE, by="worker")
+                dev.read(f, loc, step=step, phase=phase.name, site=WORKER_SITE, by=BY_WORKER)
             if phase.clear_mailbox_after:
-                runner.model_runner.set_mailbox(None, step=step, by="worker", how=f"cleared after {phase.name}")
-        dev.mark("run_batch_return", step=step, by="worker")
+                runner.model_runner.clear(ClearReason.CLEARED_AFTER, step=step, phase=phase.name)
+        dev.mark(RunBatchReturn(step, BY_WORKER))
 

@@ -10,6 +10,7 @@ from fencecheck.model.traces import generate  # noqa: E402
 from fencecheck.reference.sim import csan  # noqa: E402
 from fencecheck.reference.sim.races import check_trace  # noqa: E402
 from fencecheck.reference.sim.recorder import TraceDevice  # noqa: E402
+from fencecheck.trace import RunBatchReturn  # noqa: E402
 
 
 def _trace(build):
@@ -26,7 +27,7 @@ def _keys(trace):
 def test_unfenced_read_is_a_race_for_both():
     def build(d, s, f):
         d.read(f, "x", step=1, phase="p", site="a")
-        d.mark("run_batch_return", step=1)
+        d.mark(RunBatchReturn(1))
         d.write(s, "x", step=2)
 
     t = _trace(build)
@@ -39,7 +40,7 @@ def test_event_fence_and_wait_stream_order_for_both():
         d.read(f, "x", step=1, phase="p", site="a")
         d.record(e, f)
         d.read(f, "x", step=1, phase="p", site="b")
-        d.mark("run_batch_return", step=1)
+        d.mark(RunBatchReturn(1))
         d.wait_event(s, e)
         d.write(s, "x", step=2)
         d.wait_stream(s, f)
@@ -53,7 +54,7 @@ def test_wait_on_a_never_recorded_event_passes_through_for_both():
     def build(d, s, f):
         never = d.event("never")
         d.read(f, "x", step=1, phase="p", site="a")
-        d.mark("run_batch_return", step=1)
+        d.mark(RunBatchReturn(1))
         d.wait_event(s, never)
         d.write(s, "x", step=2)
 

@@ -1,4 +1,4 @@
-"""One test per CUDA rule R1-R7 (../shared/docs/anchors.md) as the simulator encodes it.
+"""One test per CUDA rule R1-R7 (docs/cuda-rules.md) as the simulator encodes it.
 
 Each test builds a tiny trace by hand on the simulator's device and asks whether a read happens before a write.
 Every test has a twin that shows the opposite outcome, so no rule test passes by ordering everything or nothing.

@@ -31,3 +31,17 @@ def test_reads_see_the_stamp_of_their_own_step_in_host_order(catalog):
     hb = analyze(run_scenario(catalog["eagle-v2"], steps=3))
     seen = execute(hb, list(range(len(hb.kernels))))
     assert seen and all(o.seen == o.step for o in seen)
+
+
+@pytest.mark.parametrize("name", ["barrier-disabled", "multi-layer-eagle-first", "breakable-graph-in-replay"])
+def test_witnesses_shared_by_one_write_are_the_per_race_witnesses(catalog, name):
+    from fencecheck.reference.sim.interleave import witness_observations, witness_schedule
+    from fencecheck.reference.sim.races import check_trace
+
+    trace = run_scenario(catalog[name], steps=3)
+    hb, races = analyze(trace), check_trace(trace).races
+    assert len({r.write_op for r in races}) < len(races)  # some races share their write
+    one_by_one = [next((o for o in stale_reads(hb, witness_schedule(hb, r)) if o.key() == r.key()), None)
+                  for r in races]
+    assert witness_observations(hb, list(races)) == one_by_one
+    assert all(o is not None and o.stale for o in one_by_one)

@@ -7,9 +7,14 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
+import fencecheck
 from fencecheck.cli import main
+
+pytestmark = pytest.mark.slow  # generates the whole corpus, then runs the generated module in fresh processes
 
 BROKEN = '''
 import dataclasses
@@ -41,10 +46,12 @@ def suite(tmp_path_factory):
 
 
 def _pytest(tmp, module, adapter=None):
+    """Run the generated module in a fresh process that imports the fencecheck these tests import."""
     env = dict(os.environ)
+    home = Path(fencecheck.__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(home), str(tmp)] + [p for p in [env.get("PYTHONPATH")] if p])
     if adapter:
         env["FENCECHECK_ADAPTER"] = adapter
-        env["PYTHONPATH"] = str(tmp)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(module)],
                           capture_output=True, text=True, cwd=tmp, env=env)
 

@@ -8,7 +8,7 @@ from fencecheck.reference.replay import conformance, priority_schedule, replay
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import stale_reads
 from fencecheck.report import Verdict
-from fencecheck.trace import Write
+from fencecheck.trace import BarrierFine, EventDecl, MailboxCleared, MailboxSet, Write, ring_event
 
 
 def _record(s) -> CorpusRecord:
@@ -24,6 +24,39 @@ def test_conformance_names_prefix_and_first_divergence(catalog):
     bad = dataclasses.replace(rec.trace, ops=tuple(ops))
     c = conformance(bad, rec.trace)
     assert not c.ok and c.matched == i and "step=9" in c.expected and "step=2" in c.actual
+    assert c.detail == f"ops[{i}].step: expected 9, got 2"
+
+
+def test_a_protocol_difference_in_a_mark_fails_with_the_field_named(catalog):
+    rec = _record(catalog["restored-graph-no-marker"])
+    ops = list(rec.trace.ops)
+    i = next(n for n, op in enumerate(ops) if isinstance(op, BarrierFine))
+    ops[i] = dataclasses.replace(ops[i], event=ring_event("target", 1))
+    c = conformance(rec.trace, dataclasses.replace(rec.trace, ops=tuple(ops)))
+    assert not c.ok and c.matched == i
+    assert c.detail == f"ops[{i}].event: expected 'target.ring0', got 'target.ring1'"
+    j = next(n for n, op in enumerate(ops) if isinstance(op, MailboxSet))
+    ops[j] = MailboxCleared(ops[j].step, ops[j].owner, "cleared_after", "decode", by=ops[j].by)
+    c = conformance(rec.trace, dataclasses.replace(rec.trace, ops=tuple(ops)))
+    assert c.matched == j and c.detail == f"ops[{j}]: expected mark mailbox_set, got mark mailbox_cleared"
+
+
+def test_a_prose_difference_is_not_a_divergence(catalog):
+    """A downstream adapter labels its ops in its own words (``by``): the protocol is what is compared."""
+    rec = _record(catalog["restored-graph-no-marker"])
+    assert rec.trace.ops[0].by == "scheduler:prepare"
+    relabelled = tuple(dataclasses.replace(op, by=f"Scheduler#{n}") for n, op in enumerate(rec.trace.ops))
+    other = dataclasses.replace(rec.trace, ops=relabelled, scenario="their name", meta={})
+    c = conformance(rec.trace, other)
+    assert c.ok and c.matched == c.total == len(rec.trace.ops)
+
+
+def test_a_declaration_difference_is_named(catalog):
+    rec = _record(catalog["plain-decode"])
+    events = (EventDecl(rec.trace.events[0].id, False),) + rec.trace.events[1:]
+    c = conformance(rec.trace, dataclasses.replace(rec.trace, events=events))
+    assert not c.ok and c.detail == ("events[0]: expected EventDecl(id='target.marker', external=True), "
+                                     "got EventDecl(id='target.marker', external=False)")
 
 
 def test_the_whole_trace_must_be_consumed(catalog):
@@ -61,3 +94,17 @@ def test_a_broken_witness_is_a_disagreement(catalog):
     witness = {**rec.witness, "schedule": list(reversed(rec.witness["schedule"]))}
     res = replay(dataclasses.replace(rec, witness=witness))
     assert res.witness_shown is False and not res.ok
+
+
+def test_the_documented_contract_is_the_compared_fields():
+    """docs/regress.md's table of compared and free fields is what ``conformance`` compares."""
+    import re
+    from pathlib import Path
+
+    from fencecheck.trace import DEVICE_OPS, MARK_TYPES, protocol_fields
+
+    text = (Path(__file__).parent.parent / "docs" / "regress.md").read_text()
+    rows = dict(re.findall(r"^\| (`[a-z_]+`(?: `[a-z_]+`)?) \| ([a-z_, ]+) \| by \|$", text, re.M))
+    want = {f"`{t.kind}`": ", ".join(protocol_fields(t)) for t in DEVICE_OPS}
+    want |= {f"`mark` `{k.value}`": ", ".join(protocol_fields(t)) for k, t in MARK_TYPES.items()}
+    assert rows == want

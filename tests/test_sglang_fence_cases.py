@@ -1,4 +1,4 @@
-"""SGLang's own fence tests (sglang-fence.md section 9), reproduced against the reference resolution and runner."""
+"""SGLang's own fence tests (docs/sglang-mechanism.md#tests-in-sglang), reproduced against the reference resolution and runner."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fencecheck.reference.backends import build_backends
 from fencecheck.reference.resolution import resolve_shared_read_ends
 from fencecheck.reference.run import run_scenario
 from fencecheck.scenario import BackendSpec
-from fencecheck.trace import Mark, Record
+from fencecheck.trace import BarrierCoarse, ClearReason, CoarseReason, MailboxCleared, MailboxSet, Record, WaitEvent
 from fencecheck.vocab import ForwardMode, ResolutionRule, SharedReadEnds
 
 
@@ -54,13 +54,13 @@ def test_gated_rule_before_35059(mode, last, expected, asked):
 
 
 def _publishes(trace):
-    return [op for op in trace.ops if isinstance(op, Mark) and op.what == "mailbox" and "barrier" not in op.detail]
+    return [op for op in trace.ops if isinstance(op, MailboxSet)]
 
 
 def test_in_graph_publish_hands_over_the_marker_without_recording(catalog):
     trace = run_scenario(catalog["plain-decode"], steps=1)
     (publish,) = _publishes(trace)
-    assert publish.detail.startswith("target <- target.marker")
+    assert (publish.owner, publish.event, publish.point) == ("target", "target.marker", SharedReadEnds.IN_REPLAY)
     assert not [op for op in trace.ops if isinstance(op, Record)]
 
 
@@ -75,10 +75,10 @@ def test_every_mailbox_writer_draws_from_the_ring_or_hands_over_the_marker(catal
         trace = run_scenario(scenario, steps=3)
         events = {e.id: e for e in trace.events}
         for op in _publishes(trace):
-            event = op.detail.split(" <- ")[1].split(" ")[0]
-            if event == "None":
-                continue
-            assert ".ring" in event or (event.endswith(".marker") and events[event].external), (scenario.name, op)
+            if op.point is SharedReadEnds.IN_REPLAY:
+                assert op.event == f"{op.by}.marker" and events[op.event].external, (scenario.name, op)
+            else:
+                assert op.event.startswith(f"{op.owner}.ring") and not events[op.event].external, (scenario.name, op)
 
 
 def test_ring_events_are_handed_out_round_robin(catalog):
@@ -89,17 +89,16 @@ def test_ring_events_are_handed_out_round_robin(catalog):
 def test_unknown_publishes_nothing_and_leaves_the_mailbox(catalog):
     trace = run_scenario(catalog["composite-unknown-child"], steps=1)
     assert _publishes(trace) == []
-    barrier = [op for op in trace.ops if isinstance(op, Mark) and op.what == "barrier"]
-    assert barrier[0].detail.startswith("coarse (empty mailbox)")
+    barrier = [op for op in trace.ops if isinstance(op, BarrierCoarse)]
+    assert [b.reason for b in barrier] == [CoarseReason.EMPTY_MAILBOX]
 
 
 def test_dspark_consumes_the_draft_mailbox_before_each_proposal(catalog):
     import dataclasses
 
-    from fencecheck.trace import WaitEvent
-
     trace = run_scenario(catalog["dspark"], steps=4)
-    consumed = [op for op in trace.ops if isinstance(op, Mark) and "consumed before draft_prefetch" in op.detail]
+    consumed = [op for op in trace.ops if isinstance(op, MailboxCleared) and op.why is ClearReason.CONSUMED_BEFORE
+                and op.phase == "draft_prefetch"]
     assert [op.step for op in consumed] == [1, 4]  # the normal steps
     # In the catalog the draft mailbox is always empty by then (the barrier reset it); when the draft runner has
     # published earlier in the step, F waits on that event and the mailbox is cleared before the proposal.
@@ -111,4 +110,4 @@ def test_dspark_consumes_the_draft_mailbox_before_each_proposal(catalog):
     waits = [op for op in trace.ops if isinstance(op, WaitEvent) and op.stream == "F"]
     assert [(w.event, w.by) for w in waits] == [("draft.marker", "worker")]
     i = trace.ops.index(waits[0])
-    assert "draft <- None (consumed before draft_prefetch)" in trace.ops[i + 1].detail
+    assert trace.ops[i + 1] == MailboxCleared(1, "draft", ClearReason.CONSUMED_BEFORE, "draft_prefetch")

@@ -43,7 +43,8 @@ def races(trace: Trace) -> list[tuple[str, str, str, int]]:
         handler._handle_memory_allocation(ptr)
     next_event = EVENT_BASE + len(events)
     found = []
-    for op in trace.ops:
+    reads: dict[str, Read] = {}  # the sanitizer's operator name of each read kernel -> the read
+    for h, op in enumerate(trace.ops):
         if isinstance(op, Record):
             handler._handle_event_record(events[op.event], streams[op.stream])
         elif isinstance(op, WaitEvent):
@@ -55,7 +56,9 @@ def races(trace: Trace) -> list[tuple[str, str, str, int]]:
             next_event += 1
         elif isinstance(op, (Read, Write)):
             ptr = tensors[op.location]
-            name = f"read|{op.step}|{op.phase}|{op.site}" if isinstance(op, Read) else f"write|{op.step}"
+            name = f"{op.kind} op {h}"
+            if isinstance(op, Read):
+                reads[name] = op
             errors = handler._handle_kernel_launch(
                 streams[op.stream],
                 set() if isinstance(op, Write) else {ptr},
@@ -67,8 +70,8 @@ def races(trace: Trace) -> list[tuple[str, str, str, int]]:
             for err in errors:
                 prev = err.previous_access
                 if err.current_access.type is AccessType.WRITE and prev.type is AccessType.READ:
-                    _, step, phase, site = prev.operator.split("|")
-                    found.append((op.location, phase, site, int(step)))
+                    r = reads[prev.operator]
+                    found.append((r.location, r.phase, r.site, r.step))
                 else:  # any other conflict (read after an unordered write...) is reported for what it is
                     found.append((op.location, f"<{prev.operator} vs {err.current_access.operator}>", "", 0))
         elif isinstance(op, Replay):

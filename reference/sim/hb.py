@@ -1,4 +1,4 @@
-"""Happens-before of a trace by vector clocks: CUDA rules R1-R7 of ../shared/docs/anchors.md.
+"""Happens-before of a trace by vector clocks: CUDA rules R1-R7 of docs/cuda-rules.md.
 
 Only kernels (reads and writes) tick a stream's clock; records, waits and graph record nodes move clocks between
 streams. For a fixed host order every binding is decided by that order, so this is exact, not an approximation:
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fencecheck.trace import (
+    BARRIER_MARKS,
     InternalRecordNode,
     Mark,
     Read,
@@ -17,6 +18,7 @@ from fencecheck.trace import (
     Record,
     RecordNode,
     Replay,
+    RunBatchReturn,
     Trace,
     WaitEvent,
     WaitStream,
@@ -61,7 +63,10 @@ class HappensBefore:
     by_stream_pos: dict[tuple[str, int], int] = field(default_factory=dict)
     #: for each write kernel index: per other stream, the Sync that gave the write's stream its knowledge of it.
     sync_at: dict[int, dict[str, Sync]] = field(default_factory=dict)
+    #: step -> host index of its run_batch_return mark.
     run_batch_return: dict[int, int] = field(default_factory=dict)
+    #: step -> the first barrier mark of that step (what the barrier did after it).
+    barrier: dict[int, Mark] = field(default_factory=dict)
 
     def hb(self, a: Kernel, b: Kernel) -> bool:
         """True when ``a`` happens before ``b`` (``a`` is not ``b``)."""
@@ -131,7 +136,8 @@ def analyze(trace: Trace) -> HappensBefore:
                 elif isinstance(nd, InternalRecordNode):
                     pass  # R4: captured with default flags: an internal edge, no real event is recorded.
             graph_done[op.graph] = tuple(clock[op.stream])
-        elif isinstance(op, Mark):
-            if op.what == "run_batch_return":
-                out.run_batch_return[op.step] = h
+        elif isinstance(op, RunBatchReturn):
+            out.run_batch_return[op.step] = h
+        elif isinstance(op, BARRIER_MARKS):
+            out.barrier.setdefault(op.step, op)
     return out

@@ -1,7 +1,7 @@
 """Execute a trace under one device interleaving: writes stamp the step they prepare, reads record what they saw.
 
 A schedule is an order of kernel indices that respects happens-before. A read of step N that sees a stamp above N
-saw the next batch's data: the WAR race happened (a stale read, in the sense of sglang-fence.md section 1).
+saw the next batch's data: the WAR race happened (a stale read, in the sense of docs/sglang-mechanism.md#the-hazard).
 """
 
 from __future__ import annotations
@@ -80,6 +80,22 @@ def witness_schedule(hb: HappensBefore, race: Race) -> list[int]:
     first = [k.index for k in hb.kernels if k.vc[own[k.stream]] <= w.vc[own[k.stream]]]
     chosen = set(first)
     return first + [k.index for k in hb.kernels if k.index not in chosen]
+
+
+def witness_observations(hb: HappensBefore, races: list[Race]) -> list[Observation | None]:
+    """For each race, the first stale read of its (location, phase, site) under its ``witness_schedule``, or None
+    when that schedule shows none. A schedule depends only on the race's write, so each write's schedule is built
+    and run once, however many races share it."""
+    by_write: dict[int, dict] = {}
+    out = []
+    for race in races:
+        if race.write_op not in by_write:
+            first: dict = {}
+            for o in stale_reads(hb, witness_schedule(hb, race)):
+                first.setdefault(o.key(), o)
+            by_write[race.write_op] = first
+        out.append(by_write[race.write_op].get(race.key()))
+    return out
 
 
 def random_schedule(hb: HappensBefore, rng: random.Random) -> list[int]:

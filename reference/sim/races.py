@@ -1,4 +1,4 @@
-"""The race check of sglang-fence.md section 8 over a trace's happens-before.
+"""The race check of docs/sglang-mechanism.md#the-safety-property over a trace's happens-before.
 
 Every shared read of step N is checked against every write of the same location enqueued after ``run_batch(N)``
 returns. Clocks grow along a stream, so per (read, writing stream) only the first such write can be the earliest
@@ -11,7 +11,7 @@ import bisect
 from collections import defaultdict
 
 from fencecheck.report import CheckReport, Race, Verdict
-from fencecheck.trace import Mark, Trace
+from fencecheck.trace import Trace
 
 from .hb import HappensBefore, Kernel, analyze
 
@@ -43,8 +43,8 @@ def _race(hb: HappensBefore, r: Kernel, w: Kernel) -> Race:
             f"{r.stream} kernel #{r.pos} ({r.site}) -> {w.stream} op {w.host}: {w.stream} never waited on "
             f"{r.stream} work of step {r.step} before the write"
         )
-    barrier = next((op.detail for op in hb.trace.ops if isinstance(op, Mark) and op.what == "barrier"
-                    and op.step == r.step), "")
+    mark = hb.barrier.get(r.step)
+    barrier = mark.text() if mark is not None else ""
     if barrier:
         missing += f" (step {r.step}'s barrier: {barrier})"
     return Race(

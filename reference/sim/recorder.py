@@ -32,7 +32,7 @@ class TraceDevice:
         self._events: dict[EventId, EventDecl] = {}
         self._graphs: list[Graph] = []
         self._ops: list = []
-        self._capture: tuple[StreamId, str, str, list] | None = None
+        self._capture: tuple[StreamId, GraphId, str, list] | None = None
 
     # -- handles ----------------------------------------------------------------------------------------------
 
@@ -42,10 +42,10 @@ class TraceDevice:
             self._streams.append(sid)
         return sid
 
-    def event(self, name: str, external: bool = False) -> EventId:
-        eid = EventId(name)
+    def event(self, event: EventId, external: bool = False) -> EventId:
+        eid = EventId(event)
         if eid in self._events:
-            raise FencecheckError(f"event {name!r} created twice")
+            raise FencecheckError(f"event {eid!r} created twice")
         self._events[eid] = EventDecl(eid, external)
         return eid
 
@@ -84,25 +84,26 @@ class TraceDevice:
     def write(self, stream: StreamId, location: str, *, step: int, by: str = "") -> None:
         self._ops.append(Write(stream, location, step, by))
 
-    def begin_capture(self, stream: StreamId, name: str, *, runner: str) -> None:
+    def begin_capture(self, stream: StreamId, graph: GraphId, *, runner: str) -> None:
         if self._capture is not None:
             raise FencecheckError("nested capture")
-        self._capture = (stream, name, runner, [])
+        self._capture = (stream, graph, runner, [])
 
     def end_capture(self) -> GraphId:
         if self._capture is None:
             raise FencecheckError("end_capture without begin_capture")
-        _, name, runner, nodes = self._capture
+        _, gid, runner, nodes = self._capture
         self._capture = None
-        gid = GraphId(name)
         self._graphs.append(Graph(gid, runner, tuple(nodes)))
         return gid
 
     def replay(self, graph: GraphId, stream: StreamId, *, step: int, phase: str, by: str = "") -> None:
         self._ops.append(Replay(stream, graph, step, phase, by))
 
-    def mark(self, what: str, *, step: int = 0, detail: str = "", by: str = "") -> None:
-        self._ops.append(Mark(what, step, detail, by))
+    def mark(self, mark: Mark) -> None:
+        if not isinstance(mark, Mark):
+            raise FencecheckError(f"not a mark: {mark!r}")
+        self._ops.append(mark)
 
     # -- result -----------------------------------------------------------------------------------------------
 
