@@ -6,6 +6,9 @@ statistics (configurations and behaviours), ``records`` and ``content_sha256`` (
 ``trace`` (the shared trace format), ``expected`` (``proved`` or ``counterexample``), ``races``
 ([location, phase, site, step]) and ``witness`` (for a race: the racing read and the interleaving that shows it).
 Lines are written with sorted keys and no spaces, so equal inputs give a byte-identical file.
+
+The writer (``build_and_write``) runs the model's corpus (``fencecheck.model.corpus``) and is what ``fencecheck
+traces`` and ``fencecheck audit`` call; the reader (``read``) is what ``replay``, ``regress`` and ``audit`` call.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from .atomic import read_input
-from .errors import InputError, ScenarioError, TraceError
+from .atomic import read_input, write_text_atomic
+from .errors import InputError, quote
 from .report import Verdict
 from .scenario import Scenario
 from .scenario_io import scenario_from_dict
@@ -24,6 +28,8 @@ from .trace import Trace
 
 FORMAT = "fencecheck-corpus/1"
 FILENAME = "corpus.jsonl"
+#: A corpus file is at most this many bytes (the model's corpus is about 7 MiB).
+MAX_CORPUS_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,37 +59,78 @@ def render(header: dict, lines: list[str]) -> str:
 
 
 def read(directory: str | Path) -> tuple[dict, list[CorpusRecord]]:
-    """Header and records of ``directory/corpus.jsonl``; a malformed file raises ``InputError`` naming the line."""
-    path = Path(directory) / FILENAME
-    text = read_input(path, missing="no such file (run fencecheck traces --out DIR first)")
+    """Header and records of ``directory/corpus.jsonl``. A malformed file raises ``InputError`` in one line naming
+    the line and the key: no header, a changed or cut file (hash), no record, a field of the wrong type."""
+    folder = Path(directory)
+    if folder.is_file():
+        raise InputError(str(folder), "", "expected a corpus folder (written by fencecheck traces --out DIR)")
+    path = folder / FILENAME
+    text = read_input(path, missing="no such file (run fencecheck traces --out DIR first)", limit=MAX_CORPUS_BYTES)
     lines = text.splitlines()
     if not lines:
         raise InputError(str(path), "line 1", "expected a header line")
     header = _json(path, 1, lines[0])
     if header.get("format") != FORMAT:
-        raise InputError(str(path), "line 1: format", f"expected {FORMAT!r}, got {header.get('format')!r}")
+        raise InputError(str(path), "line 1: format", f"expected {FORMAT!r}, got {quote(header.get('format'))}")
     body = lines[1:]
     digest = hashlib.sha256("\n".join(body).encode()).hexdigest()
     if header.get("content_sha256") != digest or header.get("records") != len(body):
         raise InputError(str(path), "line 1: content_sha256", "expected the hash of the records (file changed or cut)")
-    records = []
-    for n, line in enumerate(body, start=2):
-        d = _json(path, n, line)
-        where = f"{path}:{n}"
-        try:
-            records.append(CorpusRecord(
-                id=d["id"], family=d["family"], configurations=int(d["configurations"]),
-                scenario=scenario_from_dict(d["scenario"], f"{where} scenario"),
-                trace=Trace.from_dict(d["trace"], f"{where} trace"),
-                expected=Verdict(d["expected"]),
-                races=tuple(tuple(r) for r in d["races"]),
-                witness=d.get("witness"),
-            ))
-        except (ScenarioError, TraceError):
-            raise
-        except (KeyError, ValueError, TypeError) as err:
-            raise InputError(where, "", f"malformed record ({err.__class__.__name__}: {err})") from None
+    if not body:
+        raise InputError(str(path), "line 1: records", "expected at least one trace record, got an empty corpus")
+    records = [_record(path, n, _json(path, n, line)) for n, line in enumerate(body, start=2)]
     return header, records
+
+
+def _field(where: str, d: dict, key: str, check, expected: str):
+    if key not in d:
+        raise InputError(where, key, "missing required key")
+    value = d[key]
+    if not check(value):
+        raise InputError(where, key, f"expected {expected}, got {type(value).__name__} {quote(value)}")
+    return value
+
+
+def _is_str(v) -> bool:
+    return isinstance(v, str)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_race(v) -> bool:
+    return isinstance(v, list) and len(v) == 4 and all(map(_is_str, v[:3])) and _is_int(v[3])
+
+
+def _is_witness(v) -> bool:
+    if v is None:
+        return True
+    if not (isinstance(v, dict) and isinstance(v.get("race"), dict) and isinstance(v.get("schedule"), list)):
+        return False
+    race = v["race"]
+    return (all(_is_str(race.get(k)) for k in ("location", "phase", "site")) and _is_int(race.get("step"))
+            and all(map(_is_int, v["schedule"])))
+
+
+_VERDICTS = (Verdict.PROVED.value, Verdict.COUNTEREXAMPLE.value)
+
+
+def _record(path: Path, n: int, d: dict) -> CorpusRecord:
+    where = f"{path}:{n}"
+    return CorpusRecord(
+        id=_field(where, d, "id", _is_str, "a string"),
+        family=_field(where, d, "family", _is_str, "a string"),
+        configurations=_field(where, d, "configurations", lambda v: _is_int(v) and v >= 1, "a positive integer"),
+        scenario=scenario_from_dict(_field(where, d, "scenario", lambda v: isinstance(v, dict), "a table"),
+                                    f"{where} scenario"),
+        trace=Trace.from_dict(_field(where, d, "trace", lambda v: isinstance(v, dict), "an object"), f"{where} trace"),
+        expected=Verdict(_field(where, d, "expected", lambda v: v in _VERDICTS, f"one of {', '.join(_VERDICTS)}")),
+        races=tuple(tuple(r) for r in _field(where, d, "races", lambda v: isinstance(v, list) and all(map(_is_race, v)),
+                                             "a list of [location, phase, site, step]")),
+        witness=_field(where, d, "witness", _is_witness,
+                       "null or {race: {location, phase, site, step}, schedule: [op indices]}") if "witness" in d else None,
+    )
 
 
 def _json(path: Path, n: int, line: str) -> dict:
@@ -94,3 +141,44 @@ def _json(path: Path, n: int, line: str) -> dict:
     if not isinstance(d, dict):
         raise InputError(f"{path}:{n}", "", "expected a JSON object")
     return d
+
+
+def corpus_size() -> int:
+    """How many configurations ``build_and_write`` runs (the catalog and every family), for a progress bar."""
+    from .catalog import load_catalog
+    from .model.corpus import total_configurations
+
+    return total_configurations(len(load_catalog()))
+
+
+def build_and_write(directory: str | Path, progress: Callable[[int], None] | None = None) -> tuple[Path, dict, int]:
+    """Generate the model's corpus (``fencecheck.model.corpus``) and write ``directory/corpus.jsonl`` atomically.
+    ``progress(n)`` is called as configurations are run. Returns the file, the per-family statistics and the number
+    of records."""
+    from . import __version__
+    from .catalog import load_catalog
+    from .model.corpus import FAMILIES, SEED, THREE_PHASE_SAMPLE, build_corpus
+    from .model.solver import version
+    from .scenario_io import scenario_to_dict
+
+    records, stats = build_corpus(load_catalog(), progress)
+    lines = record_lines([
+        {
+            "id": r.id, "family": r.family, "configurations": r.configurations,
+            "scenario": scenario_to_dict(r.model.scenario), "trace": r.model.trace.to_dict(),
+            "expected": r.model.verdict.value, "races": [list(x) for x in r.model.races], "witness": r.model.witness,
+        }
+        for r in records
+    ])
+    header = {
+        "fencecheck": __version__,
+        "model": {"steps": 2, "locations": 1, "families": {name: " ".join((make.__doc__ or name).split())
+                                                            for name, make in FAMILIES.items()},
+                  "three_phase_sample": THREE_PHASE_SAMPLE},
+        "seed": SEED,
+        "solver": f"z3 {version()} (traces are the model's program run concretely)",
+        "statistics": stats,
+    }
+    target = Path(directory) / FILENAME
+    write_text_atomic(target, render(header, lines))
+    return target, stats, len(lines)
