@@ -171,11 +171,11 @@ def _existing_ancestor(path: Path) -> Path:
 def _writable_folder(user: str, folder: Path) -> None:
     """Raise ``IOFailure`` naming ``user`` unless ``folder`` exists and is writable, or can be created."""
     anc = _existing_ancestor(folder)
+    verb = "cannot be written" if os.path.lexists(user) else "cannot be created"
     if not anc.is_dir():
-        raise IOFailure(user, f"cannot be created ({anc} is not a folder)")
+        raise IOFailure(user, f"{verb} ({anc} is not a folder)")
     if not os.access(anc, os.W_OK | os.X_OK):
-        raise IOFailure(user, "is in a folder that is not writable" if anc == Path(os.path.abspath(folder))
-                        else f"cannot be created ({anc} is not writable)")
+        raise IOFailure(user, f"{verb} ({anc} is not writable)")
 
 
 def check_output(path, folder: bool = False) -> None:
@@ -186,8 +186,6 @@ def check_output(path, folder: bool = False) -> None:
     if folder:
         if mode is not None and not stat.S_ISDIR(mode):
             raise IOFailure(user, "is a file, expected a folder")
-        if mode is not None and not os.access(p, os.W_OK | os.X_OK):
-            raise IOFailure(user, "is a folder that is not writable")
         _writable_folder(user, p)
         return
     if mode is None or stat.S_ISREG(mode):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,93 @@ def test_a_disagreement_fails_replay(tmp_path, small_families):
     path.write_text(render({k: v for k, v in header.items() if k not in ("records", "content_sha256")}, body))
     code, out, _ = run("replay", str(tmp_path))
     assert code == 1 and f"DISAGREEMENT {rec['id']}: verdict" in out
+
+
+def test_an_interrupted_write_leaves_no_file(tmp_path, small_families, monkeypatch):
+    from fencecheck import atomic
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "fsync", interrupted)
+    assert run("traces", "--out", str(tmp_path))[0] == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_corpus_is_bad_input(tmp_path):
+    (tmp_path / FILENAME).write_text(render({"seed": 7}, []))
+    code, out, err = run("replay", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert err == (f"fencecheck: error: {tmp_path / FILENAME}: line 1: records: expected at least one trace record, "
+                   "got an empty corpus\n")
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("configurations", 2.5, "expected a positive integer, got float 2.5"),
+    ("configurations", True, "expected a positive integer, got bool True"),
+    ("configurations", 0, "expected a positive integer, got int 0"),
+    ("family", None, "expected a string, got NoneType None"),
+    ("races", "req_to_token", "expected a list of [location, phase, site, step], got str 'req_to_token'"),
+    ("witness", {"race": {}, "schedule": [0]},
+     "expected null or {race: {location, phase, site, step}, schedule: [op indices]}, got dict {'race': {}, "
+     "'schedule': [0]}"),
+])
+def test_a_wrong_typed_record_field_is_one_line(tmp_path, key, value, expected):
+    base = (Path(__file__).parent / "bad_inputs" / "corpus-ok" / FILENAME).read_text().splitlines()
+    header = json.loads(base[0])
+    rec = json.loads(base[1])
+    rec[key] = value
+    body = [json.dumps(rec, sort_keys=True, separators=(",", ":"))]
+    (tmp_path / FILENAME).write_text(render({k: v for k, v in header.items() if k not in ("records", "content_sha256")},
+                                            body))
+    code, out, err = run("regress", str(tmp_path), "--out", str(tmp_path / "t.py"))
+    assert (code, out) == (2, "")
+    assert err == f"fencecheck: error: {tmp_path / FILENAME}:2: {key}: {expected}\n"
+
+
+def test_replay_on_cuda_hands_the_records_to_the_gpu_replay(monkeypatch):
+    """``replay --device cuda`` is parse -> ``fencecheck.gpu.replay.run_cuda_replay(records, seed, out, as_json)``
+    -> its exit code (the GPU itself is not needed to check the call)."""
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("fencecheck.gpu.replay")
+    fake.run_cuda_replay = lambda records, seed, out, as_json: calls.append((records, seed, out, as_json)) or 3
+    monkeypatch.setitem(sys.modules, "fencecheck.gpu.replay", fake)
+    out, err = io.StringIO(), io.StringIO()
+    folder = Path(__file__).parent / "bad_inputs" / "corpus-ok"
+    assert main(["replay", str(folder), "--device", "cuda", "--seed", "5", "--json"], out, err) == 3
+    [(records, seed, stream, as_json)] = calls
+    assert [r.id for r in records] == ["catalog/plain-decode"] and (seed, stream, as_json) == (5, out, True)
+
+
+def _imports(module_path: Path) -> set[str]:
+    """Every module a file imports, at any depth of its code, as absolute names."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(module_path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = "fencecheck." * (node.level > 0) + (node.module or "")
+            names |= {base} | {f"{base}.{a.name}".replace("..", ".") for a in node.names}
+    return names
+
+
+@pytest.mark.parametrize("name", ["audit", "corpus_io", "corpus_commands", "proof_commands", "atomic", "errors"])
+def test_the_library_does_not_import_the_cli(name):
+    import fencecheck
+
+    path = Path(fencecheck.__file__).parent / f"{name}.py"
+    assert not {n for n in _imports(path) if n == "fencecheck.cli" or n.startswith("fencecheck.cli.")}
+
+
+def test_traces_and_audit_build_the_corpus_through_one_function():
+    import fencecheck
+
+    root = Path(fencecheck.__file__).parent
+    for name in ("audit", "corpus_commands"):
+        assert "fencecheck.corpus_io.build_and_write" in _imports(root / f"{name}.py"), name
+        assert "fencecheck.model.corpus.build_corpus" not in _imports(root / f"{name}.py"), name
