@@ -233,7 +233,7 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", default=None, help="file to write (default: stdout)")
     p.set_defaults(func=cmd_trace, **_outputs(("out", False)))
 
-    p = sub.add_parser("prove", help="run the proof obligations; exit 0 all as expected, 1 one differs, 3 unknown")
+    p = sub.add_parser("prove", help="run the proof obligations, each against its expected verdict")
     p.add_argument("--only", nargs="+", metavar="GLOB", help="only obligations whose name matches (fnmatch)")
     p.add_argument("--docs", default=None, metavar="DIR", help="write DIR/proofs.md and DIR/counterexamples/")
     p.add_argument("--json", action="store_true")

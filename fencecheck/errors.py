@@ -27,7 +27,8 @@ exit codes:
   3  unknown (a solver ran out of budget; never reported as proved)
   4  I/O failure (an output that cannot be written, a disk full, an unreadable input)
   70 a bug in fencecheck (an unexpected exception; one line, please report it)
-  130 interrupted (Ctrl-C)"""
+  130 interrupted (Ctrl-C)
+  141 stdout closed by its reader (| head): ends quietly"""
 
 #: At most this many characters of one quoted part (a file name, a key, a message) appear in an error line.
 MAX_QUOTED = 400

@@ -138,6 +138,7 @@ def test_a_file_larger_than_the_limit(tmp_path):
     assert (code, err) == (2, f"fencecheck: error: {big}: larger than 16 MiB (the limit for this input)\n")
 
 
+@pytest.mark.slow
 def test_a_5_mb_string_makes_a_short_error_line(tmp_path):
     text = (HERE.parent.parent / "fencecheck" / "catalog" / "plain-decode.toml").read_text()
     bad = tmp_path / "long.toml"

@@ -29,6 +29,7 @@ def run(*argv):
     return main(list(argv), out, err), out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow
 def test_same_inputs_give_a_byte_identical_corpus(tmp_path, small_families):
     assert run("traces", "--out", str(tmp_path / "a"))[0] == 0
     assert run("traces", "--out", str(tmp_path / "b"))[0] == 0
@@ -41,6 +42,7 @@ def test_same_inputs_give_a_byte_identical_corpus(tmp_path, small_families):
         assert 0 < st["behaviours"] <= st["configurations"], fam
 
 
+@pytest.mark.slow
 def test_records_carry_expected_verdicts_and_witnesses(tmp_path, small_families):
     run("traces", "--out", str(tmp_path))
     header, records = read(tmp_path)
@@ -67,6 +69,7 @@ def test_an_interrupted_run_leaves_no_file(tmp_path, small_families, monkeypatch
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_changed_corpus_is_rejected_in_one_line(tmp_path, small_families):
     run("traces", "--out", str(tmp_path))
     path = tmp_path / FILENAME
@@ -81,6 +84,7 @@ def test_a_changed_corpus_is_rejected_in_one_line(tmp_path, small_families):
     assert code == 2 and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_full_corpus_replays_in_full_agreement(tmp_path):
     code, out, _ = run("traces", "--out", str(tmp_path))
     assert code == 0 and "one-phase: 2304 configurations -> " in out
@@ -91,6 +95,7 @@ def test_full_corpus_replays_in_full_agreement(tmp_path):
     assert total[1] == total[2] == total[3]  # every trace conformant and every verdict agreeing
 
 
+@pytest.mark.slow
 def test_a_disagreement_fails_replay(tmp_path, small_families):
     run("traces", "--out", str(tmp_path))
     path = tmp_path / FILENAME
@@ -104,6 +109,7 @@ def test_a_disagreement_fails_replay(tmp_path, small_families):
     assert code == 1 and f"DISAGREEMENT {rec['id']}: verdict" in out
 
 
+@pytest.mark.slow
 def test_an_interrupted_write_leaves_no_file(tmp_path, small_families, monkeypatch):
     from fencecheck import atomic
 
