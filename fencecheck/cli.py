@@ -3,8 +3,9 @@ its inputs, calls the library, renders the result and maps it to an exit code.
 
 Exit codes (``fencecheck.errors``; in every command's ``--help``): 0 safe / all as expected, 1 race / a verdict
 differs from its expectation, 2 bad input, 3 unknown (a solver ran out of budget; never reported as proved), 4 I/O
-failure, 70 a bug in fencecheck, 130 interrupted. Every error is one line on stderr (bad input names the file, the
-key and what was expected); never a traceback. Outputs are checked for writability before the work starts.
+failure, 70 a bug in fencecheck, 130 interrupted, 141 stdout closed by its reader (quietly). Every error is one line
+on stderr (bad input names the file, the key and what was expected); never a traceback. Outputs are checked for
+writability before the work starts.
 """
 
 from __future__ import annotations
