@@ -126,7 +126,8 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
     ``audit/``) in one swap: an interrupted audit leaves the old documents, never a mix. The corpus is written to
     ``corpus_dir``."""
     from .catalog import load_catalog
-    from .corpus_io import build_and_write, corpus_size, read
+    from .corpus_commands import build_and_write, corpus_size
+    from .corpus_io import read
     from .reference.check import check_scenario
     from .reference.replay import replay
 

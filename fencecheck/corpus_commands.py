@@ -1,10 +1,11 @@
-"""The corpus commands of ``fencecheck``: ``traces``, ``replay``, ``regress`` (plain functions of (args, out))."""
+"""The corpus commands of ``fencecheck``: ``traces``, ``replay``, ``regress`` (plain functions of (args, out)), and
+``build_and_write``, the model's corpus assembled and written (``traces`` and ``audit`` call it)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 from .errors import EXIT_OK, EXIT_RACE, InputError
 
@@ -18,9 +19,47 @@ def progress_bar(total: int, desc: str, enabled: bool, stream: TextIO | None = N
     return tqdm(total=total, desc=desc, unit="trace", disable=not (enabled or tty), leave=False, file=stream)
 
 
-def cmd_traces(args, out: TextIO) -> int:
-    from .corpus_io import build_and_write, corpus_size
+def corpus_size() -> int:
+    """How many configurations ``build_and_write`` runs (the catalog and every family), for a progress bar."""
+    from .catalog import load_catalog
+    from .model.corpus import total_configurations
 
+    return total_configurations(len(load_catalog()))
+
+
+def build_and_write(directory: str | Path, progress: Callable[[int], None] | None = None) -> tuple[Path, dict, int]:
+    """Generate the model's corpus (``fencecheck.model.corpus``) and write ``directory/corpus.jsonl`` atomically
+    (``fencecheck.corpus_io.write``); ``progress(n)`` is called as configurations are run. Returns the file, the
+    per-family statistics and the number of records. What ``fencecheck traces`` and ``fencecheck audit`` call."""
+    from . import __version__
+    from .catalog import load_catalog
+    from .corpus_io import write
+    from .model.corpus import FAMILIES, SEED, THREE_PHASE_SAMPLE, build_corpus
+    from .model.solver import version
+    from .scenario_io import scenario_to_dict
+
+    records, stats = build_corpus(load_catalog(), progress)
+    header = {
+        "fencecheck": __version__,
+        "model": {"steps": 2, "locations": 1, "families": {name: " ".join((make.__doc__ or name).split())
+                                                            for name, make in FAMILIES.items()},
+                  "three_phase_sample": THREE_PHASE_SAMPLE},
+        "seed": SEED,
+        "solver": f"z3 {version()} (traces are the model's program run concretely)",
+        "statistics": stats,
+    }
+    target = write(directory, header, [
+        {
+            "id": r.id, "family": r.family, "configurations": r.configurations,
+            "scenario": scenario_to_dict(r.model.scenario), "trace": r.model.trace.to_dict(),
+            "expected": r.model.verdict.value, "races": [list(x) for x in r.model.races], "witness": r.model.witness,
+        }
+        for r in records
+    ])
+    return target, stats, len(records)
+
+
+def cmd_traces(args, out: TextIO) -> int:
     bar = progress_bar(corpus_size(), "generating", args.progress, args.err)
     try:
         target, stats, count = build_and_write(Path(args.out), bar.update)

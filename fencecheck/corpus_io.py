@@ -7,8 +7,8 @@ statistics (configurations and behaviours), ``records`` and ``content_sha256`` (
 ([location, phase, site, step]) and ``witness`` (for a race: the racing read and the interleaving that shows it).
 Lines are written with sorted keys and no spaces, so equal inputs give a byte-identical file.
 
-The writer (``build_and_write``) runs the model's corpus (``fencecheck.model.corpus``) and is what ``fencecheck
-traces`` and ``fencecheck audit`` call; the reader (``read``) is what ``replay``, ``regress`` and ``audit`` call.
+``write`` writes the file (``fencecheck.corpus_commands.build_and_write`` assembles the model's corpus for it, for
+``fencecheck traces`` and ``fencecheck audit``); ``read`` reads it back (``replay``, ``regress``, ``audit``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .atomic import read_input, write_text_atomic
 from .errors import InputError, quote
@@ -143,42 +142,9 @@ def _json(path: Path, n: int, line: str) -> dict:
     return d
 
 
-def corpus_size() -> int:
-    """How many configurations ``build_and_write`` runs (the catalog and every family), for a progress bar."""
-    from .catalog import load_catalog
-    from .model.corpus import total_configurations
-
-    return total_configurations(len(load_catalog()))
-
-
-def build_and_write(directory: str | Path, progress: Callable[[int], None] | None = None) -> tuple[Path, dict, int]:
-    """Generate the model's corpus (``fencecheck.model.corpus``) and write ``directory/corpus.jsonl`` atomically.
-    ``progress(n)`` is called as configurations are run. Returns the file, the per-family statistics and the number
-    of records."""
-    from . import __version__
-    from .catalog import load_catalog
-    from .model.corpus import FAMILIES, SEED, THREE_PHASE_SAMPLE, build_corpus
-    from .model.solver import version
-    from .scenario_io import scenario_to_dict
-
-    records, stats = build_corpus(load_catalog(), progress)
-    lines = record_lines([
-        {
-            "id": r.id, "family": r.family, "configurations": r.configurations,
-            "scenario": scenario_to_dict(r.model.scenario), "trace": r.model.trace.to_dict(),
-            "expected": r.model.verdict.value, "races": [list(x) for x in r.model.races], "witness": r.model.witness,
-        }
-        for r in records
-    ])
-    header = {
-        "fencecheck": __version__,
-        "model": {"steps": 2, "locations": 1, "families": {name: " ".join((make.__doc__ or name).split())
-                                                            for name, make in FAMILIES.items()},
-                  "three_phase_sample": THREE_PHASE_SAMPLE},
-        "seed": SEED,
-        "solver": f"z3 {version()} (traces are the model's program run concretely)",
-        "statistics": stats,
-    }
+def write(directory: str | Path, header: dict, records: list[dict]) -> Path:
+    """Write ``directory/corpus.jsonl`` atomically: ``header`` (completed with ``format``, ``records`` and
+    ``content_sha256``) and one line per record (the dicts described above). Returns the file."""
     target = Path(directory) / FILENAME
-    write_text_atomic(target, render(header, lines))
-    return target, stats, len(lines)
+    write_text_atomic(target, render(header, record_lines(records)))
+    return target
