@@ -116,19 +116,22 @@ _VERDICTS = (Verdict.PROVED.value, Verdict.COUNTEREXAMPLE.value)
 
 
 def _record(path: Path, n: int, d: dict) -> CorpusRecord:
-    where = f"{path}:{n}"
+    where = f"{path}:{n}"  # the plain fields first, then the scenario and the trace (the costly ones)
+    rid = _field(where, d, "id", _is_str, "a string")
+    family = _field(where, d, "family", _is_str, "a string")
+    configurations = _field(where, d, "configurations", lambda v: _is_int(v) and v >= 1, "a positive integer")
+    expected = _field(where, d, "expected", lambda v: v in _VERDICTS, f"one of {', '.join(_VERDICTS)}")
+    races = _field(where, d, "races", lambda v: isinstance(v, list) and all(map(_is_race, v)),
+                   "a list of [location, phase, site, step]")
+    witness = _field(where, d, "witness", _is_witness,
+                     "null or {race: {location, phase, site, step}, schedule: [op indices]}") if "witness" in d else None
+    scenario = _field(where, d, "scenario", lambda v: isinstance(v, dict), "a table")
+    trace = _field(where, d, "trace", lambda v: isinstance(v, dict), "an object")
     return CorpusRecord(
-        id=_field(where, d, "id", _is_str, "a string"),
-        family=_field(where, d, "family", _is_str, "a string"),
-        configurations=_field(where, d, "configurations", lambda v: _is_int(v) and v >= 1, "a positive integer"),
-        scenario=scenario_from_dict(_field(where, d, "scenario", lambda v: isinstance(v, dict), "a table"),
-                                    f"{where} scenario"),
-        trace=Trace.from_dict(_field(where, d, "trace", lambda v: isinstance(v, dict), "an object"), f"{where} trace"),
-        expected=Verdict(_field(where, d, "expected", lambda v: v in _VERDICTS, f"one of {', '.join(_VERDICTS)}")),
-        races=tuple(tuple(r) for r in _field(where, d, "races", lambda v: isinstance(v, list) and all(map(_is_race, v)),
-                                             "a list of [location, phase, site, step]")),
-        witness=_field(where, d, "witness", _is_witness,
-                       "null or {race: {location, phase, site, step}, schedule: [op indices]}") if "witness" in d else None,
+        id=rid, family=family, configurations=configurations,
+        scenario=scenario_from_dict(scenario, f"{where} scenario"),
+        trace=Trace.from_dict(trace, f"{where} trace"),
+        expected=Verdict(expected), races=tuple(tuple(r) for r in races), witness=witness,
     )
 
 

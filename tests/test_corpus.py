@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from corpus_samples import one_record_corpus, rewrite_records
 from fencecheck.cli import main
 from fencecheck.corpus_io import FILENAME, read, render
 from fencecheck.errors import InputError
@@ -140,31 +141,26 @@ def test_an_empty_corpus_is_bad_input(tmp_path):
      "'schedule': [0]}"),
 ])
 def test_a_wrong_typed_record_field_is_one_line(tmp_path, key, value, expected):
-    base = (Path(__file__).parent / "bad_inputs" / "corpus-ok" / FILENAME).read_text().splitlines()
-    header = json.loads(base[0])
-    rec = json.loads(base[1])
-    rec[key] = value
-    body = [json.dumps(rec, sort_keys=True, separators=(",", ":"))]
-    (tmp_path / FILENAME).write_text(render({k: v for k, v in header.items() if k not in ("records", "content_sha256")},
-                                            body))
+    path = one_record_corpus(tmp_path)
+    rewrite_records(path, lambda rec: {**rec, key: value})
     code, out, err = run("regress", str(tmp_path), "--out", str(tmp_path / "t.py"))
     assert (code, out) == (2, "")
-    assert err == f"fencecheck: error: {tmp_path / FILENAME}:2: {key}: {expected}\n"
+    assert err == f"fencecheck: error: {path}:2: {key}: {expected}\n"
 
 
-def test_replay_on_cuda_hands_the_records_to_the_gpu_replay(monkeypatch):
+def test_replay_on_cuda_hands_the_records_to_the_gpu_replay(tmp_path, monkeypatch):
     """``replay --device cuda`` is parse -> ``fencecheck.gpu.replay.run_cuda_replay(records, seed, out, as_json)``
     -> its exit code (the GPU itself is not needed to check the call)."""
     import sys
     import types
 
+    one_record_corpus(tmp_path)
     calls = []
     fake = types.ModuleType("fencecheck.gpu.replay")
     fake.run_cuda_replay = lambda records, seed, out, as_json: calls.append((records, seed, out, as_json)) or 3
     monkeypatch.setitem(sys.modules, "fencecheck.gpu.replay", fake)
     out, err = io.StringIO(), io.StringIO()
-    folder = Path(__file__).parent / "bad_inputs" / "corpus-ok"
-    assert main(["replay", str(folder), "--device", "cuda", "--seed", "5", "--json"], out, err) == 3
+    assert main(["replay", str(tmp_path), "--device", "cuda", "--seed", "5", "--json"], out, err) == 3
     [(records, seed, stream, as_json)] = calls
     assert [r.id for r in records] == ["catalog/plain-decode"] and (seed, stream, as_json) == (5, out, True)
 
