@@ -12,8 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from .atomic import write_text_atomic
+from .atomic import write_tree
+from .errors import one_line
 from .report import Race, Verdict, agreement, oracles_agree
+
+
+#: What ``fencecheck audit`` writes under the docs folder, replaced as a whole on every run.
+DOCUMENT_SET = ("audit", "counterexamples", "proofs.md")
 
 
 @dataclass
@@ -73,17 +78,60 @@ def versions() -> list[tuple[str, str]]:
     return out
 
 
-def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list[Part]:
-    from .catalog import load_catalog
-    from .corpus_io import read
+def prove_all(only=None, progress=None) -> list:
+    """Evaluate every proof obligation (``only``: fnmatch patterns of names); ``progress(result)`` after each.
+
+    The audit's one call into the proofs; same signature as ``fencecheck.proofs.suite.prove_all``."""
+    import fnmatch
+
     from .proofs.obligations import OBLIGATIONS, catalog_obligations
-    from .proofs.report import markdown, table, write_counterexample
     from .proofs.runner import evaluate
+
+    obligations = OBLIGATIONS + catalog_obligations()
+    if only:
+        obligations = [o for o in obligations if any(fnmatch.fnmatch(o.name, pat) for pat in only)]
+    results = []
+    for ob in obligations:
+        results.append(evaluate(ob))
+        if progress:
+            progress(results[-1])
+    return results
+
+
+def proof_documents(results) -> dict[str, str]:
+    """``proofs.md`` and ``counterexamples/*`` (paths relative to the docs folder) for ``results``; same contract as
+    ``fencecheck.proofs.suite.document_files``."""
+    import json
+
+    from .proofs.report import ce_stem, markdown
+    from .scenario_io import dumps
+
+    files, paths = {}, {}
+    for r in results:
+        ce = r.counterexample
+        if ce is None:
+            continue
+        stem = f"counterexamples/{ce_stem(r)}"
+        paths[r.obligation.name] = {"scenario": f"{stem}.toml", "trace": f"{stem}.trace.json",
+                                    "witness": f"{stem}.witness.json"}
+        files[f"{stem}.toml"] = dumps(ce.scenario)
+        files[f"{stem}.trace.json"] = ce.trace.to_json(indent=1) + "\n"
+        files[f"{stem}.witness.json"] = json.dumps(ce.witness(), indent=1) + "\n"
+    files["proofs.md"] = markdown(results, paths, Path("."))
+    return files
+
+
+def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list[Part]:
+    """Run the four parts, then write the whole document set under ``docs`` (``proofs.md``, ``counterexamples/``,
+    ``audit/``) in one swap: an interrupted audit leaves the old documents, never a mix. The corpus is written to
+    ``corpus_dir``."""
+    from .catalog import load_catalog
+    from .corpus_commands import build_and_write, corpus_size
+    from .corpus_io import read
     from .reference.check import check_scenario
     from .reference.replay import replay
 
     parts: list[Part] = []
-    audit = docs / "audit"
     stages = 4
 
     def stage(n: int, name: str, fn: Callable[[], Part]) -> None:
@@ -92,7 +140,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
         try:
             part = fn()
         except Exception as exc:  # a part that breaks is reported as failed, with what broke it
-            part = Part(name, False, f"failed: {exc.__class__.__name__}: {exc}", 0.0)
+            part = Part(name, False, f"failed: {exc.__class__.__name__}: {one_line(exc)}", 0.0)
         part.seconds = time.perf_counter() - t
         err.write(f"[{n}/{stages}] {name}: {'ok' if part.ok else 'FAILED'} - {part.summary} ({part.seconds:.1f} s)\n")
         parts.append(part)
@@ -100,12 +148,10 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
     state: dict = {}
 
     def prove() -> Part:
-        obligations = OBLIGATIONS + catalog_obligations()
-        results = [evaluate(ob) for ob in obligations]
-        paths = {r.obligation.name: write_counterexample(r, docs / "counterexamples")
-                 for r in results if r.counterexample is not None}
-        write_text_atomic(docs / "proofs.md", markdown(results, paths, docs))
-        state["results"], state["paths"] = results, paths
+        from .proofs.report import table
+
+        results = prove_all()
+        state["results"], state["proof_files"] = results, proof_documents(results)
         bad = [r for r in results if not r.ok]
         unknown = [r for r in bad if r.verdict is Verdict.UNKNOWN]
         return Part("proof obligations", not bad, f"{len(results) - len(bad)} of {len(results)} as expected"
@@ -130,16 +176,19 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
                     "expectation agree", 0.0, lines=rows)
 
     def corpus() -> Part:
-        from .cli import main as cli_main
+        from .corpus_commands import progress_bar
 
-        code = cli_main(["traces", "--out", str(corpus_dir)] + (["--progress"] if progress else []),
-                        _Sink(), err)
+        bar = progress_bar(corpus_size(), "generating", progress, err)
+        try:
+            build_and_write(corpus_dir, bar.update)
+        finally:
+            bar.close()
         header, records = read(corpus_dir)
         state["records"], state["header"] = records, header
         stats = header["statistics"]
         lines = [f"| {fam} | {st['configurations']} | {st['behaviours']} |" for fam, st in stats.items()]
         total = sum(st["configurations"] for st in stats.values())
-        return Part("corpus", code == 0, f"{total} configurations -> {len(records)} distinct traces", 0.0, lines=lines)
+        return Part("corpus", True, f"{total} configurations -> {len(records)} distinct traces", 0.0, lines=lines)
 
     def replay_part() -> Part:
         from .corpus_commands import replay_summary
@@ -160,16 +209,15 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
     stage(2, "catalog", catalog)
     stage(3, "corpus", corpus)
     stage(4, "replay", replay_part)
-    write_docs(audit, docs, parts, state)
+    proofs = state.get("proof_files") or {"proofs.md": "# Proof obligations\n\nNot generated: the proof part of "
+                                                        "`fencecheck audit` failed (see audit/README.md).\n"}
+    write_tree(docs, {**proofs, **audit_documents(parts, state)}, names=DOCUMENT_SET)
     return parts
 
 
-class _Sink:
-    def write(self, _text: str) -> int:
-        return 0
-
-
-def write_docs(audit: Path, docs: Path, parts: list[Part], state: dict) -> None:
+def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
+    """The documents of ``audit/`` (paths relative to the docs folder)."""
+    files: dict[str, str] = {}
     total = sum(p.seconds for p in parts)
     index = [
         "# fencecheck audit",
@@ -188,7 +236,7 @@ def write_docs(audit: Path, docs: Path, parts: list[Part], state: dict) -> None:
               "- [Catalog verdicts](catalog.md)",
               "- [Trace corpus and replay](corpus.md)",
               "- [Versions](versions.md)", ""]
-    write_text_atomic(audit / "README.md", "\n".join(index))
+    files["audit/README.md"] = "\n".join(index) + "\n"
 
     by = {p.name: p for p in parts}
     ob = ["# Proof obligations", ""]
@@ -205,8 +253,9 @@ def write_docs(audit: Path, docs: Path, parts: list[Part], state: dict) -> None:
         ob += [f"### {r.obligation.name}", "", r.obligation.statement, "",
                f"Verdict **{r.verdict.value}** (expected {r.obligation.expected.value}); assumptions: "
                + (", ".join(f"`{n}`" for n in r.obligation.assumptions) or "none") + ".", ""]
-    write_text_atomic(audit / "obligations.md", "\n".join(ob))
+    files["audit/obligations.md"] = "\n".join(ob) + "\n"
 
+    from .proofs.report import ce_stem
     from .reference.sim.races import check_trace
 
     ce = ["# Counterexamples", "",
@@ -217,8 +266,7 @@ def write_docs(audit: Path, docs: Path, parts: list[Part], state: dict) -> None:
         if r.counterexample is None:
             continue
         report = check_trace(r.counterexample.trace)
-        paths = state["paths"][r.obligation.name]
-        scenario = Path(paths["scenario"]).relative_to(docs).as_posix()
+        scenario = f"counterexamples/{ce_stem(r)}.toml"
         ce += [f"## {r.obligation.name}", "", r.obligation.statement, "",
                f"Scenario `{scenario}`; replay with `fencecheck check docs/{scenario} --witness`.", ""]
         for race in report.distinct()[:2]:
@@ -226,14 +274,14 @@ def write_docs(audit: Path, docs: Path, parts: list[Part], state: dict) -> None:
     for name, race in state.get("catalog_races", []):
         ce += [f"## catalog/{name}", "", f"`{race.read_text()}`", "", mermaid(race), "",
                f"Missing edge: {race.missing_edge}", ""]
-    write_text_atomic(audit / "counterexamples.md", "\n".join(ce))
+    files["audit/counterexamples.md"] = "\n".join(ce) + "\n"
 
     cat = ["# Catalog", "", "Simulator verdict, model verdict and the scenario's expectation.", "",
            "| scenario | simulator | model | expected | agree | races (location@phase/site) |",
            "| --- | --- | --- | --- | --- | --- |"]
     if "catalog" in by:
         cat += by["catalog"].lines
-    write_text_atomic(audit / "catalog.md", "\n".join(cat) + "\n")
+    files["audit/catalog.md"] = "\n".join(cat) + "\n"
 
     corpus = ["# Trace corpus", ""]
     if "header" in state:
@@ -252,11 +300,12 @@ def write_docs(audit: Path, docs: Path, parts: list[Part], state: dict) -> None:
                    "| family | traces | conformant | verdicts agree | races shown | safe: schedules/stale | sanitizer agree |",
                    "| --- | --- | --- | --- | --- | --- | --- |"]
         corpus += by["replay"].lines
-    write_text_atomic(audit / "corpus.md", "\n".join(corpus) + "\n")
+    files["audit/corpus.md"] = "\n".join(corpus) + "\n"
 
     ver = ["# Versions", "", "| component | version |", "| --- | --- |"]
     ver += [f"| {k} | {v} |" for k, v in versions()]
-    write_text_atomic(audit / "versions.md", "\n".join(ver) + "\n")
+    files["audit/versions.md"] = "\n".join(ver) + "\n"
+    return files
 
 
 def exit_code(parts: list[Part]) -> int:
@@ -267,4 +316,4 @@ def exit_code(parts: list[Part]) -> int:
     return 1
 
 
-__all__ = ["Part", "exit_code", "mermaid", "run_audit"]
+__all__ = ["Part", "audit_documents", "exit_code", "mermaid", "proof_documents", "prove_all", "run_audit"]

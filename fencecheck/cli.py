@@ -1,27 +1,69 @@
-"""The ``fencecheck`` command. Each subcommand is a plain function of (args, out) returning the exit code.
+"""The ``fencecheck`` command. Each subcommand is a plain function of (args, out) returning the exit code: it parses
+its inputs, calls the library, renders the result and maps it to an exit code.
 
-Exit codes: 0 safe / all as expected, 1 race / a verdict differs from its expectation, 2 bad input,
-3 unknown (a solver ran out of budget; never reported as proved).
-Bad input is one line on stderr naming the file, the key and what was expected; never a traceback.
+Exit codes (``fencecheck.errors``; in every command's ``--help``): 0 safe / all as expected, 1 race / a verdict
+differs from its expectation, 2 bad input, 3 unknown (a solver ran out of budget; never reported as proved), 4 I/O
+failure, 70 a bug in fencecheck, 130 interrupted, 141 stdout closed by its reader (quietly). Every error is one line
+on stderr (bad input names the file, the key and what was expected); never a traceback. Outputs are checked for
+writability before the work starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
+from . import __version__
 from .corpus_commands import cmd_regress, cmd_replay, cmd_traces
-from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, FencecheckError, InputError
+from .errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_BUG,
+    EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_IO,
+    EXIT_OK,
+    EXIT_RACE,
+    FencecheckError,
+    InputError,
+    TraceError,
+    one_line,
+    os_reason,
+)
 from .proof_commands import cmd_prove, cmd_verify
 from .report import agreement
 
+#: Set to see the traceback of an unexpected exception (a bug) after its one-line report.
+TRACEBACK_ENV = "FENCECHECK_TRACEBACK"
+
+
+class _Exit(Exception):
+    """argparse asked to exit (``--help``, ``--version``) with this status."""
+
+    def __init__(self, status: int):
+        self.status = status
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag in one line and exits 2."""
+    """argparse that prints help to the command's ``out``, reports a bad flag in one line (exit 2) and never calls
+    ``sys.exit`` itself."""
+
+    def __init__(self, *args, out: TextIO | None = None, **kwargs):
+        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self._out = out
+
+    def _print_message(self, message: str, file=None) -> None:
+        if message:
+            (self._out or sys.stdout).write(message)
+
+    def exit(self, status: int = 0, message: str | None = None):
+        raise _Exit(status)
 
     def error(self, message: str):  # noqa: D401 - argparse API
         raise InputError("<flags>", "", message)
@@ -47,7 +89,7 @@ def _load_targets(paths: Sequence[str], use_catalog: bool):
     scenarios, traces = [], []
     for p in paths:
         if p.endswith(".json"):
-            traces.append(Trace.from_json(read_input(Path(p)), p))
+            traces.append(Trace.from_json(read_input(Path(p), TraceError), p))
         else:
             scenarios.append(load(p))
     if use_catalog:
@@ -164,9 +206,15 @@ def cmd_schema(args, out: TextIO) -> int:
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fencecheck", description="Prove SGLang's shared-read fence safe, or show the race.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _outputs(*specs: tuple[str, bool]) -> dict:
+    """``set_defaults`` for a command that writes: (attribute, is a folder) of each output, checked before the work."""
+    return {"outputs": specs}
+
+
+def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="fencecheck", description="Prove SGLang's shared-read fence safe, or show the race.", out=out)
+    parser.add_argument("--version", action="version", version=f"fencecheck {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=functools.partial(_Parser, out=out))
 
     p = sub.add_parser("check", help="check scenario files (.toml) or traces (.json) for write-after-read races")
     p.add_argument("targets", nargs="*", metavar="SCENARIO")
@@ -185,24 +233,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("--steps", type=_positive, default=None)
     p.add_argument("--out", "-o", default=None, help="file to write (default: stdout)")
-    p.set_defaults(func=cmd_trace)
+    p.set_defaults(func=cmd_trace, **_outputs(("out", False)))
 
-    p = sub.add_parser("prove", help="run the proof obligations; exit 0 all as expected, 1 one differs, 3 unknown")
+    p = sub.add_parser("prove", help="run the proof obligations, each against its expected verdict")
     p.add_argument("--only", nargs="+", metavar="GLOB", help="only obligations whose name matches (fnmatch)")
     p.add_argument("--docs", default=None, metavar="DIR", help="write DIR/proofs.md and DIR/counterexamples/")
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
-    p.set_defaults(func=cmd_prove)
+    p.set_defaults(func=cmd_prove, **_outputs(("docs", True)))
 
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race")
     p.add_argument("backend", metavar="BACKEND.toml")
     p.add_argument("--out", "-o", default=None, help="write the counterexample scenario here, if there is one")
-    p.set_defaults(func=cmd_verify)
+    p.set_defaults(func=cmd_verify, **_outputs(("out", False)))
 
     p = sub.add_parser("traces", help="generate the model's trace corpus (DIR/corpus.jsonl)")
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
-    p.set_defaults(func=cmd_traces)
+    p.set_defaults(func=cmd_traces, **_outputs(("out", True)))
 
     p = sub.add_parser("replay", help="replay a trace corpus: conformance, verdicts, witnesses, second oracle")
     p.add_argument("dir", metavar="DIR")
@@ -216,35 +264,81 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--out", required=True, metavar="FILE.py")
     p.add_argument("--only", nargs="+", metavar="GLOB", help="only traces whose id matches (e.g. 'catalog/*')")
-    p.set_defaults(func=cmd_regress)
+    p.set_defaults(func=cmd_regress, **_outputs(("out", False)))
 
     p = sub.add_parser("audit", help="prove, check the catalog, generate and replay the corpus, write docs/audit/")
     p.add_argument("--docs", default="docs", metavar="DIR")
     p.add_argument("--corpus", default="build/corpus", metavar="DIR", help="where the corpus is written")
     p.add_argument("--progress", action="store_true")
-    p.set_defaults(func=cmd_audit)
+    p.set_defaults(func=cmd_audit, **_outputs(("docs", True), ("corpus", True)))
 
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files")
     p.set_defaults(func=cmd_schema)
     return parser
 
 
+def _say(err: TextIO, line: str) -> None:
+    """One line on stderr; a stderr that cannot take it is not worth a second error."""
+    try:
+        err.write(one_line(line, 2000) + "\n")
+        err.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _silence(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at /dev/null, so what is left in its buffer is dropped quietly at exit."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run one command; returns its exit code. Never raises (but ``SystemExit``) and never prints a traceback: an
+    unexpected exception is reported in one line as a bug (exit 70), Ctrl-C in one line (exit 130), and a stdout
+    closed by its reader ends the run quietly (exit 141)."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser(out).parse_args(argv)
+        except _Exit as e:
+            out.flush()
+            return e.status
         args.err = err
-        return args.func(args, out)
-    except InputError as e:
-        err.write(f"fencecheck: error: {e}\n")
-        return EXIT_BAD_INPUT
+        from .atomic import check_output
+
+        for attr, folder in getattr(args, "outputs", ()):
+            if getattr(args, attr, None):
+                check_output(getattr(args, attr), folder=folder)
+        code = args.func(args, out)
+        out.flush()
+        return code
     except FencecheckError as e:
-        err.write(f"fencecheck: error: {e}\n")
-        return EXIT_BAD_INPUT
-    except OSError as e:  # an output that cannot be written: say which and why, in one line
-        err.write(f"fencecheck: error: {e.filename or ''}: {e.strerror or e}\n")
-        return EXIT_BAD_INPUT
+        _say(err, f"fencecheck: error: {e}")
+        return e.exit_code
+    except BrokenPipeError:
+        _silence(out)
+        return EXIT_BROKEN_PIPE
+    except OSError as e:  # a read or write outside fencecheck's own files: still one line, naming the file if known
+        where = f"{one_line(e.filename)}: " if e.filename else ""
+        _say(err, f"fencecheck: error: {where}{os_reason(e)}")
+        return EXIT_IO
+    except KeyboardInterrupt:
+        _say(err, "fencecheck: interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: one line, never a traceback unless asked for
+        if os.environ.get(TRACEBACK_ENV):
+            import traceback
+
+            traceback.print_exc(file=err)
+        _say(err, f"fencecheck: internal error, a bug in fencecheck: {type(e).__name__}: {one_line(e, 300)} "
+                  f"(set {TRACEBACK_ENV}=1 for the traceback)")
+        return EXIT_BUG
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,43 +1,44 @@
-"""The corpus commands of ``fencecheck``: ``traces``, ``replay``, ``regress`` (plain functions of (args, out))."""
+"""The corpus commands of ``fencecheck``: ``traces``, ``replay``, ``regress`` (plain functions of (args, out)), and
+``build_and_write``, the model's corpus assembled and written (``traces`` and ``audit`` call it)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 from .errors import EXIT_OK, EXIT_RACE, InputError
 
 
-def _progress(total: int, desc: str, enabled: bool):
-    """A tqdm bar on stderr when asked for or when stderr is a terminal; a no-op otherwise."""
+def progress_bar(total: int, desc: str, enabled: bool, stream: TextIO | None = None):
+    """A tqdm bar on ``stream`` (stderr) when asked for or when it is a terminal; a no-op otherwise."""
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=desc, unit="trace", disable=not (enabled or sys.stderr.isatty()), leave=False)
-    return bar
+    stream = stream or sys.stderr
+    tty = getattr(stream, "isatty", lambda: False)()
+    return tqdm(total=total, desc=desc, unit="trace", disable=not (enabled or tty), leave=False, file=stream)
 
 
-def cmd_traces(args, out: TextIO) -> int:
-    from . import __version__
-    from .atomic import write_text_atomic
+def corpus_size() -> int:
+    """How many configurations ``build_and_write`` runs (the catalog and every family), for a progress bar."""
     from .catalog import load_catalog
-    from .corpus_io import FILENAME, record_lines, render
-    from .model.corpus import FAMILIES, SEED, THREE_PHASE_SAMPLE, build_corpus, total_configurations
+    from .model.corpus import total_configurations
+
+    return total_configurations(len(load_catalog()))
+
+
+def build_and_write(directory: str | Path, progress: Callable[[int], None] | None = None) -> tuple[Path, dict, int]:
+    """Generate the model's corpus (``fencecheck.model.corpus``) and write ``directory/corpus.jsonl`` atomically
+    (``fencecheck.corpus_io.write``); ``progress(n)`` is called as configurations are run. Returns the file, the
+    per-family statistics and the number of records. What ``fencecheck traces`` and ``fencecheck audit`` call."""
+    from . import __version__
+    from .catalog import load_catalog
+    from .corpus_io import write
+    from .model.corpus import FAMILIES, SEED, THREE_PHASE_SAMPLE, build_corpus
     from .model.solver import version
     from .scenario_io import scenario_to_dict
 
-    catalog = load_catalog()
-    bar = _progress(total_configurations(len(catalog)), "generating", args.progress)
-    records, stats = build_corpus(catalog, bar.update)
-    bar.close()
-    lines = record_lines([
-        {
-            "id": r.id, "family": r.family, "configurations": r.configurations,
-            "scenario": scenario_to_dict(r.model.scenario), "trace": r.model.trace.to_dict(),
-            "expected": r.model.verdict.value, "races": [list(x) for x in r.model.races], "witness": r.model.witness,
-        }
-        for r in records
-    ])
+    records, stats = build_corpus(load_catalog(), progress)
     header = {
         "fencecheck": __version__,
         "model": {"steps": 2, "locations": 1, "families": {name: " ".join((make.__doc__ or name).split())
@@ -47,11 +48,26 @@ def cmd_traces(args, out: TextIO) -> int:
         "solver": f"z3 {version()} (traces are the model's program run concretely)",
         "statistics": stats,
     }
-    target = Path(args.out) / FILENAME
-    write_text_atomic(target, render(header, lines))
+    target = write(directory, header, [
+        {
+            "id": r.id, "family": r.family, "configurations": r.configurations,
+            "scenario": scenario_to_dict(r.model.scenario), "trace": r.model.trace.to_dict(),
+            "expected": r.model.verdict.value, "races": [list(x) for x in r.model.races], "witness": r.model.witness,
+        }
+        for r in records
+    ])
+    return target, stats, len(records)
+
+
+def cmd_traces(args, out: TextIO) -> int:
+    bar = progress_bar(corpus_size(), "generating", args.progress, args.err)
+    try:
+        target, stats, count = build_and_write(Path(args.out), bar.update)
+    finally:
+        bar.close()
     for family, st in stats.items():
         out.write(f"{family}: {st['configurations']} configurations -> {st['behaviours']} behaviours\n")
-    out.write(f"{len(lines)} traces written to {target}\n")
+    out.write(f"{count} traces written to {target}\n")
     return EXIT_OK
 
 
@@ -96,14 +112,14 @@ def cmd_replay(args, out: TextIO) -> int:
 
     from .corpus_io import read
 
+    _, records = read(args.dir)
     if args.device == "cuda":
-        from .gpu.replay import replay_corpus_cuda
+        from .gpu.replay import run_cuda_replay
 
-        return replay_corpus_cuda(args, out)
+        return run_cuda_replay(records, args.seed, out, args.json)
     from .reference.replay import replay
 
-    _, records = read(args.dir)
-    bar = _progress(len(records), "replaying", args.progress)
+    bar = progress_bar(len(records), "replaying", args.progress, args.err)
     results = []
     for rec in records:
         results.append(replay(rec, seed=args.seed))

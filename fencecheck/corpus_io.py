@@ -6,6 +6,9 @@ statistics (configurations and behaviours), ``records`` and ``content_sha256`` (
 ``trace`` (the shared trace format), ``expected`` (``proved`` or ``counterexample``), ``races``
 ([location, phase, site, step]) and ``witness`` (for a race: the racing read and the interleaving that shows it).
 Lines are written with sorted keys and no spaces, so equal inputs give a byte-identical file.
+
+``write`` writes the file (``fencecheck.corpus_commands.build_and_write`` assembles the model's corpus for it, for
+``fencecheck traces`` and ``fencecheck audit``); ``read`` reads it back (``replay``, ``regress``, ``audit``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import read_input
-from .errors import InputError, ScenarioError, TraceError
+from .atomic import read_input, write_text_atomic
+from .errors import InputError, quote
 from .report import Verdict
 from .scenario import Scenario
 from .scenario_io import scenario_from_dict
@@ -24,6 +27,8 @@ from .trace import Trace
 
 FORMAT = "fencecheck-corpus/1"
 FILENAME = "corpus.jsonl"
+#: A corpus file is at most this many bytes (the model's corpus is about 7 MiB).
+MAX_CORPUS_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,37 +58,81 @@ def render(header: dict, lines: list[str]) -> str:
 
 
 def read(directory: str | Path) -> tuple[dict, list[CorpusRecord]]:
-    """Header and records of ``directory/corpus.jsonl``; a malformed file raises ``InputError`` naming the line."""
-    path = Path(directory) / FILENAME
-    text = read_input(path, missing="no such file (run fencecheck traces --out DIR first)")
+    """Header and records of ``directory/corpus.jsonl``. A malformed file raises ``InputError`` in one line naming
+    the line and the key: no header, a changed or cut file (hash), no record, a field of the wrong type."""
+    folder = Path(directory)
+    if folder.is_file():
+        raise InputError(str(folder), "", "expected a corpus folder (written by fencecheck traces --out DIR)")
+    path = folder / FILENAME
+    text = read_input(path, missing="no such file (run fencecheck traces --out DIR first)", limit=MAX_CORPUS_BYTES)
     lines = text.splitlines()
     if not lines:
         raise InputError(str(path), "line 1", "expected a header line")
     header = _json(path, 1, lines[0])
     if header.get("format") != FORMAT:
-        raise InputError(str(path), "line 1: format", f"expected {FORMAT!r}, got {header.get('format')!r}")
+        raise InputError(str(path), "line 1: format", f"expected {FORMAT!r}, got {quote(header.get('format'))}")
     body = lines[1:]
     digest = hashlib.sha256("\n".join(body).encode()).hexdigest()
     if header.get("content_sha256") != digest or header.get("records") != len(body):
         raise InputError(str(path), "line 1: content_sha256", "expected the hash of the records (file changed or cut)")
-    records = []
-    for n, line in enumerate(body, start=2):
-        d = _json(path, n, line)
-        where = f"{path}:{n}"
-        try:
-            records.append(CorpusRecord(
-                id=d["id"], family=d["family"], configurations=int(d["configurations"]),
-                scenario=scenario_from_dict(d["scenario"], f"{where} scenario"),
-                trace=Trace.from_dict(d["trace"], f"{where} trace"),
-                expected=Verdict(d["expected"]),
-                races=tuple(tuple(r) for r in d["races"]),
-                witness=d.get("witness"),
-            ))
-        except (ScenarioError, TraceError):
-            raise
-        except (KeyError, ValueError, TypeError) as err:
-            raise InputError(where, "", f"malformed record ({err.__class__.__name__}: {err})") from None
+    if not body:
+        raise InputError(str(path), "line 1: records", "expected at least one trace record, got an empty corpus")
+    records = [_record(path, n, _json(path, n, line)) for n, line in enumerate(body, start=2)]
     return header, records
+
+
+def _field(where: str, d: dict, key: str, check, expected: str):
+    if key not in d:
+        raise InputError(where, key, "missing required key")
+    value = d[key]
+    if not check(value):
+        raise InputError(where, key, f"expected {expected}, got {type(value).__name__} {quote(value)}")
+    return value
+
+
+def _is_str(v) -> bool:
+    return isinstance(v, str)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_race(v) -> bool:
+    return isinstance(v, list) and len(v) == 4 and all(map(_is_str, v[:3])) and _is_int(v[3])
+
+
+def _is_witness(v) -> bool:
+    if v is None:
+        return True
+    if not (isinstance(v, dict) and isinstance(v.get("race"), dict) and isinstance(v.get("schedule"), list)):
+        return False
+    race = v["race"]
+    return (all(_is_str(race.get(k)) for k in ("location", "phase", "site")) and _is_int(race.get("step"))
+            and all(map(_is_int, v["schedule"])))
+
+
+_VERDICTS = (Verdict.PROVED.value, Verdict.COUNTEREXAMPLE.value)
+
+
+def _record(path: Path, n: int, d: dict) -> CorpusRecord:
+    where = f"{path}:{n}"  # the plain fields first, then the scenario and the trace (the costly ones)
+    rid = _field(where, d, "id", _is_str, "a string")
+    family = _field(where, d, "family", _is_str, "a string")
+    configurations = _field(where, d, "configurations", lambda v: _is_int(v) and v >= 1, "a positive integer")
+    expected = _field(where, d, "expected", lambda v: v in _VERDICTS, f"one of {', '.join(_VERDICTS)}")
+    races = _field(where, d, "races", lambda v: isinstance(v, list) and all(map(_is_race, v)),
+                   "a list of [location, phase, site, step]")
+    witness = _field(where, d, "witness", _is_witness,
+                     "null or {race: {location, phase, site, step}, schedule: [op indices]}") if "witness" in d else None
+    scenario = _field(where, d, "scenario", lambda v: isinstance(v, dict), "a table")
+    trace = _field(where, d, "trace", lambda v: isinstance(v, dict), "an object")
+    return CorpusRecord(
+        id=rid, family=family, configurations=configurations,
+        scenario=scenario_from_dict(scenario, f"{where} scenario"),
+        trace=Trace.from_dict(trace, f"{where} trace"),
+        expected=Verdict(expected), races=tuple(tuple(r) for r in races), witness=witness,
+    )
 
 
 def _json(path: Path, n: int, line: str) -> dict:
@@ -94,3 +143,11 @@ def _json(path: Path, n: int, line: str) -> dict:
     if not isinstance(d, dict):
         raise InputError(f"{path}:{n}", "", "expected a JSON object")
     return d
+
+
+def write(directory: str | Path, header: dict, records: list[dict]) -> Path:
+    """Write ``directory/corpus.jsonl`` atomically: ``header`` (completed with ``format``, ``records`` and
+    ``content_sha256``) and one line per record (the dicts described above). Returns the file."""
+    target = Path(directory) / FILENAME
+    write_text_atomic(target, render(header, record_lines(records)))
+    return target

@@ -1,26 +1,94 @@
-"""fencecheck's one error hierarchy. Races are values, never exceptions: these are for bad input and misuse."""
+"""fencecheck's one error hierarchy and its exit codes. Races are values, never exceptions: these are for bad input,
+failed reads and writes, and misuse.
+
+Every error is one line. What an error quotes from the user (a file name, a key, a value) goes through ``one_line``:
+control characters (newlines included) are escaped and anything longer than ``MAX_QUOTED`` characters is cut in the
+middle, so a name holding a newline cannot make a two-line error and a 5 MB string cannot make a 5 MB error line.
+"""
 
 from __future__ import annotations
 
+#: Exit codes of every command (also in each command's ``--help``; README "Exit codes").
+EXIT_OK = 0  # safe / proved / all as expected
+EXIT_RACE = 1  # a race / a counterexample / a verdict that differs from its expectation
+EXIT_BAD_INPUT = 2  # bad input: a file's content, a flag, a missing input file
+EXIT_UNKNOWN = 3  # a solver ran out of budget (never reported as proved)
+EXIT_IO = 4  # the operating system refused or failed a read or write (unwritable or full output, ...)
+EXIT_BUG = 70  # an unexpected exception: a bug in fencecheck (sysexits' EX_SOFTWARE)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_BROKEN_PIPE = 141  # stdout closed by its reader, e.g. ``| head -1`` (128 + SIGPIPE); nothing is printed
 
-#: Exit codes of every command: safe / all as expected, race / a verdict differs, bad input, unknown verdict.
-EXIT_OK, EXIT_RACE, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+#: The exit codes as every command's ``--help`` shows them.
+EXIT_CODES_HELP = """\
+exit codes:
+  0  safe / proved / all as expected
+  1  race / counterexample / a verdict differs from its expectation
+  2  bad input (one line naming the file, the key and what was expected)
+  3  unknown (a solver ran out of budget; never reported as proved)
+  4  I/O failure (an output that cannot be written, a disk full, an unreadable input)
+  70 a bug in fencecheck (an unexpected exception; one line, please report it)
+  130 interrupted (Ctrl-C)
+  141 stdout closed by its reader (| head): ends quietly"""
+
+#: At most this many characters of one quoted part (a file name, a key, a message) appear in an error line.
+MAX_QUOTED = 400
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: object, limit: int = MAX_QUOTED) -> str:
+    """``text`` as one printable line of at most about ``limit`` characters: control characters and Unicode line
+    separators escaped (``\\n``, ``\\x1b``, ``\\u2028``), the middle of a longer text replaced by a count."""
+    text = str(text)
+    if len(text) > limit:  # cut before escaping so the work is bounded by ``limit``, not by the input
+        head, tail = text[: limit * 3 // 4], text[-(limit // 4):]
+        text = f"{head}...[{len(text) - len(head) - len(tail)} characters]...{tail}"
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else _escape(ch) for ch in text)
+
+
+def quote(value: object, limit: int = MAX_QUOTED) -> str:
+    """``repr(value)`` for an error line: one line, at most about ``limit`` characters (a huge value is cut before
+    ``repr`` sees it)."""
+    if isinstance(value, str) and len(value) > limit:
+        value = value[: limit * 3 // 4] + value[-(limit // 4):]
+        return one_line(repr(value), limit * 2)
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > limit:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # a too deep structure, an int past the conversion limit
+        return f"<{type(value).__name__}>"
+    return one_line(text, limit)
 
 
 class FencecheckError(Exception):
-    """Base of every error fencecheck raises on purpose."""
+    """Base of every error fencecheck raises on purpose. ``exit_code`` is what the command exits with."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class InputError(FencecheckError):
     """Bad user input (a scenario file, a trace, a flag). ``str(err)`` is one line naming where and what.
 
-    ``source`` is the file (or ``<flag>``), ``key`` the dotted path inside it, ``expected`` what was wanted.
+    ``source`` is the file (or ``<flags>``), ``key`` the dotted path inside it, ``expected`` what was wanted. The
+    attributes keep what was given; the message is made of their ``one_line`` forms.
     """
+
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, source: str, key: str, expected: str):
         self.source, self.key, self.expected = source, key, expected
-        where = f"{source}: {key}" if key else source
-        super().__init__(f"{where}: {expected}")
+        where = f"{one_line(source)}: {one_line(key)}" if key else one_line(source)
+        super().__init__(f"{where}: {one_line(expected)}")
 
 
 class ScenarioError(InputError):
@@ -29,6 +97,22 @@ class ScenarioError(InputError):
 
 class TraceError(InputError):
     """A trace file that is not a valid fencecheck trace."""
+
+
+class IOFailure(FencecheckError):
+    """A read or write the operating system refused or failed. ``path`` is the path as the user gave it (never a
+    temporary file), ``why`` the reason (``No space left on device``)."""
+
+    exit_code = EXIT_IO
+
+    def __init__(self, path: str, why: str):
+        self.path, self.why = str(path), why
+        super().__init__(f"{one_line(self.path)}: {one_line(why)}")
+
+
+def os_reason(err: OSError) -> str:
+    """The reason of an ``OSError`` in words (``No space left on device``), never empty."""
+    return err.strerror or str(err) or err.__class__.__name__
 
 
 class ScheduleError(FencecheckError):

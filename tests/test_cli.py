@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from fencecheck.catalog import catalog_paths
 from fencecheck.cli import main
 
 PATHS = {p.stem: str(p) for p in catalog_paths()}
+PACKAGE_ROOT = Path(__import__("fencecheck").__file__).resolve().parent.parent
 
 
 def run(*argv):
@@ -91,5 +93,221 @@ def test_trace_output_is_not_left_partial_on_bad_input(tmp_path):
 def test_an_output_that_cannot_be_written_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, out, err = run("trace", PATHS["plain-decode"], "-o", str(blocker / "sub" / "t.json"))
-    assert code == 2 and err.count("\n") == 1 and str(blocker) in err
+    target = blocker / "sub" / "t.json"
+    code, out, err = run("trace", PATHS["plain-decode"], "-o", str(target))
+    assert code == 4 and out == ""
+    assert err == f"fencecheck: error: {target}: cannot be created ({blocker} is not a folder)\n"
+
+
+# -- exit codes, --help, --version ---------------------------------------------------------------------------------
+
+COMMANDS = ["check", "catalog", "trace", "prove", "verify", "traces", "replay", "regress", "audit", "schema"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_help_lists_the_exit_codes(command):
+    code, out, err = run(command, "--help")
+    assert (code, err) == (0, "")
+    assert out.startswith(f"usage: fencecheck {command}")
+    for line in ("  0  safe / proved", "  1  race / counterexample", "  2  bad input", "  3  unknown",
+                 "  4  I/O failure", "  70 a bug in fencecheck", "  130 interrupted"):
+        assert line in out, line
+
+
+def test_version():
+    from fencecheck import __version__
+
+    assert run("--version") == (0, f"fencecheck {__version__}\n", "")
+
+
+def test_an_unexpected_exception_is_one_line_naming_a_bug(monkeypatch):
+    import fencecheck.cli as cli
+
+    def broken(args, out):
+        raise ZeroDivisionError("x\n" * 10_000)
+
+    monkeypatch.setattr(cli, "cmd_schema", broken)
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    code, out, err = run("schema")
+    assert code == 70 and code not in (0, 1, 2, 3, 4)
+    assert err.count("\n") == 1 and len(err) < 600
+    assert err.startswith("fencecheck: internal error, a bug in fencecheck: ZeroDivisionError: x\\nx\\n")
+    assert err.endswith(f"(set {cli.TRACEBACK_ENV}=1 for the traceback)\n")
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch):
+    import fencecheck.cli as cli
+
+    def interrupted(args, out):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_schema", interrupted)
+    assert run("schema") == (130, "", "fencecheck: interrupted\n")
+
+
+def test_a_closed_stdout_ends_quietly():
+    """``fencecheck schema | head -0``: the reader is gone before the first write."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fencecheck", "schema"], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_the_real_entry_point_reports_a_bug_in_one_line(tmp_path):
+    """A scenario whose defect is not caught by validation yet would crash deeper; whatever crashes, the process
+    prints one line and exits 70, never a traceback. (A non-UTF-8 locale cannot break the line either.)"""
+    code = ("import sys, fencecheck.cli as c\n"
+            "c.cmd_schema = lambda a, o: {}['missing']\n"
+            "sys.exit(c.main(['schema']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**__import__("os").environ, "PYTHONPATH": str(PACKAGE_ROOT)})
+    assert proc.returncode == 70 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and "KeyError: 'missing'" in proc.stderr
+
+
+# -- outputs --------------------------------------------------------------------------------------------------------
+
+
+def _no_temp_files(folder):
+    return [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
+
+
+def test_disk_full_on_a_device_names_the_users_path():
+    code, out, err = run("trace", PATHS["plain-decode"], "-o", "/dev/full")
+    assert (code, out, err) == (4, "", "fencecheck: error: /dev/full: cannot be written (No space left on device)\n")
+
+
+def test_disk_full_on_a_regular_file_names_it_and_leaves_the_old_one(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from fencecheck import atomic
+
+    target = tmp_path / "t.json"
+    target.write_text("old\n")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic.os, "fsync", full)
+    code, out, err = run("trace", PATHS["plain-decode"], "-o", str(target))
+    assert (code, err) == (4, f"fencecheck: error: {target}: cannot be written (No space left on device)\n")
+    assert target.read_text() == "old\n" and _no_temp_files(tmp_path)
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    from fencecheck import atomic
+
+    target = tmp_path / "t.json"
+    target.write_text("old\n")
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "fsync", interrupted)
+    assert run("trace", PATHS["plain-decode"], "-o", str(target)) == (130, "", "fencecheck: interrupted\n")
+    assert target.read_text() == "old\n" and _no_temp_files(tmp_path)
+
+
+def test_a_regular_output_is_replaced_keeping_its_mode(tmp_path):
+    target = tmp_path / "t.json"
+    target.write_text("old\n")
+    target.chmod(0o600)
+    assert run("trace", PATHS["plain-decode"], "-o", str(target))[0] == 0
+    assert target.read_text().startswith("{") and (target.stat().st_mode & 0o777) == 0o600
+    assert _no_temp_files(tmp_path)
+
+
+def test_a_symlink_output_is_followed(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert run("trace", PATHS["plain-decode"], "-o", str(link))[0] == 0
+    assert link.is_symlink() and real.read_text().startswith("{") and _no_temp_files(tmp_path)
+
+
+def test_a_named_pipe_output_is_written_through(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    code = run("trace", PATHS["plain-decode"], "-o", str(fifo))[0]
+    reader.join()
+    assert code == 0 and got[0].startswith("{") and got[0].endswith("}\n")
+
+
+def test_a_folder_given_as_an_output_file_is_refused(tmp_path):
+    code, out, err = run("trace", PATHS["plain-decode"], "-o", str(tmp_path))
+    assert (code, err) == (4, f"fencecheck: error: {tmp_path}: is a folder, expected a file\n")
+
+
+WRITERS = {  # command line with OUT for the output, and the command function that must not start
+    "trace": (["trace", "SCENARIO", "-o", "OUT"], "cmd_trace"),
+    "traces": (["traces", "--out", "OUT"], "cmd_traces"),
+    "prove": (["prove", "--docs", "OUT"], "cmd_prove"),
+    "audit --docs": (["audit", "--docs", "OUT", "--corpus", "CORPUS"], "cmd_audit"),
+    "audit --corpus": (["audit", "--docs", "DOCS", "--corpus", "OUT"], "cmd_audit"),
+    "regress": (["regress", "CORPUS", "--out", "OUT"], "cmd_regress"),
+    "verify": (["verify", "BACKEND", "-o", "OUT"], "cmd_verify"),
+}
+
+
+def _argv(template, tmp_path, out):
+    subs = {"OUT": str(out), "SCENARIO": PATHS["plain-decode"], "CORPUS": str(tmp_path / "corpus"),
+            "DOCS": str(tmp_path / "docs"), "BACKEND": "examples/honest-backend.toml"}
+    return [subs.get(a, a) for a in template]
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_an_output_under_a_file_fails_before_the_work(name, tmp_path, monkeypatch):
+    import fencecheck.cli as cli
+
+    template, func = WRITERS[name]
+    monkeypatch.setattr(cli, func, lambda args, out: pytest.fail("the work started"))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    target = blocker / "sub" / "out"
+    code, out, err = run(*_argv(template, tmp_path, target))
+    assert (code, out, err) == (4, "", f"fencecheck: error: {target}: cannot be created ({blocker} is not a folder)\n")
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_an_unwritable_output_folder_fails_before_the_work(name, tmp_path, monkeypatch):
+    """Permissions are simulated (the tests may run as root, who may write anywhere)."""
+    import os
+
+    import fencecheck.cli as cli
+
+    template, func = WRITERS[name]
+    monkeypatch.setattr(cli, func, lambda args, out: pytest.fail("the work started"))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if os.path.abspath(p) == str(locked) else real_access(p, mode))
+    target = locked / "out"
+    code, out, err = run(*_argv(template, tmp_path, target))
+    assert code == 4 and out == ""
+    assert err == f"fencecheck: error: {target}: cannot be created ({locked} is not writable)\n"
+
+
+def test_errors_quote_one_line_of_bounded_length():
+    from fencecheck.errors import InputError, one_line
+
+    err = InputError("a\nb.toml", "runners.x\u2028y", "expected a name, got " + repr("z" * 5_000_000) + "\r\n\x1b[2J")
+    text = str(err)
+    assert "\n" not in text and "\r" not in text and "\x1b" not in text and "\u2028" not in text and len(text) < 1000
+    assert text.startswith("a\\nb.toml: runners.x\\u2028y: expected a name, got 'zzz")
+    assert text.endswith("zz'\\r\\n\\x1b[2J")
+    assert err.source == "a\nb.toml"  # the attributes keep what was given
+    assert one_line("plain text") == "plain text"
