@@ -31,8 +31,10 @@ from .errors import (
     FencecheckError,
     InputError,
     TraceError,
+    ScenarioError,
     one_line,
     os_reason,
+    quote,
 )
 from .proof_commands import cmd_prove, cmd_verify
 from .report import agreement
@@ -73,10 +75,31 @@ def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote(text)}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote(text)}")
     return value
+
+
+def _steps(text: str) -> int:
+    from .scenario import MAX_STEPS
+
+    value = _positive(text)
+    if value > MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_STEPS:,} steps, got {value:,}")
+    return value
+
+
+def _run(s, steps: int | None):
+    """The reference's trace of ``s`` for ``steps`` steps (its own when None), within the scenario's limits."""
+    from .reference.run import run_scenario
+
+    if steps is not None:
+        try:
+            s = s.replace(steps=steps)
+        except ScenarioError as err:
+            raise InputError("<flags>", "--steps", f"{s.name}: {err.expected}") from None
+    return run_scenario(s, steps)
 
 
 def _load_targets(paths: Sequence[str], use_catalog: bool):
@@ -84,12 +107,12 @@ def _load_targets(paths: Sequence[str], use_catalog: bool):
     from .atomic import read_input
     from .catalog import load_catalog
     from .scenario_io import load
-    from .trace import Trace
+    from .trace_json import parse_json
 
     scenarios, traces = [], []
     for p in paths:
         if p.endswith(".json"):
-            traces.append(Trace.from_json(read_input(Path(p), TraceError), p))
+            traces.append(parse_json(read_input(Path(p), TraceError), p))
         else:
             scenarios.append(load(p))
     if use_catalog:
@@ -116,13 +139,12 @@ def _witness_lines(trace, report) -> list[str]:
 
 
 def cmd_check(args, out: TextIO) -> int:
-    from .reference.run import run_scenario
     from .reference.sim.races import check_trace
 
     scenarios, traces = _load_targets(args.targets, args.catalog)
     if not scenarios and not traces:
         raise InputError("<flags>", "SCENARIO", "expected at least one scenario or trace file, or --catalog")
-    runs = [(run_scenario(s, args.steps), s) for s in scenarios] + [(t, None) for t in traces]
+    runs = [(_run(s, args.steps), s) for s in scenarios] + [(t, None) for t in traces]
     reports = []
     for trace, _ in runs:
         reports.append(check_trace(trace))
@@ -147,11 +169,11 @@ def cmd_check(args, out: TextIO) -> int:
 
 def cmd_catalog(args, out: TextIO) -> int:
     from .catalog import load_catalog
-    from .reference.check import check_scenario
+    from .reference.sim.races import check_trace
 
     rows, ok = [], True
     for s in load_catalog():
-        report = check_scenario(s, args.steps)
+        report = check_trace(_run(s, args.steps))
         got = report.verdict.value
         want = s.expect.verdict.value if s.expect else "-"
         agree = s.expect is None or agreement(s.expect, report.verdict, [r.id for r in report.races])[0]
@@ -173,10 +195,9 @@ def cmd_catalog(args, out: TextIO) -> int:
 
 def cmd_trace(args, out: TextIO) -> int:
     from .atomic import write_text_atomic
-    from .reference.run import run_scenario
     from .scenario_io import load
 
-    trace = run_scenario(load(args.scenario), args.steps)
+    trace = _run(load(args.scenario), args.steps)
     text = trace.to_json(indent=1) + "\n"
     if args.out:
         write_text_atomic(Path(args.out), text)
@@ -219,19 +240,19 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="check scenario files (.toml) or traces (.json) for write-after-read races")
     p.add_argument("targets", nargs="*", metavar="SCENARIO")
     p.add_argument("--catalog", action="store_true", help="also check every scenario of the built-in catalog")
-    p.add_argument("--steps", type=_positive, default=None, help="steps to run (default: each scenario's own)")
+    p.add_argument("--steps", type=_steps, default=None, help="steps to run (default: each scenario's own)")
     p.add_argument("--json", action="store_true", help="machine-readable reports")
     p.add_argument("--witness", action="store_true", help="replay each race under its witness interleaving")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("catalog", help="check the built-in catalog against its expected verdicts")
-    p.add_argument("--steps", type=_positive, default=None)
+    p.add_argument("--steps", type=_steps, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_catalog)
 
     p = sub.add_parser("trace", help="write the reference's host-ordered trace of a scenario (JSON)")
     p.add_argument("scenario")
-    p.add_argument("--steps", type=_positive, default=None)
+    p.add_argument("--steps", type=_steps, default=None)
     p.add_argument("--out", "-o", default=None, help="file to write (default: stdout)")
     p.set_defaults(func=cmd_trace, **_outputs(("out", False)))
 

@@ -24,6 +24,7 @@ from .report import Verdict
 from .scenario import Scenario
 from .scenario_io import scenario_from_dict
 from .trace import Trace
+from .trace_json import parse as parse_trace
 
 FORMAT = "fencecheck-corpus/1"
 FILENAME = "corpus.jsonl"
@@ -130,7 +131,7 @@ def _record(path: Path, n: int, d: dict) -> CorpusRecord:
     return CorpusRecord(
         id=rid, family=family, configurations=configurations,
         scenario=scenario_from_dict(scenario, f"{where} scenario"),
-        trace=Trace.from_dict(trace, f"{where} trace"),
+        trace=parse_trace(trace, f"{where} trace"),
         expected=Verdict(expected), races=tuple(tuple(r) for r in races), witness=witness,
     )
 

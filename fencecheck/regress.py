@@ -29,13 +29,13 @@ from fencecheck.reference.replay import conformance
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.races import find_races
 from fencecheck.scenario_io import scenario_from_dict
-from fencecheck.trace import Trace
+from fencecheck.trace_json import parse as parse_trace
 
 ADAPTER = load_adapter(os.environ.get("FENCECHECK_ADAPTER", "fencecheck.adapter:ReferenceAdapter"))
 
 
 def check(scenario, trace, races):
-    expected = Trace.from_dict(trace, "expected trace")
+    expected = parse_trace(trace, "expected trace")
     actual = ADAPTER.run(scenario_from_dict(scenario, "scenario"), expected.steps)
     c = conformance(expected, actual)
     assert c.ok, (

@@ -65,6 +65,10 @@ def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
     if v == "propertyNames":
         return key, "expected names of one line of printable text, at most 200 characters"
     if v == "oneOf":
+        # The branch of the instance's own shape says best what is wrong with it.
+        same = [e for e in error.context if isinstance(error.instance, str) == (e.schema.get("type") == "string")]
+        if same:
+            return _explain(max(same, key=lambda e: len(e.absolute_path)))
         return key, "expected a runner name or a table of runner names per step kind"
     if v == "uniqueItems":
         return key, "expected no repeated entries"

@@ -11,7 +11,7 @@ This module owns every name in a trace: ids are built only by ``stream_id``, ``r
 is ``by`` (who issued an operation, for people): it is excluded from equality, so two traces are equal exactly when
 their protocols are (docs/regress.md states the contract).
 
-JSON round trip: ``Trace.to_json`` / ``Trace.from_json`` (``fencecheck.trace_json`` validates a document as strictly
+JSON round trip: ``Trace.to_json`` / ``fencecheck.trace_json.parse_json`` (which validates a document as strictly
 as a scenario file: a malformed one raises ``TraceError`` naming the file and the key).
 """
 
@@ -422,17 +422,3 @@ class Trace:
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
-
-    @classmethod
-    def from_json(cls, text: str, source: str = "<trace>") -> "Trace":
-        from .trace_json import parse_json
-
-        return parse_json(text, source)
-
-    @classmethod
-    def from_dict(cls, data, source: str = "<trace>") -> "Trace":
-        """The trace a JSON document describes, validated (docs/simulator.md, "Trace files"); ``TraceError``
-        naming ``source`` and the key otherwise."""
-        from .trace_json import parse
-
-        return parse(data, source)

@@ -192,8 +192,6 @@ def _check(tmp_path_factory, data: bytes, suffix: str) -> None:
 
 FUZZ = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                          HealthCheck.data_too_large])
-# A known failure is reported as soon as it is found, without shrinking (the mark expects a failure).
-PENDING = settings(FUZZ, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 @pytest.mark.slow
@@ -213,8 +211,7 @@ def test_trace_files_past_the_file_level_limits(case, tmp_path_factory, bounded_
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="fixed in the lead's workstream (scenario value limits and strict types)")
-@PENDING
+@FUZZ
 @given(case=mutated(SCENARIOS, OTHER_VALUES + FILE_LEVEL_VALUES, True))
 @example(case=({**SCENARIOS[0], "steps": 3.0}, None))
 @example(case=({**SCENARIOS[0], "steps": 10**12}, None))
@@ -224,8 +221,7 @@ def test_mutated_scenario_files(case, tmp_path_factory, bounded_work):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="fixed in the trace workstream (trace strictness)")
-@PENDING
+@FUZZ
 @given(case=mutated(TRACES, OTHER_VALUES + [None] + FILE_LEVEL_VALUES, True))
 @example(case=({**TRACES[0], "streams": [["S"], "F"]}, None))
 def test_mutated_trace_files(case, tmp_path_factory, bounded_work):

@@ -11,6 +11,7 @@ import json
 import subprocess
 
 import pytest
+from corpus_samples import one_record_corpus
 
 import fake_torch
 from fencecheck.cli import main
@@ -403,7 +404,7 @@ def test_replay_on_cuda_without_a_gpu_is_one_line(tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    (tmp_path / "corpus.jsonl").write_text(render({}, []))
+    one_record_corpus(tmp_path)
     err = io.StringIO()
     assert main(["replay", str(tmp_path), "--device", "cuda"], io.StringIO(), err) == 2
     assert err.getvalue().count("\n") == 1 and "no CUDA device" in err.getvalue()

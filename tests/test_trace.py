@@ -49,7 +49,7 @@ def test_every_catalog_trace_round_trips_with_its_verdict(catalog):
     seen = set()
     for s in catalog.values():
         trace = run_scenario(s)
-        again = Trace.from_json(trace.to_json(), s.name)
+        again = trace_json.parse_json(trace.to_json(), s.name)
         assert again == trace and again.to_dict() == trace.to_dict(), s.name  # prose (by) too
         assert check_trace(again) == check_trace(trace)
         seen |= {type(op) for op in trace.ops}
@@ -67,7 +67,7 @@ def rg(catalog):
 
 def _error(doc) -> str:
     with pytest.raises(TraceError) as info:
-        Trace.from_json(json.dumps(doc), "rg.json")
+        trace_json.parse_json(json.dumps(doc), "rg.json")
     line = str(info.value)
     assert "\n" not in line and line.startswith("rg.json: ")
     return line
@@ -79,7 +79,7 @@ def test_a_stream_listed_twice_is_rejected(rg):
 
 
 def test_a_race_cannot_hide_behind_missing_run_batch_return_marks(rg):
-    assert len(check_trace(Trace.from_dict(rg)).races) == 3  # one read per step races
+    assert len(check_trace(trace_json.parse(rg)).races) == 3  # one read per step races
     first = next(i for i, op in enumerate(rg["ops"]) if op.get("mark") == "run_batch_return")
     rg["ops"] = [op for op in rg["ops"] if op.get("mark") != "run_batch_return"]
     begin2 = next(i for i, op in enumerate(rg["ops"]) if op.get("mark") == "run_batch_begin" and op["step"] == 2)
@@ -197,14 +197,14 @@ def test_the_ops_count_is_bounded(rg, monkeypatch):
 def test_duplicate_json_keys_and_deep_nesting_are_one_line(rg):
     text = json.dumps(rg)
     with pytest.raises(TraceError, match=r"^rg.json: steps: duplicate key in one object$"):
-        Trace.from_json(text.replace('"steps": 3', '"steps": 3, "steps": 4'), "rg.json")
+        trace_json.parse_json(text.replace('"steps": 3', '"steps": 3, "steps": 4'), "rg.json")
     with pytest.raises(TraceError, match=r"^rg.json: expected JSON nested at most 64 deep$"):
-        Trace.from_json(text.replace('"meta": {', '"meta": {"x": ' + "[" * 5000 + "]" * 5000 + ', '), "rg.json")
+        trace_json.parse_json(text.replace('"meta": {', '"meta": {"x": ' + "[" * 5000 + "]" * 5000 + ', '), "rg.json")
 
 
 def test_not_json():
     with pytest.raises(TraceError, match="not valid JSON"):
-        Trace.from_json("{", "t.json")
+        trace_json.parse_json("{", "t.json")
 
 
 def test_check_of_a_bad_trace_file_exits_2_with_one_line(rg, tmp_path):
