@@ -15,7 +15,7 @@ from corpus_samples import one_record_corpus
 
 import fake_torch
 from fencecheck.cli import main
-from fencecheck.corpus_io import CorpusRecord, render
+from fencecheck.corpus_io import CorpusRecord
 from fencecheck.gpu.device import CudaDevice, missing_features
 from fencecheck.gpu.litmus import tests as litmus_tests
 from fencecheck.gpu.observe import INITIAL, UNSET, Expected, judge
@@ -380,7 +380,7 @@ def test_the_replay_module_without_a_gpu_says_so_in_one_line(tmp_path, capsys):
         pytest.skip("a GPU is present")
     from fencecheck.gpu.replay import main as replay_main
 
-    (tmp_path / "corpus.jsonl").write_text(render({}, []))
+    one_record_corpus(tmp_path)
     assert replay_main([str(tmp_path), "--json", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA device" in err

@@ -79,7 +79,7 @@ def test_a_stream_listed_twice_is_rejected(rg):
 
 
 def test_a_race_cannot_hide_behind_missing_run_batch_return_marks(rg):
-    assert len(check_trace(trace_json.parse(rg)).races) == 3  # one read per step races
+    assert len(check_trace(trace_json.parse(rg, "rg.json")).races) == 3  # one read per step races
     first = next(i for i, op in enumerate(rg["ops"]) if op.get("mark") == "run_batch_return")
     rg["ops"] = [op for op in rg["ops"] if op.get("mark") != "run_batch_return"]
     begin2 = next(i for i, op in enumerate(rg["ops"]) if op.get("mark") == "run_batch_begin" and op["step"] == 2)
