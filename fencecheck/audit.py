@@ -76,9 +76,8 @@ def versions() -> list[tuple[str, str]]:
 def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list[Part]:
     from .catalog import load_catalog
     from .corpus_io import read
-    from .proofs.obligations import OBLIGATIONS, catalog_obligations
-    from .proofs.report import markdown, table, write_counterexample
-    from .proofs.runner import evaluate
+    from .proofs.report import ce_paths, doc_table
+    from .proofs.suite import document_files, prove_all
     from .reference.check import check_scenario
     from .reference.replay import replay
 
@@ -100,17 +99,17 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
     state: dict = {}
 
     def prove() -> Part:
-        obligations = OBLIGATIONS + catalog_obligations()
-        results = [evaluate(ob) for ob in obligations]
-        paths = {r.obligation.name: write_counterexample(r, docs / "counterexamples")
+        results = prove_all()
+        for rel, text in document_files(results).items():
+            write_text_atomic(docs / rel, text)
+        paths = {r.obligation.name: {k: str(docs / v) for k, v in ce_paths(r).items()}
                  for r in results if r.counterexample is not None}
-        write_text_atomic(docs / "proofs.md", markdown(results, paths, docs))
         state["results"], state["paths"] = results, paths
         bad = [r for r in results if not r.ok]
         unknown = [r for r in bad if r.verdict is Verdict.UNKNOWN]
         return Part("proof obligations", not bad, f"{len(results) - len(bad)} of {len(results)} as expected"
                     + (f", {len(unknown)} unknown" if unknown else ""), 0.0, unknown=bool(unknown) and
-                    len(unknown) == len(bad), lines=table(results).splitlines())
+                    len(unknown) == len(bad), lines=doc_table(results).splitlines())
 
     def catalog() -> Part:
         from .model.check import model_check

@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--docs", default=None, metavar="DIR", help="write DIR/proofs.md and DIR/counterexamples/")
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
+    p.add_argument("--timings", default=None, metavar="FILE", help="write the run's times and rlimits here (JSON)")
     p.set_defaults(func=cmd_prove)
 
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race")

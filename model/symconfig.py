@@ -103,13 +103,16 @@ def _in(x: z3.ArithRef, lo: int, hi: int) -> z3.BoolRef:
     return z3.And(x >= lo, x <= hi)
 
 
-def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
-    """Fresh variables for ``bounds`` plus their domain constraints (``cfg.domain``)."""
+def make_config(bounds: Bounds, tag: str = "", ctx: z3.Context | None = None) -> SymConfig:
+    """Fresh variables for ``bounds`` plus their domain constraints (``cfg.domain``), in ``ctx`` (z3's main context
+    when None); a program built over them (``model.program.build``) stays in that context."""
     t = f"{tag}." if tag else ""
+    Bool = lambda name: z3.Bool(name, ctx)  # noqa: E731
+    Int = lambda name: z3.Int(name, ctx)  # noqa: E731
     dom: list[z3.BoolRef] = []
     runners = []
     for r in range(bounds.runners):
-        rv = RunnerVars(z3.Bool(f"{t}r{r}.marker"), z3.Int(f"{t}r{r}.publish"), z3.Int(f"{t}r{r}.owner"))
+        rv = RunnerVars(Bool(f"{t}r{r}.marker"), Int(f"{t}r{r}.publish"), Int(f"{t}r{r}.owner"))
         dom += [_in(rv.publish, 0, 2), _in(rv.owner, 0, bounds.runners - 1)]
         runners.append(rv)
     phases = []
@@ -119,18 +122,18 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
         for i in range(bounds.phases):
             pre = f"{t}s{n}.p{i}"
             pv = PhaseVars(
-                active=z3.Bool(f"{pre}.active"),
-                runner=z3.Int(f"{pre}.runner"),
-                mode=z3.Int(f"{pre}.mode"),
-                decl=z3.Int(f"{pre}.decl"),
-                reads={(s, loc): z3.Bool(f"{pre}.read.{SITES[s].value}.{loc}") for s in range(4) for loc in bounds.locations},
-                worker={loc: z3.Bool(f"{pre}.worker.{loc}") for loc in bounds.locations},
-                clear=z3.Bool(f"{pre}.clear"),
-                execution=z3.Int(f"{pre}.execution"),
-                plan=z3.Bool(f"{pre}.plan"),
-                join=z3.Int(f"{pre}.join"),
-                segments=z3.Int(f"{pre}.segments"),
-                consume=z3.Bool(f"{pre}.consume"),
+                active=Bool(f"{pre}.active"),
+                runner=Int(f"{pre}.runner"),
+                mode=Int(f"{pre}.mode"),
+                decl=Int(f"{pre}.decl"),
+                reads={(s, loc): Bool(f"{pre}.read.{SITES[s].value}.{loc}") for s in range(4) for loc in bounds.locations},
+                worker={loc: Bool(f"{pre}.worker.{loc}") for loc in bounds.locations},
+                clear=Bool(f"{pre}.clear"),
+                execution=Int(f"{pre}.execution"),
+                plan=Bool(f"{pre}.plan"),
+                join=Int(f"{pre}.join"),
+                segments=Int(f"{pre}.segments"),
+                consume=Bool(f"{pre}.consume"),
             )
             dom += [
                 _in(pv.runner, 0, bounds.runners - 1),
@@ -146,22 +149,22 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
                 dom.append(z3.Implies(pv.active, step[i - 1].active))  # phases are a prefix
             step.append(pv)
         phases.append(step)
-        pub = z3.Int(f"{t}s{n}.publisher")
+        pub = Int(f"{t}s{n}.publisher")
         dom.append(_in(pub, 0, bounds.runners - 1))
         publisher.append(pub)
-    rule = z3.Int(f"{t}rule")
+    rule = Int(f"{t}rule")
     dom.append(_in(rule, 0, 2))
     return SymConfig(
         bounds=bounds,
         phases=phases,
         publisher=publisher,
         runners=runners,
-        is_last=[z3.Bool(f"{t}is_last.{m}") for m in range(3)],
+        is_last=[Bool(f"{t}is_last.{m}") for m in range(3)],
         rule=rule,
-        barrier=z3.Bool(f"{t}barrier"),
-        loop_top=z3.Bool(f"{t}loop_top"),
-        force_coarse=z3.Bool(f"{t}force_coarse"),
-        written={loc: z3.Bool(f"{t}written.{loc}") for loc in bounds.locations},
+        barrier=Bool(f"{t}barrier"),
+        loop_top=Bool(f"{t}loop_top"),
+        force_coarse=Bool(f"{t}force_coarse"),
+        written={loc: Bool(f"{t}written.{loc}") for loc in bounds.locations},
         domain=dom,
     )
 
