@@ -24,6 +24,7 @@ def test_honest_backend_is_proved_in_every_context():
     assert "proved race-free" in out and "COUNTEREXAMPLE" not in out
 
 
+@pytest.mark.slow
 def test_dishonest_backend_gets_a_replayable_counterexample(tmp_path):
     target = tmp_path / "ce.toml"
     code, out, _ = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target))
