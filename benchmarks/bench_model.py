@@ -1,17 +1,18 @@
-"""Benchmarks of the SMT model (issue 3). Figures go to docs/performance.md with the command that produced them.
+"""Benchmarks of the SMT model. Figures go to docs/performance.md with the command that produced them.
 
-  python3 benchmarks/bench_model.py obligations   # every obligation, as `fencecheck prove` runs them
-  python3 benchmarks/bench_model.py scaling [--budget S]   # main theorem: phases 1-8 x steps 2-4
+  python3 benchmarks/bench_model.py obligations   # every obligation, as `fencecheck prove` runs them (prove_all)
+  python3 benchmarks/bench_model.py scaling [--rlimit N]   # main theorem: phases 1-8 x steps 2-4
   python3 benchmarks/bench_model.py enumeration   # symbolic proof vs explicit enumeration with the simulator
 
-Solver times are single queries from the one solver factory (seeded); a cell that runs out of its budget is
-reported as unknown with its budget, never as a time.
+Every query is bounded by z3's deterministic rlimit, never by wall-clock time: which cells answer, and the rlimit each
+consumes, are the same on every machine; the seconds beside them are this machine's.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import sys
 import time
 
@@ -19,41 +20,52 @@ import z3
 
 from fencecheck.model import assumptions as A
 from fencecheck.model.program import build
-from fencecheck.model.solver import Budget, make_solver, solve
+from fencecheck.model.solver import Budget, check, fresh_context, make_solver, solve
 from fencecheck.model.symconfig import Bounds, make_config
 from fencecheck.report import Verdict
 
 
-def obligations() -> None:
-    from fencecheck.proofs.obligations import OBLIGATIONS, catalog_obligations
-    from fencecheck.proofs.runner import evaluate
+def calibrated(need: int, headroom: int = 4) -> int:
+    """``headroom`` x ``need``, rounded up to two significant digits: the rlimit an obligation is given."""
+    x = headroom * need
+    unit = 10 ** max(len(str(x)) - 2, 0)
+    return math.ceil(x / unit) * unit
 
-    t = time.perf_counter()
-    results = [evaluate(ob) for ob in OBLIGATIONS + catalog_obligations()]
-    total = time.perf_counter() - t
+
+def obligations() -> None:
+    from fencecheck.proofs.suite import prove_all
+
+    t, cpu = time.perf_counter(), time.process_time()
+    results = prove_all()
+    total, cpu = time.perf_counter() - t, time.process_time() - cpu
     print(f"{len(results)} obligations, {sum(r.ok for r in results)} as expected, {total:.2f} s in all "
-          f"(= {total / 10:.2f} of the 10 s budget)")
+          f"({cpu:.2f} s of CPU time)")
+    print("slowest:")
     for r in sorted(results, key=lambda r: -r.seconds)[:5]:
         print(f"  {r.obligation.name}: {r.seconds:.2f} s")
+    print("rlimit: obligation, most one check consumed, rlimit given, headroom, 4x rounded (calibration)")
+    for r in results:
+        need, given = r.rlimit_used, r.obligation.rlimit
+        print(f"  {r.obligation.name}: {need:,} of {given:,} ({given / max(need, 1):.1f}x; calibrated "
+              f"{calibrated(need):,})")
 
 
-def scaling(budget_s: float) -> None:
+def scaling(rlimit: int) -> None:
     names = [a.name for a in A.ASSUMPTIONS]
-    print(f"main theorem, 3 runners, 1 location; budget {budget_s:.0f} s per cell")
-    print("phases " + " ".join(f"{f'steps={n}':>16}" for n in (2, 3, 4)))
+    print(f"main theorem, 3 runners, 1 location; rlimit {rlimit:,} per cell; rlimit consumed / seconds")
+    print("phases " + " ".join(f"{f'steps={n}':>24}" for n in (2, 3, 4)))
     for phases in range(1, 9):
         cells = []
         for steps in (2, 3, 4):
-            cfg = make_config(Bounds(steps, phases, 3))
+            ctx = fresh_context()
+            cfg = make_config(Bounds(steps, phases, 3), ctx=ctx)
             prog = build(cfg)
-            s = make_solver(Budget(timeout_ms=int(budget_s * 1000), rlimit=4_000_000_000))
+            s = make_solver(Budget(rlimit=rlimit), ctx)
             s.add(*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, names), prog.any_race())
-            t = time.perf_counter()
-            verdict, _ = solve(s)
-            dt = time.perf_counter() - t
-            cells.append(f"{dt:7.2f} s {verdict.value[:7]:>7}" if verdict is not Verdict.UNKNOWN
-                         else f"  >{budget_s:.0f} s unknown")
-        print(f"{phases:6d} " + " ".join(f"{c:>16}" for c in cells), flush=True)
+            a = check(s)
+            cells.append(f"{a.rlimit / 1e6:7.1f}M {a.seconds:6.2f} s {a.verdict.value[:7]:>7}"
+                         if a.verdict is not Verdict.UNKNOWN else f"> {rlimit / 1e6:.0f}M unknown")
+        print(f"{phases:6d} " + " ".join(f"{c:>24}" for c in cells), flush=True)
 
 
 # -- symbolic against explicit, on one family -----------------------------------------------------------------------
@@ -96,11 +108,11 @@ def enumerate_family():
 def family_constraints(cfg):
     from fencecheck.model.symconfig import COVERS
 
-    out = [cfg.rule == 2, cfg.barrier, z3.Not(cfg.loop_top), z3.Not(cfg.force_coarse), cfg.publisher[0] == 0,
+    out = [cfg.resolution == 2, cfg.barrier, z3.Not(cfg.loop_top()), z3.Not(cfg.force_coarse), cfg.publisher[0] == 0,
            cfg.runners[0].publish == 0, cfg.runners[0].owner == 0, *[v for v in cfg.written.values()]]
     for p in cfg.phases[0]:
         out += [p.runner == 0, z3.Or(p.mode == 0, p.mode == 1), z3.Or(p.execution == 0, p.execution == 2),
-                z3.Not(p.plan), p.join == 0, z3.Not(p.clear), p.segments == 1, *[z3.Not(v) for v in p.worker.values()]]
+                z3.Not(p.on_plan()), p.plan_join == 0, z3.Not(p.clear_mailbox_after), p.segments == 1, *[z3.Not(v) for v in p.worker.values()]]
         for (site, _), v in p.reads.items():
             out.append(z3.Implies(v, z3.Or(*[p.decl == d for d, s in COVERS.items() if site in s])))
     step = cfg.phases[0]
@@ -114,9 +126,10 @@ def enumeration() -> None:
     from fencecheck.reference.check import check_scenario
 
     t = time.perf_counter()
-    cfg = make_config(Bounds(steps=1, phases=2, runners=1))
+    ctx = fresh_context()
+    cfg = make_config(Bounds(steps=1, phases=2, runners=1), ctx=ctx)
     prog = build(cfg)
-    s = make_solver()
+    s = make_solver(Budget(), ctx)
     s.add(*cfg.domain, *prog.constraints, *family_constraints(cfg), prog.any_race())
     verdict, _ = solve(s)
     symbolic = time.perf_counter() - t
@@ -135,9 +148,9 @@ def enumeration() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=["obligations", "scaling", "enumeration"])
-    parser.add_argument("--budget", type=float, default=30.0)
+    parser.add_argument("--rlimit", type=int, default=200_000_000, help="rlimit of each scaling cell")
     args = parser.parse_args()
-    {"obligations": obligations, "scaling": lambda: scaling(args.budget), "enumeration": enumeration}[args.what]()
+    {"obligations": obligations, "scaling": lambda: scaling(args.rlimit), "enumeration": enumeration}[args.what]()
     return 0
 
 

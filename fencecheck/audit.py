@@ -78,49 +78,6 @@ def versions() -> list[tuple[str, str]]:
     return out
 
 
-def prove_all(only=None, progress=None) -> list:
-    """Evaluate every proof obligation (``only``: fnmatch patterns of names); ``progress(result)`` after each.
-
-    The audit's one call into the proofs; same signature as ``fencecheck.proofs.suite.prove_all``."""
-    import fnmatch
-
-    from .proofs.obligations import OBLIGATIONS, catalog_obligations
-    from .proofs.runner import evaluate
-
-    obligations = OBLIGATIONS + catalog_obligations()
-    if only:
-        obligations = [o for o in obligations if any(fnmatch.fnmatch(o.name, pat) for pat in only)]
-    results = []
-    for ob in obligations:
-        results.append(evaluate(ob))
-        if progress:
-            progress(results[-1])
-    return results
-
-
-def proof_documents(results) -> dict[str, str]:
-    """``proofs.md`` and ``counterexamples/*`` (paths relative to the docs folder) for ``results``; same contract as
-    ``fencecheck.proofs.suite.document_files``."""
-    import json
-
-    from .proofs.report import ce_stem, markdown
-    from .scenario_io import dumps
-
-    files, paths = {}, {}
-    for r in results:
-        ce = r.counterexample
-        if ce is None:
-            continue
-        stem = f"counterexamples/{ce_stem(r)}"
-        paths[r.obligation.name] = {"scenario": f"{stem}.toml", "trace": f"{stem}.trace.json",
-                                    "witness": f"{stem}.witness.json"}
-        files[f"{stem}.toml"] = dumps(ce.scenario)
-        files[f"{stem}.trace.json"] = ce.trace.to_json(indent=1) + "\n"
-        files[f"{stem}.witness.json"] = json.dumps(ce.witness(), indent=1) + "\n"
-    files["proofs.md"] = markdown(results, paths, Path("."))
-    return files
-
-
 def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list[Part]:
     """Run the four parts, then write the whole document set under ``docs`` (``proofs.md``, ``counterexamples/``,
     ``audit/``) in one swap: an interrupted audit leaves the old documents, never a mix. The corpus is written to
@@ -128,6 +85,8 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
     from .catalog import load_catalog
     from .corpus_commands import build_and_write, corpus_size
     from .corpus_io import read
+    from .proofs.report import doc_table
+    from .proofs.suite import document_files, prove_all
     from .reference.check import check_scenario
     from .reference.replay import replay
 
@@ -148,15 +107,13 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool) -> list
     state: dict = {}
 
     def prove() -> Part:
-        from .proofs.report import table
-
         results = prove_all()
-        state["results"], state["proof_files"] = results, proof_documents(results)
+        state["results"], state["proof_files"] = results, document_files(results)
         bad = [r for r in results if not r.ok]
         unknown = [r for r in bad if r.verdict is Verdict.UNKNOWN]
         return Part("proof obligations", not bad, f"{len(results) - len(bad)} of {len(results)} as expected"
                     + (f", {len(unknown)} unknown" if unknown else ""), 0.0, unknown=bool(unknown) and
-                    len(unknown) == len(bad), lines=table(results).splitlines())
+                    len(unknown) == len(bad), lines=doc_table(results).splitlines())
 
     def catalog() -> Part:
         from .model.check import model_check
@@ -255,7 +212,7 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
                + (", ".join(f"`{n}`" for n in r.obligation.assumptions) or "none") + ".", ""]
     files["audit/obligations.md"] = "\n".join(ob) + "\n"
 
-    from .proofs.report import ce_stem
+    from .proofs.report import ce_paths
     from .reference.sim.races import check_trace
 
     ce = ["# Counterexamples", "",
@@ -266,7 +223,7 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
         if r.counterexample is None:
             continue
         report = check_trace(r.counterexample.trace)
-        scenario = f"counterexamples/{ce_stem(r)}.toml"
+        scenario = ce_paths(r)["scenario"]
         ce += [f"## {r.obligation.name}", "", r.obligation.statement, "",
                f"Scenario `{scenario}`; replay with `fencecheck check docs/{scenario} --witness`.", ""]
         for race in report.distinct()[:2]:

@@ -261,7 +261,8 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.add_argument("--docs", default=None, metavar="DIR", help="write DIR/proofs.md and DIR/counterexamples/")
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
-    p.set_defaults(func=cmd_prove, **_outputs(("docs", True)))
+    p.add_argument("--timings", default=None, metavar="FILE", help="write the run's times and rlimits here (JSON)")
+    p.set_defaults(func=cmd_prove, **_outputs(("docs", True), ("timings", False)))
 
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race")
     p.add_argument("backend", metavar="BACKEND.toml")

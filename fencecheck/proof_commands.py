@@ -5,43 +5,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from .errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN, InputError
+from .errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+from .report import Verdict
 
 
 def cmd_prove(args, out: TextIO) -> int:
-    import fnmatch
-    import json as _json
+    """Parse -> ``prove_all`` -> render -> exit code: 0 all as expected, 1 a verdict differs, 3 only unknowns."""
+    import json
 
-    from .proofs.obligations import OBLIGATIONS, catalog_obligations
-    from .proofs.report import markdown, table, write_counterexample
-    from .proofs.runner import evaluate
+    from .atomic import write_text_atomic, write_tree
+    from .proofs.report import table
+    from .proofs.suite import document_files, prove_all, timings_text
 
-    obligations = OBLIGATIONS + catalog_obligations()
-    if args.only:
-        obligations = [o for o in obligations if any(fnmatch.fnmatch(o.name, pat) for pat in args.only)]
-        if not obligations:
-            raise InputError("<flags>", "--only", f"no obligation matches {' '.join(args.only)!r}")
-    results = []
-    for ob in obligations:
-        results.append(evaluate(ob))
-        if args.progress:
-            r = results[-1]
-            args.err.write(f"  {ob.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
+    def progress(r) -> None:
+        args.err.write(f"  {r.obligation.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
+
+    results = prove_all(args.only, progress if args.progress else None)
     if args.json:
-        _json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
-                     "as_expected": r.ok, "seconds": round(r.seconds, 3), "size": r.size, "reason": r.reason,
-                     "nonvacuity": r.nonvacuity, "notes": r.notes} for r in results], out, indent=2)
+        json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
+                    "as_expected": r.ok, "seconds": round(r.seconds, 3), "rlimit": r.obligation.rlimit,
+                    "rlimit_used": r.rlimit_used, "size": r.size, "reason": r.reason, "nonvacuity": r.nonvacuity,
+                    "notes": r.notes} for r in results], out, indent=2)
         out.write("\n")
     else:
         out.write(table(results))
     if args.docs:
-        docs = Path(args.docs)
-        ce_dir = docs / "counterexamples"
-        paths = {r.obligation.name: write_counterexample(r, ce_dir) for r in results if r.counterexample is not None}
-        from .atomic import write_text_atomic
-
-        write_text_atomic(docs / "proofs.md", markdown(results, paths, docs))
-    if any(not r.ok and r.verdict.value != "unknown" for r in results):
+        files = document_files(results)
+        if args.only:  # a subset: its own files, each replaced; the rest of the set stays as it was
+            for rel, text in files.items():
+                write_text_atomic(Path(args.docs) / rel, text)
+        else:  # the whole set, swapped in whole (no counterexample file of an earlier run is left behind)
+            write_tree(args.docs, files, names=("proofs.md", "counterexamples"))
+    if getattr(args, "timings", None):
+        write_text_atomic(Path(args.timings), timings_text(results))
+    if any(not r.ok and r.verdict is not Verdict.UNKNOWN for r in results):
         return EXIT_RACE
     if any(not r.ok for r in results):
         return EXIT_UNKNOWN
@@ -51,7 +48,6 @@ def cmd_prove(args, out: TextIO) -> int:
 def cmd_verify(args, out: TextIO) -> int:
     from .catalog import load_catalog
     from .model.verify import BOUNDS, verify
-    from .report import Verdict
     from .scenario_io import dump, load_backend
 
     backend = load_backend(args.backend)

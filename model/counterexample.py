@@ -2,8 +2,9 @@
 
 Minimality: bounds are tried in order of (phases, steps), smallest first, so the first satisfiable bound has the
 fewest phases and, among those, the fewest steps; then the number of reads (backend and worker reads of active
-phases) is lowered one at a time (``count <= best - 1``) until the solver says no more. Each bound and each
-tightening is a separate query from the same seeded factory, so the result is reproducible.
+phases) is lowered one at a time (``count <= best - 1``) until the solver says no more. Every check comes from the
+one seeded factory, is bounded by z3's rlimit and runs in the search's own context (``model.solver``), so the result
+is the same on every run, whatever ran before it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fencecheck.vocab import ForwardMode, SharedReadEnds, StepKind
 from .concrete import Layout
 from .emit import emit, witness_schedule
 from .program import Program, ReadSlot, build
-from .solver import Budget, make_solver, solve
+from .solver import Answer, Budget, check, fresh_context, make_solver
 from .symconfig import GLOBAL_KNOBS, PHASE_KNOBS, RUNNER_KNOBS, SITES, Bounds, SymConfig, make_config
 
 MODES = {0: ForwardMode.DECODE, 1: ForwardMode.TARGET_VERIFY, 2: ForwardMode.DRAFT_EXTEND_V2}
@@ -73,36 +74,49 @@ def _read_count(cfg: SymConfig) -> z3.ArithRef:
     return z3.Sum(terms)
 
 
-def search(bounds: Bounds, query: Query, budget: Budget = Budget(), name: str = "counterexample"):
+def search(bounds: Bounds, query: Query, budget: Budget = Budget(), name: str = "counterexample",
+           ctx: z3.Context | None = None):
     """Smallest counterexample within ``bounds`` satisfying ``query``: (verdict, Counterexample | None, reason).
 
-    ``PROVED`` means no bound up to ``bounds`` has one; ``UNKNOWN`` if a query ran out of budget first."""
+    ``PROVED`` means no bound up to ``bounds`` has one; ``UNKNOWN`` if a check ran out of budget first. The queries are
+    built in ``ctx``, a context of their own when None."""
+    ctx = ctx if ctx is not None else fresh_context()
 
     def setup(b: Bounds):
-        cfg = make_config(b)
+        cfg = make_config(b, ctx=ctx)
         prog = build(cfg)
         return cfg, prog, [*cfg.domain, *prog.constraints, *query(cfg, prog)]
 
     return search_with(bounds, setup, budget, name)
 
 
+#: sees each bound's query once it is decided: (label, solver, verdict, answers of every check made for the bound)
+OnQuery = Callable[[str, z3.Solver, Verdict, list[Answer]], None]
+
+
+def search_order(bounds: Bounds) -> list[Bounds]:
+    """The bounds ``search_with`` tries, in order: fewest phases first, then fewest steps."""
+    return [Bounds(n, p, bounds.runners, bounds.locations, bounds.segments)
+            for p, n in sorted((p, n) for p in range(1, bounds.phases + 1) for n in range(1, bounds.steps + 1))]
+
+
 def search_with(bounds: Bounds, setup: Callable, budget: Budget = Budget(), name: str = "counterexample",
-                on_query: Callable | None = None):
-    """``search`` for any ``setup(bounds) -> (cfg, prog, constraints)``; the counterexample is read from cfg/prog.
-    ``on_query(label, solver, verdict, seconds)`` sees each bound's query."""
-    import time
-    for phases, steps in sorted((p, n) for p in range(1, bounds.phases + 1) for n in range(1, bounds.steps + 1)):
-        b = Bounds(steps, phases, bounds.runners, bounds.locations, bounds.segments)
+                on_query: OnQuery | None = None):
+    """``search`` for any ``setup(bounds) -> (cfg, prog, constraints)``; the counterexample is read from cfg/prog and
+    the solver made in cfg's context. A bound's check, or a check lowering its read count, that answers unknown makes
+    the search ``UNKNOWN``: a later bound's counterexample would not be minimal, and no bound may be taken as proved."""
+    for b in search_order(bounds):
+        label = f"race with {b.phases} phase(s), {b.steps} step(s)"
         cfg, prog, constraints = setup(b)
-        solver = make_solver(budget)
+        solver = make_solver(budget, cfg.ctx)
         solver.add(*constraints)
-        t = time.perf_counter()
-        verdict, why = solve(solver)
-        if on_query is not None:
-            on_query(f"race with {phases} phase(s), {steps} step(s)", solver, verdict, time.perf_counter() - t)
-        if verdict is Verdict.UNKNOWN:
-            return Verdict.UNKNOWN, None, why
-        if verdict is Verdict.PROVED:
+        first = check(solver)
+        answers = [first]
+        if first.verdict is not Verdict.COUNTEREXAMPLE:
+            if on_query is not None:
+                on_query(label, solver, first.verdict, answers)
+            if first.verdict is Verdict.UNKNOWN:
+                return Verdict.UNKNOWN, None, f"{label}: {first.reason}"
             continue
         model = solver.model()
         count = _read_count(cfg)
@@ -110,15 +124,22 @@ def search_with(bounds: Bounds, setup: Callable, budget: Budget = Budget(), name
         while best > 1:
             solver.push()
             solver.add(count <= best - 1)
-            v, why = solve(solver)
-            if v is Verdict.COUNTEREXAMPLE:
+            a = check(solver)
+            answers.append(a)
+            if a.verdict is Verdict.COUNTEREXAMPLE:
                 model = solver.model()
                 best = model.eval(count).as_long()
             solver.pop()
-            if v is not Verdict.COUNTEREXAMPLE:
+            if a.verdict is Verdict.UNKNOWN:
+                if on_query is not None:
+                    on_query(label, solver, Verdict.UNKNOWN, answers)
+                return Verdict.UNKNOWN, None, f"{label}, fewer than {best} reads: {a.reason}"
+            if a.verdict is Verdict.PROVED:
                 break
         solver.add(count <= best)
-        model = _simplify(solver, cfg, model)
+        model = _simplify(solver, cfg, model, answers)
+        if on_query is not None:
+            on_query(label, solver, Verdict.COUNTEREXAMPLE, answers)
         return Verdict.COUNTEREXAMPLE, realize(cfg, prog, model, name, best), ""
     return Verdict.PROVED, None, ""
 
@@ -150,14 +171,18 @@ def _phase_terms(step) -> list:
     return out
 
 
-def _simplify(solver: z3.Solver, cfg: SymConfig, model: z3.ModelRef) -> z3.ModelRef:
-    """Keep every preference that still allows a counterexample: a group at a time, halving groups that fail."""
+def _simplify(solver: z3.Solver, cfg: SymConfig, model: z3.ModelRef, answers: list[Answer]) -> z3.ModelRef:
+    """Keep every preference that still allows a counterexample: a group at a time, halving groups that fail (a
+    check that answers unknown counts as failing; it is bounded like every other, so the result is the same on every
+    run). Each check's answer is appended to ``answers``."""
     pending = [_preferences(cfg)]
     while pending:
         group = pending.pop(0)
         solver.push()
         solver.add(*group)
-        if solver.check() == z3.sat:
+        a = check(solver)
+        answers.append(a)
+        if a.verdict is Verdict.COUNTEREXAMPLE:
             model = solver.model()
             solver.pop()
             solver.add(*group)
@@ -269,4 +294,4 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
     return scenario, Layout(rnames, cfg.bounds.locations, cfg.bounds.steps)
 
 
-__all__ = ["Counterexample", "realize", "search", "search_with", "to_scenario"]
+__all__ = ["Counterexample", "realize", "search", "search_order", "search_with", "to_scenario"]

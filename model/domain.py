@@ -7,20 +7,31 @@ import z3
 
 
 class Symbolic:
+    """z3 terms of one ``z3.Context`` (``None``: z3's main context). Constants and the empty ``And``/``Or`` are made
+    in that context, so a program built over a configuration's variables stays in the configuration's context."""
+
     symbolic = True
     If = staticmethod(z3.If)
     Not = staticmethod(z3.Not)
     Implies = staticmethod(z3.Implies)
-    BoolVal = staticmethod(z3.BoolVal)
-    IntVal = staticmethod(z3.IntVal)
 
-    @staticmethod
-    def And(*xs):
-        return z3.And(*xs) if xs else z3.BoolVal(True)
+    def __init__(self, ctx: z3.Context | None = None):
+        self.ctx = ctx
 
-    @staticmethod
-    def Or(*xs):
-        return z3.Or(*xs) if xs else z3.BoolVal(False)
+    def context(self) -> z3.Context:
+        return self.ctx if self.ctx is not None else z3.main_ctx()
+
+    def BoolVal(self, v):
+        return z3.BoolVal(v, self.context())
+
+    def IntVal(self, v):
+        return z3.IntVal(v, self.context())
+
+    def And(self, *xs):
+        return z3.And(*xs, self.context())
+
+    def Or(self, *xs):
+        return z3.Or(*xs, self.context())
 
 
 class Concrete:
@@ -59,5 +70,5 @@ SYMBOLIC, CONCRETE = Symbolic(), Concrete()
 
 
 def domain_of(x):
-    """The domain a value belongs to: Python bools and ints are concrete."""
-    return CONCRETE if isinstance(x, (bool, int)) else SYMBOLIC
+    """The domain a value belongs to: Python bools and ints are concrete; a z3 term is symbolic in its context."""
+    return CONCRETE if isinstance(x, (bool, int)) else Symbolic(x.ctx)

@@ -154,9 +154,10 @@ class _Builder:
         self.prog = Program(cfg, d=self.d)
         self.R = cfg.bounds.runners
         self.locs = cfg.bounds.locations
+        self.ctx = getattr(self.d, "ctx", None)  # the configuration's z3 context: every term stays in it
         if havoc:
-            iv = lambda name: z3.Int(f"{self.tag}init.{name}")  # noqa: E731
-            bv = lambda name: z3.Bool(f"{self.tag}init.{name}")  # noqa: E731
+            iv = lambda name: z3.Int(f"{self.tag}init.{name}", self.ctx)  # noqa: E731
+            bv = lambda name: z3.Bool(f"{self.tag}init.{name}", self.ctx)  # noqa: E731
         else:
             iv = lambda name: self.d.IntVal(0)  # noqa: E731
             bv = lambda name: self.d.BoolVal(False)  # noqa: E731
@@ -180,7 +181,7 @@ class _Builder:
         if not self.d.symbolic:
             return term
         self.prog._fresh += 1
-        v = z3.Int(f"{self.tag}{name}#{self.prog._fresh}") if z3.is_int(term) else z3.Bool(f"{self.tag}{name}#{self.prog._fresh}")
+        v = (z3.Int if z3.is_int(term) else z3.Bool)(f"{self.tag}{name}#{self.prog._fresh}", self.ctx)
         self.prog.constraints.append(v == term)
         return v
 

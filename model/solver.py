@@ -1,8 +1,20 @@
-"""The one factory every z3 solver comes from: fixed seeds, a timeout and a resource limit, so a query stops at the
-same point on any machine; and the three-valued reading of its answer."""
+"""The one factory every z3 solver comes from, and the three-valued reading of its answer.
+
+A query's answer is a function of the query alone:
+
+- Every check is bounded by z3's deterministic resource limit (``rlimit``), counted in z3's own units of work, so it
+  stops at the same point on any machine and under any load. The wall-clock ``timeout`` is only a safety net, minutes
+  long; if it ever fires the answer is ``unknown`` (reason ``timeout``), never a verdict.
+- z3's answer (and the model it finds) depends on everything its context has seen: term ids, hash-consing and the
+  creation order of variables steer the search. So each independent unit of work (an obligation, a scenario check)
+  builds its terms in a context of its own (``fresh_context``), and no answer depends on what ran before it.
+- The seed is fixed, and so is z3's version (pinned exactly in pyproject.toml): another release may search
+  differently, so it may find another counterexample or need a different rlimit.
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import z3
@@ -11,33 +23,69 @@ from fencecheck.report import Verdict
 
 LOGIC = "QF_LIA"
 SEED = 7
+#: The wall-clock safety net of one check (ms): far above any calibrated rlimit's need; a verdict never depends on it.
+SAFETY_TIMEOUT_MS = 600_000
+#: The rlimit of a query whose caller names none (checks of one concrete scenario, ``fencecheck verify``).
+DEFAULT_RLIMIT = 200_000_000
 
 
 @dataclass(frozen=True)
 class Budget:
-    """A query's limits: wall-clock ``timeout_ms`` and z3's deterministic ``rlimit``."""
+    """A check's limits: z3's deterministic ``rlimit`` (the bound that decides), and the wall-clock safety net."""
 
-    timeout_ms: int = 60_000
-    rlimit: int = 50_000_000
+    rlimit: int = DEFAULT_RLIMIT
+    timeout_ms: int = SAFETY_TIMEOUT_MS
 
 
-def make_solver(budget: Budget = Budget()) -> z3.Solver:
-    s = z3.SolverFor(LOGIC)
+@dataclass(frozen=True)
+class Answer:
+    """One check: the verdict, z3's reason when unknown, the rlimit it consumed and (for timings only) its time."""
+
+    verdict: Verdict
+    reason: str
+    rlimit: int
+    seconds: float
+
+
+def fresh_context() -> z3.Context:
+    """A z3 context of its own for one independent unit of work (see the module's contract)."""
+    return z3.Context()
+
+
+def make_solver(budget: Budget = Budget(), ctx: z3.Context | None = None) -> z3.Solver:
+    """A seeded ``QF_LIA`` solver in ``ctx`` (z3's main context when None), every check bounded by ``budget``."""
+    s = z3.SolverFor(LOGIC, ctx=ctx)
     s.set("random_seed", SEED)
     s.set("timeout", budget.timeout_ms)
     s.set("rlimit", budget.rlimit)
     return s
 
 
-def solve(s: z3.Solver, *assumptions) -> tuple[Verdict, str]:
+def rlimit_count(s: z3.Solver) -> int:
+    """z3's resource counter of ``s``'s context (it counts for the whole context, across solvers and checks)."""
+    return int(s.statistics().get_key_value("rlimit count"))
+
+
+def check(s: z3.Solver, *assumptions) -> Answer:
     """Check ``s``: unsat -> the property holds (``PROVED``), sat -> ``COUNTEREXAMPLE``, anything else -> ``UNKNOWN``
-    with z3's reason (timeout, resource limit). A query for a race is sat exactly when a race exists."""
+    with z3's reason (resource limit, or the safety net's timeout). A query for a race is sat exactly when a race
+    exists. ``rlimit`` is what this check consumed, the figure its budget is calibrated against."""
+    before = rlimit_count(s)
+    t = time.perf_counter()
     answer = s.check(*assumptions)
+    seconds = time.perf_counter() - t
+    used = rlimit_count(s) - before
     if answer == z3.unsat:
-        return Verdict.PROVED, ""
+        return Answer(Verdict.PROVED, "", used, seconds)
     if answer == z3.sat:
-        return Verdict.COUNTEREXAMPLE, ""
-    return Verdict.UNKNOWN, s.reason_unknown()
+        return Answer(Verdict.COUNTEREXAMPLE, "", used, seconds)
+    return Answer(Verdict.UNKNOWN, s.reason_unknown(), used, seconds)
+
+
+def solve(s: z3.Solver, *assumptions) -> tuple[Verdict, str]:
+    """``check`` reduced to (verdict, reason)."""
+    a = check(s, *assumptions)
+    return a.verdict, a.reason
 
 
 def to_smt2(s: z3.Solver) -> str:

@@ -126,6 +126,11 @@ class SymConfig(_Knobs):
     knobs: dict  # Scenario and SchedulerSpec field name -> variable (resolution, barrier, placement, ...)
     domain: list[z3.BoolRef] = field(default_factory=list)
 
+    @property
+    def ctx(self) -> z3.Context:
+        """The z3 context the configuration's variables live in."""
+        return self.knobs["resolution"].ctx
+
     def loop_top(self):
         """The barrier is applied at the top of the loop, not after run_batch returns."""
         return self.placement == LOOP_TOP
@@ -145,28 +150,31 @@ def _in(x: z3.ArithRef, lo: int, hi: int) -> z3.BoolRef:
     return z3.And(x >= lo, x <= hi)
 
 
-def _knob_vars(knobs, prefix: str, bounds: Bounds, dom: list) -> dict:
+def _knob_vars(knobs, prefix: str, bounds: Bounds, dom: list, ctx: z3.Context | None) -> dict:
     out = {}
     for k in knobs:
         name = f"{prefix}{k.name}"
         rng = F.domain(k, bounds)
         if rng is None:
-            out[k.name] = z3.Bool(name)
+            out[k.name] = z3.Bool(name, ctx)
         else:
-            out[k.name] = z3.Int(name)
+            out[k.name] = z3.Int(name, ctx)
             dom.append(_in(out[k.name], *rng))
     return out
 
 
-def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
-    """Fresh variables for ``bounds`` plus their domain constraints (``cfg.domain``)."""
+def make_config(bounds: Bounds, tag: str = "", ctx: z3.Context | None = None) -> SymConfig:
+    """Fresh variables for ``bounds`` plus their domain constraints (``cfg.domain``), in ``ctx`` (z3's main context
+    when None); a program built over them (``model.program.build``) stays in that context."""
     t = f"{tag}." if tag else ""
+    Bool = lambda name: z3.Bool(name, ctx)  # noqa: E731
+    Int = lambda name: z3.Int(name, ctx)  # noqa: E731
     dom: list[z3.BoolRef] = []
     runners = []
     for r in range(bounds.runners):
-        owner = z3.Int(f"{t}r{r}.owner")
+        owner = Int(f"{t}r{r}.owner")
         dom.append(_in(owner, 0, bounds.runners - 1))
-        runners.append(RunnerVars(owner, _knob_vars(RUNNER_KNOBS, f"{t}r{r}.", bounds, dom)))
+        runners.append(RunnerVars(owner, _knob_vars(RUNNER_KNOBS, f"{t}r{r}.", bounds, dom, ctx)))
     phases = []
     publisher = []
     for n in range(bounds.steps):
@@ -174,13 +182,13 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
         for i in range(bounds.phases):
             pre = f"{t}s{n}.p{i}"
             pv = PhaseVars(
-                active=z3.Bool(f"{pre}.active"),
-                runner=z3.Int(f"{pre}.runner"),
-                mode=z3.Int(f"{pre}.mode"),
-                decl=z3.Int(f"{pre}.decl"),
-                reads={(s, loc): z3.Bool(f"{pre}.read.{SITES[s].value}.{loc}") for s in range(4) for loc in bounds.locations},
-                worker={loc: z3.Bool(f"{pre}.worker.{loc}") for loc in bounds.locations},
-                knobs=_knob_vars(PHASE_KNOBS, f"{pre}.", bounds, dom),
+                active=Bool(f"{pre}.active"),
+                runner=Int(f"{pre}.runner"),
+                mode=Int(f"{pre}.mode"),
+                decl=Int(f"{pre}.decl"),
+                reads={(s, loc): Bool(f"{pre}.read.{SITES[s].value}.{loc}") for s in range(4) for loc in bounds.locations},
+                worker={loc: Bool(f"{pre}.worker.{loc}") for loc in bounds.locations},
+                knobs=_knob_vars(PHASE_KNOBS, f"{pre}.", bounds, dom, ctx),
             )
             dom += [_in(pv.runner, 0, bounds.runners - 1), _in(pv.mode, 0, 2), _in(pv.decl, 1, 4)]
             if i == 0:
@@ -189,7 +197,7 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
                 dom.append(z3.Implies(pv.active, step[i - 1].active))  # phases are a prefix
             step.append(pv)
         phases.append(step)
-        pub = z3.Int(f"{t}s{n}.publisher")
+        pub = Int(f"{t}s{n}.publisher")
         dom.append(_in(pub, 0, bounds.runners - 1))
         publisher.append(pub)
     return SymConfig(
@@ -197,9 +205,9 @@ def make_config(bounds: Bounds, tag: str = "") -> SymConfig:
         phases=phases,
         publisher=publisher,
         runners=runners,
-        is_last=[z3.Bool(f"{t}is_last.{m}") for m in range(3)],
-        written={loc: z3.Bool(f"{t}written.{loc}") for loc in bounds.locations},
-        knobs=_knob_vars(GLOBAL_KNOBS, t, bounds, dom),
+        is_last=[Bool(f"{t}is_last.{m}") for m in range(3)],
+        written={loc: Bool(f"{t}written.{loc}") for loc in bounds.locations},
+        knobs=_knob_vars(GLOBAL_KNOBS, t, bounds, dom, ctx),
         domain=dom,
     )
 

@@ -22,7 +22,7 @@ from .check import ModelReport, model_check
 from .concrete import mode_class
 from .counterexample import Counterexample, search_with
 from .program import build
-from .solver import Budget
+from .solver import Budget, fresh_context
 from .symconfig import SITES, Bounds, make_config
 
 BOUNDS = Bounds(steps=2, phases=4, runners=3)
@@ -90,15 +90,16 @@ def symbolic(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = B
     """(verdict, counterexample, reason) over the symbolic context family of the backend."""
     loc = bounds.locations[0]
     names = tuple(a for a in A.BY_NAME if a != "honest_declarations")
+    ctx = fresh_context()
 
     def setup(b: Bounds):
-        cfg = make_config(b)
+        cfg = make_config(b, ctx=ctx)
         prog = build(cfg)
         per_phase = []
         uses_any = []
         for n, step in enumerate(cfg.phases):
             for i, p in enumerate(step):
-                u = z3.Bool(f"uses.s{n}.p{i}")
+                u = z3.Bool(f"uses.s{n}.p{i}", ctx)
                 per_phase += [z3.Implies(u, _uses(p, facts, loc)), z3.Implies(z3.Not(u), _honest(p))]
                 uses_any.append(z3.And(p.active, u))
         constraints = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, names), *per_phase,

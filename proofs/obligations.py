@@ -1,6 +1,12 @@
-"""The proof obligations as data: what each states, within which bounds, under which assumptions, and the verdict
-we expect. ``proofs.runner`` evaluates them and diffs actual against expected; known-unsafe variants live beside
-the safe ones with expected verdict ``counterexample``."""
+"""The proof obligations as data: what each states, within which bounds, under which assumptions, the verdict we
+expect and the rlimit each of its checks gets. ``proofs.runner`` evaluates them and diffs actual against expected;
+known-unsafe variants live beside the safe ones with expected verdict ``counterexample``.
+
+Calibration: an obligation's ``rlimit`` is about 4x the most z3 rlimit one of its checks consumes, rounded up to two
+significant digits; the comment beside each gives the measured need (``python3 benchmarks/bench_model.py
+obligations`` prints need and headroom for every obligation). The need is a function of the query and z3's version,
+so it is the same on every machine; after a change to the model, re-measure and re-calibrate.
+"""
 
 from __future__ import annotations
 
@@ -30,13 +36,27 @@ class Obligation:
     bounds: Bounds = Bounds()
     assumptions: tuple[str, ...] = ALL
     extra: tuple[str, ...] = ()
-    budget_s: float = 30.0
-    rlimit: int = 50_000_000  # z3's deterministic resource limit per query
+    rlimit: int = 50_000_000  # z3's deterministic resource limit of each check (see Calibration above)
     scenario: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
 MAIN_BOUNDS = Bounds(steps=2, phases=4, runners=3)
+
+#: rlimit of needs/<assumption>; the comment gives the measured need.
+NEEDS_RLIMIT = {
+    "named_runner_is_last_reader": 2_400_000,  # 595,069
+    "sound_fallback": 600_000,  # 149,240
+    "honest_declarations": 400_000,  # 99,252
+    "plan_stream_joined_before_replay": 540_000,  # 133,405
+    "barrier_on": 240_000,  # 59,551
+    "barrier_after_run_batch": 230_000,  # 55,832
+    "last_reader_resolves": 580_000,  # 142,699
+    "last_reader_publishes": 2_900_000,  # 722,448
+    "worker_reads_cleared": 310_000,  # 75,837
+}
+#: rlimit of every catalog obligation (a pinned configuration; the costliest, multi-layer-eagle-first, needs 78,621).
+CATALOG_RLIMIT = 320_000
 
 OBLIGATIONS: list[Obligation] = [
     Obligation(
@@ -47,20 +67,21 @@ OBLIGATIONS: list[Obligation] = [
         "mailbox sharing, per-step phases and publisher) when the named runner is the runner of each step's last "
         "reading phase, under the stated assumptions. One shared location stands for any number: reads and writes "
         "of different locations never order each other, and the scheduler writes every location at the same point.",
-        "safety", Verdict.PROVED, MAIN_BOUNDS,
+        "safety", Verdict.PROVED, MAIN_BOUNDS, rlimit=30_000_000,  # needs 7,257,709
     ),
     Obligation(
         "unbounded_steps",
         "The main theorem for any number of steps: an invariant over what carries between steps (clocks, every "
         "mailbox, every marker's latest record) holds initially, is preserved by any step, and implies that the "
         "step is race-free under the assumptions.",
-        "induction", Verdict.PROVED, Bounds(steps=1, phases=4, runners=3),
+        "induction", Verdict.PROVED, Bounds(steps=1, phases=4, runners=3), rlimit=20_000_000,  # needs 4,989,655
     ),
     *[
         Obligation(
             f"needs/{a.name}",
             f"The main theorem fails without the assumption '{a.name}' ({a.statement}).",
-            "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without(a.name), tags=("necessity",),
+            "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without(a.name), rlimit=NEEDS_RLIMIT[a.name],
+            tags=("necessity",),
         )
         for a in ASSUMPTIONS
     ],
@@ -69,23 +90,25 @@ OBLIGATIONS: list[Obligation] = [
         "The rule as merged in #35059 (IN_REPLAY on a runner without its marker falls back to PRE_REPLAY) races "
         "when the backend reads inside the graph.",
         "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("sound_fallback"), ("rule_as_merged",),
+        rlimit=450_000,  # needs 110,136
     ),
     Obligation(
         "ngram_without_clear",
         "NGRAM (target verify, then the worker's accept reads shared state) without its mailbox clear races.",
         "safety", Verdict.COUNTEREXAMPLE, Bounds(steps=2, phases=1, runners=1),
-        without("worker_reads_cleared"), ("ngram", "no_clear"),
+        without("worker_reads_cleared"), ("ngram", "no_clear"), rlimit=58_000,  # needs 14,314
     ),
     Obligation(
         "ngram_with_clear",
         "NGRAM with the worker clearing the target runner's mailbox after verify is race-free.",
         "safety", Verdict.PROVED, Bounds(steps=2, phases=1, runners=1),
-        without("worker_reads_cleared"), ("ngram", "clear"),
+        without("worker_reads_cleared"), ("ngram", "clear"), rlimit=120_000,  # needs 27,900
     ),
     Obligation(
         "publisher_not_last_reader",
         "Naming a runner other than the runner of the step's last reading phase races.",
         "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("named_runner_is_last_reader"), ("wrong_publisher",),
+        rlimit=3_000_000,  # needs 727,311
     ),
     Obligation(
         "gates_redundant_except_ngram",
@@ -94,7 +117,7 @@ OBLIGATIONS: list[Obligation] = [
         "any phase, the other assumptions of the main theorem except the fallback, which both rules share as "
         "PRE_REPLAY), for a configuration that is race-free under the gated rule and races under the new one.",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
-        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"),
+        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), rlimit=820_000,  # needs 204,729
     ),
     Obligation(
         "gates_redundant_with_markers",
@@ -102,6 +125,7 @@ OBLIGATIONS: list[Obligation] = [
         "the new rule still race where the gated one did not?",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
         without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), ("all_markers",),
+        rlimit=5_100_000,  # needs 1,252,385
     ),
 ]
 
@@ -114,6 +138,6 @@ def catalog_obligations() -> list[Obligation]:
         expected = Verdict.PROVED if s.expect is None else s.expect.verdict
         out.append(Obligation(
             f"catalog/{s.name}", f"The model's verdict on catalog scenario {s.name} for {s.steps} steps (the "
-            "simulator must agree, race for race).", "scenario", expected, scenario=s.name, budget_s=10.0,
+            "simulator must agree, race for race).", "scenario", expected, scenario=s.name, rlimit=CATALOG_RLIMIT,
         ))
     return out

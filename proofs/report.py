@@ -1,58 +1,80 @@
-"""The table ``fencecheck prove`` prints, docs/proofs.md, and the counterexample files beside it."""
+"""What ``fencecheck prove`` prints, and the text of docs/proofs.md and the counterexample files beside it.
+
+The generated documents are a function of the obligations and their results alone: no times, no machine, no Python
+version (the solver's version is an input: it is pinned). Times go to the separate timings file
+(``proofs.suite.timings_text``) and to the table printed on the terminal.
+"""
 
 from __future__ import annotations
 
 import json
-import platform
-from pathlib import Path
 
-from fencecheck.atomic import write_text_atomic
 from fencecheck.model.assumptions import BY_NAME
-from fencecheck.model.solver import LOGIC, SEED, Budget, version
+from fencecheck.model.solver import LOGIC, SAFETY_TIMEOUT_MS, SEED, version
 from fencecheck.report import Verdict
 from fencecheck.scenario_io import dumps
 
 from .runner import Result
 
 GLYPH = {True: "ok", False: "DIFFERS"}
+CE_DIR = "counterexamples"
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def _tally(results: list[Result]) -> str:
+    unknown = sum(r.verdict is Verdict.UNKNOWN for r in results)
+    bad = sum(not r.ok for r in results)
+    return (f"{len(results)} obligations: {len(results) - bad} as expected, {bad} not"
+            + (f" ({unknown} unknown)" if unknown else ""))
 
 
 def table(results: list[Result]) -> str:
-    rows = [("obligation", "verdict", "expected", "as expected", "time s", "size")]
+    """The terminal's table: verdicts, rlimit consumed against the obligation's rlimit, and wall-clock time."""
+    rows = [("obligation", "verdict", "expected", "as expected", "rlimit used", "time s")]
     for r in results:
-        rows.append((r.obligation.name, r.verdict.value, r.obligation.expected.value, GLYPH[r.ok], f"{r.seconds:.2f}",
-                     str(r.size) if r.size else "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+        rows.append((r.obligation.name, r.verdict.value, r.obligation.expected.value, GLYPH[r.ok],
+                     f"{r.rlimit_used:,} of {r.obligation.rlimit:,}", f"{r.seconds:.2f}"))
     total = sum(r.seconds for r in results)
-    unknown = sum(r.verdict is Verdict.UNKNOWN for r in results)
-    bad = sum(not r.ok for r in results)
-    lines.append(f"{len(results)} obligations in {total:.2f} s: {len(results) - bad} as expected, {bad} not"
-                 + (f" ({unknown} unknown)" if unknown else ""))
-    return "\n".join(lines) + "\n"
+    return "\n".join(_columns(rows) + [f"{_tally(results)}; {total:.2f} s"]) + "\n"
+
+
+def doc_table(results: list[Result]) -> str:
+    """docs/proofs.md's table: what is the same on every run."""
+    rows = [("obligation", "verdict", "expected", "as expected", "queries", "size", "rlimit")]
+    for r in results:
+        rows.append((r.obligation.name, r.verdict.value, r.obligation.expected.value, GLYPH[r.ok], str(len(r.queries)),
+                     str(r.size) if r.size else "-", f"{r.obligation.rlimit:,}"))
+    return "\n".join(_columns(rows) + [_tally(results)]) + "\n"
 
 
 def ce_stem(r: Result) -> str:
     return r.obligation.name.replace("/", "__")
 
 
-def write_counterexample(r: Result, directory: Path) -> dict[str, str]:
-    """Scenario, the model's trace and the witness interleaving of ``r``'s counterexample; returns their paths."""
-    ce = r.counterexample
+def ce_paths(r: Result) -> dict[str, str]:
+    """Paths of ``r``'s counterexample files, relative to the docs directory."""
     stem = ce_stem(r)
-    paths = {
-        "scenario": directory / f"{stem}.toml",
-        "trace": directory / f"{stem}.trace.json",
-        "witness": directory / f"{stem}.witness.json",
+    return {"scenario": f"{CE_DIR}/{stem}.toml", "trace": f"{CE_DIR}/{stem}.trace.json",
+            "witness": f"{CE_DIR}/{stem}.witness.json"}
+
+
+def counterexample_files(r: Result) -> dict[str, str]:
+    """Scenario, the model's trace and the witness interleaving of ``r``'s counterexample: relative path -> text."""
+    ce = r.counterexample
+    paths = ce_paths(r)
+    return {
+        paths["scenario"]: dumps(ce.scenario),
+        paths["trace"]: ce.trace.to_json(indent=1) + "\n",
+        paths["witness"]: json.dumps(ce.witness(), indent=1) + "\n",
     }
-    write_text_atomic(paths["scenario"], dumps(ce.scenario))
-    write_text_atomic(paths["trace"], ce.trace.to_json(indent=1) + "\n")
-    write_text_atomic(paths["witness"], json.dumps(ce.witness(), indent=1) + "\n")
-    return {k: str(v) for k, v in paths.items()}
 
 
-def markdown(results: list[Result], ce_paths: dict[str, dict[str, str]], docs: Path) -> str:
-    b = Budget()
+def markdown(results: list[Result]) -> str:
+    """docs/proofs.md; counterexample links are relative to the docs directory."""
     out = [
         "# Proof obligations",
         "",
@@ -61,11 +83,16 @@ def markdown(results: list[Result], ce_paths: dict[str, dict[str, str]], docs: P
         "`proved` (no configuration in the family races), `counterexample` (a minimal configuration that does, "
         "replayable), or `unknown` (the solver ran out of budget: never read as proved).",
         "",
-        f"Solver: z3 {version()}, logic {LOGIC}, random seed {SEED}, timeout per query from the obligation's "
-        f"budget, rlimit {b.rlimit}. Python {platform.python_version()}.",
+        f"Solver: z3 {version()} (pinned exactly in pyproject.toml: another release may search differently and find "
+        f"another counterexample), logic {LOGIC}, random seed {SEED}. Every check is bounded by z3's deterministic "
+        "resource limit, the obligation's `rlimit` (about 4x what its costliest check consumes; `fencecheck prove` "
+        "prints the figures), so a verdict and a counterexample are the same on every machine and under any load; "
+        f"a wall-clock limit of {SAFETY_TIMEOUT_MS // 60_000} minutes per check is only a safety net, and if it "
+        "fired the verdict would be unknown. Each obligation is evaluated in a solver context of its own, so its "
+        "result does not depend on which obligations ran before it.",
         "",
         "```",
-        table(results).rstrip(),
+        doc_table(results).rstrip(),
         "```",
         "",
         "## Assumptions of the main theorem",
@@ -86,17 +113,18 @@ def markdown(results: list[Result], ce_paths: dict[str, dict[str, str]], docs: P
             if ob.extra:
                 out.append("- Restricted to: " + ", ".join(f"`{e}`" for e in ob.extra) + ".")
         out.append(f"- Verdict: **{r.verdict.value}** (expected {ob.expected.value}){' - ' + r.reason if r.reason else ''}; "
-                   f"{r.seconds:.2f} s; {len(r.queries)} solver queries; largest encoding {r.size} assertions.")
+                   f"{len(r.queries)} solver queries; largest encoding {r.size} assertions; rlimit {ob.rlimit:,} "
+                   "per check.")
         for label, ok in r.nonvacuity:
             out.append(f"- Non-vacuity: {label}: {'yes' if ok else 'NO'}.")
         for q in r.queries if ob.kind == "induction" else []:
-            out.append(f"- {q.label}: {q.verdict.value} ({q.seconds:.2f} s).")
+            out.append(f"- {q.label}: {q.verdict.value}.")
         for note in r.notes:
             out.append(f"- {note}.")
         if r.counterexample is not None:
             ce = r.counterexample
             loc, phase, site = ce.race_key()
-            paths = {k: Path(v).relative_to(docs).as_posix() for k, v in ce_paths[ob.name].items()}
+            paths = ce_paths(r)
             out.append(f"- Counterexample (minimal: {ce.bounds.phases} phase(s), {ce.bounds.steps} step(s), "
                        f"{ce.reads} read(s)): the read of `{loc}` by `{phase}` at `{site}` in step {ce.race.step} races "
                        f"the next write. Scenario [{paths['scenario']}]({paths['scenario']}), trace "

@@ -1,7 +1,9 @@
-"""Evaluate proof obligations: verdict, time, encoding size, non-vacuity, minimal counterexamples.
+"""Evaluate proof obligations: verdict, rlimit, encoding size, non-vacuity, minimal counterexamples.
 
-Every query comes from ``fencecheck.model.solver.make_solver``; an obligation whose query answers neither sat nor
-unsat is ``UNKNOWN`` with the solver's reason, never ``PROVED``.
+Every query comes from ``fencecheck.model.solver.make_solver`` with the obligation's calibrated rlimit; an obligation
+whose query answers neither sat nor unsat is ``UNKNOWN`` with the solver's reason, never ``PROVED``. Each obligation
+builds its terms in a z3 context of its own, so its verdict and counterexample do not depend on which obligations ran
+before it or in which order.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import z3
 
@@ -16,7 +19,7 @@ from fencecheck.model import assumptions as A
 from fencecheck.model.check import model_check
 from fencecheck.model.counterexample import Counterexample, search_with
 from fencecheck.model.program import build
-from fencecheck.model.solver import Budget, make_solver, solve
+from fencecheck.model.solver import Answer, Budget, check, fresh_context, make_solver
 from fencecheck.model.symconfig import DECL_ONLY, GATED, VERIFY, Bounds, SymConfig, make_config
 from fencecheck.report import Verdict, oracles_agree
 
@@ -25,20 +28,29 @@ from .obligations import Obligation
 
 @dataclass
 class Query:
-    """One solver call of an obligation, kept for the table and for SMT-LIB2 export."""
+    """One query of an obligation (one or more solver checks), kept for the table and for SMT-LIB2 export."""
 
     label: str
     solver: z3.Solver
     verdict: Verdict
-    seconds: float
     expect: Verdict  # what this query must answer for the obligation to hold as expected
+    reason: str = ""
+    rlimit: int = 0  # the most z3 rlimit one of its checks consumed (a function of the query alone)
+    checks: int = 1
+    seconds: float = 0.0  # wall-clock, for timings only: never in a verdict or a generated document
+
+    @classmethod
+    def of(cls, label: str, solver: z3.Solver, verdict: Verdict, expect: Verdict, answers: list[Answer]) -> "Query":
+        reason = "; ".join(a.reason for a in answers if a.verdict is Verdict.UNKNOWN)
+        return cls(label, solver, verdict, expect, reason, max(a.rlimit for a in answers), len(answers),
+                   sum(a.seconds for a in answers))
 
 
 @dataclass
 class Result:
     obligation: Obligation
     verdict: Verdict
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall-clock of the whole evaluation, for timings only
     reason: str = ""
     queries: list[Query] = field(default_factory=list)
     nonvacuity: list[tuple[str, bool]] = field(default_factory=list)
@@ -55,19 +67,22 @@ class Result:
         """Encoding size: assertions of the obligation's largest query."""
         return max((len(q.solver.assertions()) for q in self.queries), default=0)
 
+    @property
+    def rlimit_used(self) -> int:
+        """The most rlimit one check of the obligation consumed: the figure its ``rlimit`` is calibrated against."""
+        return max((q.rlimit for q in self.queries), default=0)
 
-def _budget(ob: Obligation) -> Budget:
-    return Budget(timeout_ms=int(ob.budget_s * 1000), rlimit=ob.rlimit)
+
+def query_budget(ob: Obligation, label: str) -> Budget:
+    """The budget of each check of ``ob``'s query ``label``: the obligation's calibrated rlimit."""
+    return Budget(rlimit=ob.rlimit)
 
 
-def _query(label: str, constraints: list, ob: Obligation, expect: Verdict) -> Query:
-    s = make_solver(_budget(ob))
+def _query(label: str, constraints: list, ob: Obligation, expect: Verdict, ctx: z3.Context) -> Query:
+    s = make_solver(query_budget(ob, label), ctx)
     s.add(*constraints)
-    t = time.perf_counter()
-    verdict, reason = solve(s)
-    q = Query(label, s, verdict, time.perf_counter() - t, expect)
-    q.reason = reason  # type: ignore[attr-defined]
-    return q
+    a = check(s)
+    return Query.of(label, s, a.verdict, expect, [a])
 
 
 # -- restrictions named by Obligation.extra ----------------------------------------------------------------------
@@ -98,89 +113,104 @@ def _some_read(prog) -> z3.BoolRef:
     return z3.Or(*[r.guard for r in prog.reads])
 
 
-def _nonvacuity(ob: Obligation, res: Result, bounds: Bounds, havoc: bool = False, built=None) -> None:
+def _nonvacuity(ob: Obligation, res: Result, cfg: SymConfig, prog, havoc: bool = False) -> None:
     """The premises can hold with a read issued, and once the barrier is taken away a race is reachable."""
-    cfg, prog = built or (None, None)
-    if cfg is None:
-        cfg = make_config(bounds)
-        prog = build(cfg, havoc=havoc)
-    inv = [prog.state_in.invariant(bounds.runners)] if havoc else []
+    ctx = cfg.ctx
+    inv = [prog.state_in.invariant(cfg.bounds.runners)] if havoc else []
     q1 = _query("premises satisfiable", _premises(ob, cfg, prog, ob.assumptions) + inv + [_some_read(prog)], ob,
-                Verdict.COUNTEREXAMPLE)
+                Verdict.COUNTEREXAMPLE, ctx)
     names = tuple(n for n in ob.assumptions if n != "barrier_on")
     q2 = _query("race once the fence is taken away",
                 _premises(ob, cfg, prog, names) + inv + [z3.Not(cfg.barrier), prog.any_race()], ob,
-                Verdict.COUNTEREXAMPLE)
+                Verdict.COUNTEREXAMPLE, ctx)
     res.queries += [q1, q2]
     res.nonvacuity += [(q1.label, q1.verdict is Verdict.COUNTEREXAMPLE), (q2.label, q2.verdict is Verdict.COUNTEREXAMPLE)]
 
 
-def _search(ob: Obligation, res: Result, setup) -> None:
-    """The minimal counterexample search; its queries are the obligation's, its verdict the obligation's."""
-
-    def log(label, solver, verdict, seconds):
-        q = Query(label, solver, verdict, seconds, ob.expected)
-        q.reason = ""  # type: ignore[attr-defined]
-        res.queries.append(q)
-
-    verdict, ce, reason = search_with(ob.bounds, setup, _budget(ob), _ce_name(ob), log)
-    res.verdict, res.reason, res.counterexample = verdict, reason, ce
+Setup = Callable[[Bounds], tuple]
 
 
-def _safety(ob: Obligation, res: Result) -> None:
-    def setup(b):
-        c = make_config(b)
+def setup_for(ob: Obligation, ctx: z3.Context) -> Setup:
+    """``bounds -> (cfg, prog, constraints)``: the query of a ``safety`` or ``compare`` obligation at ``bounds``,
+    built in ``ctx``; satisfiable exactly when the family at those bounds has a counterexample."""
+    if ob.kind == "compare":
+        return _compare_setup(ob, ctx)
+    if ob.kind != "safety":
+        raise ValueError(f"{ob.name}: a {ob.kind} obligation has no per-bound query")
+
+    def setup(b: Bounds):
+        c = make_config(b, ctx=ctx)
         p = build(c)
         return c, p, _premises(ob, c, p, ob.assumptions) + [p.any_race()]
 
+    return setup
+
+
+def _search(ob: Obligation, res: Result, setup: Setup) -> None:
+    """The minimal counterexample search; its queries are the obligation's, its verdict the obligation's."""
+
+    def log(label, solver, verdict, answers):
+        res.queries.append(Query.of(label, solver, verdict, ob.expected, answers))
+
+    verdict, ce, reason = search_with(ob.bounds, setup, query_budget(ob, "search"), _ce_name(ob), log)
+    res.verdict, res.reason, res.counterexample = verdict, reason, ce
+
+
+def _safety(ob: Obligation, res: Result, ctx: z3.Context) -> None:
+    setup = setup_for(ob, ctx)
     if ob.expected is Verdict.COUNTEREXAMPLE:
         # Smallest bounds first: the first satisfiable one is the counterexample; if none is, that is a proof
         # over every bound up to ob.bounds (each smaller family is checked on its own).
         _search(ob, res, setup)
         if res.verdict is Verdict.PROVED:
-            _nonvacuity(ob, res, ob.bounds)
+            cfg, prog, _ = setup(ob.bounds)
+            _nonvacuity(ob, res, cfg, prog)
     else:
         cfg, prog, constraints = setup(ob.bounds)
-        q = _query("race within bounds", constraints, ob, ob.expected)
+        q = _query("race within bounds", constraints, ob, ob.expected, ctx)
         res.queries.append(q)
-        res.verdict, res.reason = q.verdict, getattr(q, "reason", "")
+        res.verdict, res.reason = q.verdict, q.reason
         if q.verdict is Verdict.COUNTEREXAMPLE:
             _search(ob, res, setup)
         elif q.verdict is Verdict.PROVED:
-            _nonvacuity(ob, res, ob.bounds, built=(cfg, prog))
+            _nonvacuity(ob, res, cfg, prog)
 
 
-def _induction(ob: Obligation, res: Result) -> None:
+INDUCTION = ("base: the initial state satisfies the invariant", "step: any step preserves the invariant",
+             "safety: from any invariant state, a step is race-free")
+
+
+def _induction(ob: Obligation, res: Result, ctx: z3.Context) -> None:
     R = ob.bounds.runners
-    cfg = make_config(ob.bounds)
+    cfg = make_config(ob.bounds, ctx=ctx)
     prog = build(cfg, havoc=True)
-    base = _query("base: the initial state satisfies the invariant",
-                  [prog.state_in.is_initial(R), z3.Not(prog.state_in.invariant(R))], ob, Verdict.PROVED)
-    step = _query("step: any step preserves the invariant",
+    base = _query(INDUCTION[0], [prog.state_in.is_initial(R), z3.Not(prog.state_in.invariant(R))], ob,
+                  Verdict.PROVED, ctx)
+    step = _query(INDUCTION[1],
                   [*cfg.domain, *prog.constraints, prog.state_in.invariant(R), z3.Not(prog.state_out.invariant(R))],
-                  ob, Verdict.PROVED)
-    safe = _query("safety: from any invariant state, a step is race-free",
-                  _premises(ob, cfg, prog, ob.assumptions) + [prog.state_in.invariant(R), prog.any_race()],
-                  ob, Verdict.PROVED)
+                  ob, Verdict.PROVED, ctx)
+    safe = _query(INDUCTION[2], _premises(ob, cfg, prog, ob.assumptions) + [prog.state_in.invariant(R), prog.any_race()],
+                  ob, Verdict.PROVED, ctx)
     res.queries += [base, step, safe]
     verdicts = {q.verdict for q in (base, step, safe)}
     if verdicts == {Verdict.PROVED}:
         res.verdict = Verdict.PROVED
-        _nonvacuity(ob, res, ob.bounds, havoc=True, built=(cfg, prog))
+        _nonvacuity(ob, res, cfg, prog, havoc=True)
     elif Verdict.UNKNOWN in verdicts:
         res.verdict = Verdict.UNKNOWN
-        res.reason = "; ".join(getattr(q, "reason", "") for q in (base, step, safe) if q.verdict is Verdict.UNKNOWN)
+        res.reason = "; ".join(f"{q.label.split(':')[0]}: {q.reason}" for q in (base, step, safe)
+                               if q.verdict is Verdict.UNKNOWN)
     else:
         res.verdict = Verdict.COUNTEREXAMPLE
         res.notes.append("failed: " + ", ".join(q.label for q in (base, step, safe) if q.verdict is not Verdict.PROVED))
 
 
-def _compare_setup(ob: Obligation):
+def _compare_setup(ob: Obligation, ctx: z3.Context) -> Setup:
     """Two programs over one configuration, differing only in the rule: gated (old) and declaration-only (new)."""
 
     def setup(b: Bounds):
-        new = make_config(b, "new")
-        old = make_config(b, "old")
+        new = make_config(b, "new", ctx)
+        old = make_config(b, "old", ctx)
         p_new, p_old = build(new, "new"), build(old, "old")
         same = [x == y for x, y in zip(new.all_vars(), old.all_vars()) if not x.eq(new.resolution)]
         truthful = old.is_last[VERIFY] == z3.And(*[
@@ -199,21 +229,22 @@ def _compare_setup(ob: Obligation):
     return setup
 
 
-def _compare(ob: Obligation, res: Result) -> None:
-    _search(ob, res, _compare_setup(ob))
+def _compare(ob: Obligation, res: Result, ctx: z3.Context) -> None:
+    _search(ob, res, _compare_setup(ob, ctx))
     if res.verdict is Verdict.COUNTEREXAMPLE:
         res.notes.append("the same configuration under resolution = 'gated' is race-free")
 
 
-def _scenario(ob: Obligation, res: Result) -> None:
+def _scenario(ob: Obligation, res: Result, ctx: z3.Context) -> None:
     from fencecheck.catalog import load_catalog
     from fencecheck.reference.check import check_scenario
 
     s = {x.name: x for x in load_catalog()}[ob.scenario]
-    t = time.perf_counter()
-    report = model_check(s, budget=_budget(ob))
+    label = "race in the scenario's run"
+    report = model_check(s, budget=query_budget(ob, label), ctx=ctx)
     res.verdict, res.reason = report.verdict, report.reason
-    res.queries.append(Query("race in the scenario's run", report.solver, report.verdict, report.seconds, ob.expected))
+    res.queries.append(Query(label, report.solver, report.verdict, ob.expected, report.reason, report.rlimit, 1,
+                             report.seconds))
     sim = check_scenario(s)
     res.agrees, why = oracles_agree((report.verdict, report.races), (sim.verdict, [r.id for r in sim.races]))
     if not res.agrees:
@@ -222,20 +253,25 @@ def _scenario(ob: Obligation, res: Result) -> None:
     if report.verdict is Verdict.PROVED:
         # Non-vacuity: the same scenario with its barrier switched off races. That query has a model, so the
         # pinned configuration (which differs only in the barrier flag) is satisfiable too.
-        unfenced = model_check(s.replace(scheduler=dataclasses.replace(s.scheduler, barrier=False)), budget=_budget(ob))
-        res.nonvacuity.append(("race once the fence is taken away (so the premises are satisfiable)",
-                               unfenced.verdict is Verdict.COUNTEREXAMPLE))
-    res.seconds = time.perf_counter() - t
+        label = "race once the fence is taken away (so the premises are satisfiable)"
+        unfenced = model_check(s.replace(scheduler=dataclasses.replace(s.scheduler, barrier=False)),
+                               budget=query_budget(ob, label), ctx=ctx)
+        res.queries.append(Query(label, unfenced.solver, unfenced.verdict, Verdict.COUNTEREXAMPLE, unfenced.reason,
+                                 unfenced.rlimit, 1, unfenced.seconds))
+        res.nonvacuity.append((label, unfenced.verdict is Verdict.COUNTEREXAMPLE))
 
 
 def _ce_name(ob: Obligation) -> str:
     return ob.name.replace("/", "-").replace("_", "-")
 
 
+KINDS = {"safety": _safety, "induction": _induction, "compare": _compare, "scenario": _scenario}
+
+
 def evaluate(ob: Obligation) -> Result:
+    """``ob``'s result, in a z3 context of its own: the same whatever was evaluated before."""
     res = Result(ob, Verdict.UNKNOWN)
     t = time.perf_counter()
-    {"safety": _safety, "induction": _induction, "compare": _compare, "scenario": _scenario}[ob.kind](ob, res)
-    if ob.kind != "scenario":
-        res.seconds = time.perf_counter() - t
+    KINDS[ob.kind](ob, res, fresh_context())
+    res.seconds = time.perf_counter() - t
     return res

@@ -3,6 +3,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from fencecheck.cli import main
 from fencecheck.reference.check import check_scenario
 from fencecheck.scenario_io import load
@@ -15,12 +17,14 @@ def run(*argv):
     return main(list(argv), out, err), out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow
 def test_honest_backend_is_proved_in_every_context():
     code, out, _ = run("verify", str(EXAMPLES / "honest-backend.toml"))
     assert code == 0
     assert "proved race-free" in out and "COUNTEREXAMPLE" not in out
 
 
+@pytest.mark.slow
 def test_dishonest_backend_gets_a_replayable_counterexample(tmp_path):
     target = tmp_path / "ce.toml"
     code, out, _ = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target))
@@ -31,6 +35,7 @@ def test_dishonest_backend_gets_a_replayable_counterexample(tmp_path):
     assert {r.site for r in report.races} == {"in_graph_after_marker"}
 
 
+@pytest.mark.slow
 def test_over_declared_backend_gets_advice_and_a_fragile_context():
     code, out, _ = run("verify", str(EXAMPLES / "over-declared-backend.toml"))
     assert "advice: TARGET_VERIFY: declares POST_REPLAY but its reads end at pre_replay; PRE_REPLAY" in out

@@ -1,0 +1,84 @@
+"""Every proof obligation, proved by one function, and the documents that show the results.
+
+``prove_all`` is what ``fencecheck prove`` and ``fencecheck audit`` both call; ``document_files`` gives the full text of
+each generated document and the caller writes the set. Each obligation runs in a z3 context of its own under its
+calibrated rlimit, so a result (and each document byte) is the same whichever obligations run and in which order.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import platform
+from typing import Callable, Sequence
+
+from fencecheck.errors import InputError
+from fencecheck.model.solver import version
+
+from . import obligations as O
+from .obligations import Obligation
+from .report import counterexample_files, markdown
+from .runner import Result, evaluate
+
+
+def all_obligations() -> list[Obligation]:
+    """The symbolic obligations, then one per catalog scenario."""
+    return O.OBLIGATIONS + O.catalog_obligations()
+
+
+def select(only: Sequence[str] | None = None) -> list[Obligation]:
+    """The obligations whose name matches one of the ``only`` globs (fnmatch), in their usual order; all if None."""
+    obligations = all_obligations()
+    if only is None:
+        return obligations
+    chosen = [o for o in obligations if any(fnmatch.fnmatchcase(o.name, pat) for pat in only)]
+    if not chosen:
+        raise InputError("<flags>", "--only", f"no obligation matches {' '.join(only)!r}")
+    return chosen
+
+
+def prove_all(only: Sequence[str] | None = None, progress: Callable[[Result], None] | None = None) -> list[Result]:
+    """Evaluate the obligations ``select(only)`` chooses, in order; ``progress`` sees each result as it is made."""
+    results = []
+    for ob in select(only):
+        r = evaluate(ob)
+        if progress is not None:
+            progress(r)
+        results.append(r)
+    return results
+
+
+def document_files(results: list[Result]) -> dict[str, str]:
+    """Relative path under the docs directory -> full text: ``proofs.md`` and, per counterexample,
+    ``counterexamples/<stem>.toml``, ``.trace.json`` and ``.witness.json``."""
+    files = {"proofs.md": markdown(results)}
+    for r in results:
+        if r.counterexample is not None:
+            files.update(counterexample_files(r))
+    return files
+
+
+def timings_text(results: list[Result]) -> str:
+    """The run's times and the rlimit each obligation consumed, as JSON: machine facts live here, not in documents."""
+    data = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "z3": version(),
+        "seconds": round(sum(r.seconds for r in results), 3),
+        "obligations": [
+            {
+                "name": r.obligation.name,
+                "verdict": r.verdict.value,
+                "seconds": round(r.seconds, 3),
+                "rlimit": r.obligation.rlimit,
+                "rlimit_used": r.rlimit_used,
+                "queries": [{"label": q.label, "verdict": q.verdict.value, "checks": q.checks, "rlimit_used": q.rlimit,
+                             "seconds": round(q.seconds, 3)} for q in r.queries],
+            }
+            for r in results
+        ],
+    }
+    return json.dumps(data, indent=1) + "\n"
+
+
+__all__ = ["all_obligations", "document_files", "prove_all", "select", "timings_text"]
