@@ -143,7 +143,7 @@ def test_ctrl_c_during_the_swap_waits_for_the_swap(docs, monkeypatch):
 
 def test_an_interrupted_audit_leaves_the_old_documents(tmp_path, monkeypatch):
     """Ctrl-C in the middle of the work: nothing of the new set is written, exit 130."""
-    import fencecheck.audit as A
+    import fencecheck.proofs.suite as suite
 
     root = tmp_path / "docs"
     write_tree(root, OLD)
@@ -151,7 +151,7 @@ def test_an_interrupted_audit_leaves_the_old_documents(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(A, "prove_all", interrupted)
+    monkeypatch.setattr(suite, "prove_all", interrupted)
     out, err = io.StringIO(), io.StringIO()
     code = main(["audit", "--docs", str(root), "--corpus", str(tmp_path / "corpus")], out, err)
     assert code == 130 and err.getvalue().endswith("fencecheck: interrupted\n")
