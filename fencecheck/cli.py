@@ -209,7 +209,7 @@ def cmd_trace(args, out: TextIO) -> int:
 def cmd_audit(args, out: TextIO) -> int:
     from .audit import exit_code, run_audit
 
-    parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress)
+    parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress, Path(args.timings))
     width = max(len(p.name) for p in parts)
     for p in parts:
         status = "ok" if p.ok else ("unknown" if p.unknown else "FAILED")
@@ -291,8 +291,10 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="prove, check the catalog, generate and replay the corpus, write docs/audit/")
     p.add_argument("--docs", default="docs", metavar="DIR")
     p.add_argument("--corpus", default="build/corpus", metavar="DIR", help="where the corpus is written")
-    p.add_argument("--progress", action="store_true")
-    p.set_defaults(func=cmd_audit, **_outputs(("docs", True), ("corpus", True)))
+    p.add_argument("--timings", default="build/timings.json", metavar="FILE",
+                   help="where the run's times, rates and machine facts go (JSON; not a document)")
+    p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
+    p.set_defaults(func=cmd_audit, **_outputs(("docs", True), ("corpus", True), ("timings", False)))
 
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files")
     p.set_defaults(func=cmd_schema)

@@ -156,3 +156,21 @@ def test_an_interrupted_audit_leaves_the_old_documents(tmp_path, monkeypatch):
     code = main(["audit", "--docs", str(root), "--corpus", str(tmp_path / "corpus")], out, err)
     assert code == 130 and err.getvalue().endswith("fencecheck: interrupted\n")
     assert _tree(root) == OLD and not (tmp_path / "corpus").exists()
+
+
+def test_audit_documents_hold_no_time_nor_machine():
+    """The same audit on another machine, or slower, writes the same bytes: times and machine facts go to the
+    timings file only."""
+    import platform
+
+    from fencecheck.audit import Part, audit_documents, timings_text
+
+    parts = [Part("catalog", True, "26 of 26 scenarios", 12.345, lines=[]), Part("replay", True, "1 trace", 6.789,
+                                                                              lines=[])]
+    state = {"replay_rate": 493.21}
+    files = audit_documents(parts, state)
+    text = "\n".join(files.values())
+    for fact in ("12.3", "6.8", "493", platform.python_version(), platform.platform()):
+        assert fact not in text, fact
+    timings = timings_text(parts, state)
+    assert "12.345" in timings and "493.2" in timings and platform.python_version() in timings

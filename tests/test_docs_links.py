@@ -60,17 +60,8 @@ def test_relative_links_between_docs_pages_resolve(page):
 
 #: Citations of files outside the product: the background notes and their section and rule numbers.
 OUTSIDE_CITE = re.compile(r"sglang-fence\.md|\.\./shared/|anchors\.md|\bsections? \d")
-#: Files that still cite them and are due to cite docs/sglang-mechanism.md and docs/cuda-rules.md instead (the
-#: mapping is in those pages' headings). Each entry must still cite (so the list only shrinks); no other file may.
-STILL_CITING_OUTSIDE = {
-    "docs/audit/obligations.md", "docs/proofs.md",
-}
-
 
 def test_the_product_cites_only_its_own_pages():
     scanned = [*FILES, *(ROOT / "tests").rglob("*.py"), ROOT / "README.md"]
     citing = {p.relative_to(ROOT).as_posix() for p in scanned if OUTSIDE_CITE.search(p.read_text(encoding="utf-8"))}
-    new = sorted(citing - STILL_CITING_OUTSIDE)
-    assert not new, f"{new}: cite docs/sglang-mechanism.md or docs/cuda-rules.md instead"
-    done = sorted(STILL_CITING_OUTSIDE - citing)
-    assert not done, f"{done} no longer cite outside the product: remove them from STILL_CITING_OUTSIDE"
+    assert not citing, f"{sorted(citing)}: cite docs/sglang-mechanism.md or docs/cuda-rules.md instead"
