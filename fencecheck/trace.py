@@ -213,7 +213,8 @@ class MarkKind(str, enum.Enum):
 
 class ClearReason(str, enum.Enum):
     """Why a mailbox was set to None: the worker consumed it before a phase (DSpark) or cleared it after one
-    (NGRAM), or the barrier reset it after reading it (docs/sglang-mechanism.md#the-war-barrier, docs/sglang-mechanism.md#one-decode-step-per-algorithm)."""
+    (NGRAM), or the barrier reset it after reading it (docs/sglang-mechanism.md#the-war-barrier,
+    #one-decode-step-per-algorithm)."""
 
     CONSUMED_BEFORE = "consumed_before"
     CLEARED_AFTER = "cleared_after"
@@ -270,7 +271,8 @@ class RunBatchReturn(Mark):
 
 @dataclass(frozen=True)
 class Resolve(Mark):
-    """A runner resolved ``phase``'s declaration for ``mode`` to the publish point ``resolved`` (docs/sglang-mechanism.md#resolution)."""
+    """A runner resolved ``phase``'s declaration for ``mode`` to the publish point ``resolved``
+    (docs/sglang-mechanism.md#resolution)."""
 
     step: int
     phase: str

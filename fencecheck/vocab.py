@@ -22,7 +22,8 @@ class ForwardMode(str, enum.Enum):
 
 
 class SharedReadEnds(int, enum.Enum):
-    """Where a backend's reads of scheduler-shared state end, ordered by lateness (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
+    """Where a backend's reads of scheduler-shared state end, ordered by lateness
+    (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
 
     PRE_REPLAY = 1
     IN_REPLAY = 2
@@ -31,7 +32,8 @@ class SharedReadEnds(int, enum.Enum):
 
     @staticmethod
     def max_of(*ends: "SharedReadEnds") -> "SharedReadEnds":
-        """The latest member; a wrapper with one ``UNKNOWN`` child is ``UNKNOWN`` (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
+        """The latest member; a wrapper with one ``UNKNOWN`` child is ``UNKNOWN``
+        (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
         if not ends:
             raise ValueError("max_of needs at least one SharedReadEnds")
         return SharedReadEnds(max(int(e) for e in ends))
@@ -42,7 +44,8 @@ class SharedReadEnds(int, enum.Enum):
 
 
 def base_shared_read_ends(mode: ForwardMode) -> SharedReadEnds:
-    """Base ``AttentionBackend.shared_read_ends``: DECODE/TARGET_VERIFY -> IN_REPLAY, else UNKNOWN (docs/sglang-mechanism.md#the-base-rule)."""
+    """Base ``AttentionBackend.shared_read_ends``: DECODE/TARGET_VERIFY -> IN_REPLAY, else UNKNOWN
+    (docs/sglang-mechanism.md#the-base-rule)."""
     if mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
         return SharedReadEnds.IN_REPLAY
     return SharedReadEnds.UNKNOWN
@@ -84,7 +87,7 @@ class Execution(str, enum.Enum):
 
 
 class PublishPolicy(str, enum.Enum):
-    """How a runner publishes its read-done event (docs/sglang-mechanism.md#publishing, docs/sglang-mechanism.md#other-publishers).
+    """How a runner publishes its read-done event (docs/sglang-mechanism.md#publishing, #other-publishers).
 
     ``resolve``: resolve the declaration and publish accordingly (``DecodeCudaGraphRunner``).
     ``always_pre_replay``: record a ring event and publish it before every replay, without asking the backend
@@ -134,8 +137,9 @@ class StepKind(str, enum.Enum):
 
 
 class BarrierPlacement(str, enum.Enum):
-    """Where the scheduler applies ``_apply_war_barrier`` (docs/sglang-mechanism.md#barrier-placement): right after ``run_batch`` returns (since PR
-    #31687) or at the top of the loop (before it, leaving result processing unfenced)."""
+    """Where the scheduler applies ``_apply_war_barrier`` (docs/sglang-mechanism.md#barrier-placement): right after
+    ``run_batch`` returns (since PR #31687) or at the top of the loop (before it, leaving result processing
+    unfenced)."""
 
     AFTER_RUN_BATCH = "after_run_batch"
     LOOP_TOP = "loop_top"
