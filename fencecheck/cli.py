@@ -102,8 +102,9 @@ def _run(s, steps: int | None):
     return run_scenario(s, steps)
 
 
-def _load_targets(paths: Sequence[str], use_catalog: bool):
-    """Scenarios from files (``.toml``) plus the catalog; traces (``.json``) come back separately."""
+def _load_targets(paths: Sequence[str], use_catalog: bool, err: TextIO | None = None):
+    """Scenarios from files (``.toml``) plus the catalog, each with its file (None for the catalog's); traces
+    (``.json``) come back separately. A scenario file naming an unknown shared location gets a warning on ``err``."""
     from .atomic import read_input
     from .catalog import load_catalog
     from .scenario_io import load
@@ -114,20 +115,70 @@ def _load_targets(paths: Sequence[str], use_catalog: bool):
         if p.endswith(".json"):
             traces.append(parse_json(read_input(Path(p), TraceError), p))
         else:
-            scenarios.append(load(p))
+            s = load(p)
+            _warn_unknown_locations(s, p, err)
+            scenarios.append((s, p))
     if use_catalog:
-        scenarios.extend(load_catalog())
+        scenarios.extend((s, None) for s in load_catalog())
     return scenarios, traces
 
 
-def _witness_lines(trace, report) -> list[str]:
+def _location_keys(s):
+    """(key, location) of every shared location a scenario names, keys spelled as in its file."""
+    for name, b in s.backends.items():
+        for mode, sites in b.reads.items():
+            for site, locs in sites.items():
+                site_text = getattr(site, "value", site)
+                for loc in locs:
+                    yield f"backends.{name}.reads.{mode}.{site_text}", loc
+    for kind, phases in s.algorithm.steps.items():
+        for i, phase in enumerate(phases):
+            for loc in phase.worker_reads_after:
+                yield f"algorithm.steps.{kind.value}[{i}].worker_reads_after", loc
+    for loc in s.scheduler.writes:
+        yield "scheduler.writes", loc
+
+
+def _warn_unknown_locations(s, path: str, err: TextIO | None) -> None:
+    """One warning line per (key, location) outside ``vocab.SHARED_LOCATIONS``: the file, the key, the closest known
+    names. A warning only: a scenario may model a location fencecheck does not know; the exit code is unchanged."""
+    from .vocab import SHARED_LOCATIONS, closest_locations
+
+    if err is None:
+        return
+    for key, loc in _location_keys(s):
+        if loc in SHARED_LOCATIONS:
+            continue
+        close = closest_locations(loc)
+        hint = f"did you mean {', '.join(map(repr, close))}?" if close else \
+            f"known: {', '.join(sorted(SHARED_LOCATIONS))}"
+        _say(err, f"fencecheck: warning: {path}: {key}: unknown shared location {loc!r} ({hint})")
+
+
+def _witnesses(trace, report) -> list[tuple]:
+    """Per distinct race: (race, witness schedule as kernel indices, the first stale read of the race's place under
+    it, or None when the schedule shows none). Steps are 1-based, as in ``RaceId``; ``seen`` 0 is the initial data."""
     from fencecheck.reference.sim.hb import analyze
-    from fencecheck.reference.sim.interleave import witness_observations
+    from fencecheck.reference.sim.interleave import stale_reads, witness_schedule
 
     hb = analyze(trace)
+    by_write: dict[int, tuple] = {}
+    out = []
+    for race in report.distinct():
+        if race.write_op not in by_write:
+            schedule = witness_schedule(hb, race)
+            first: dict = {}
+            for o in stale_reads(hb, schedule):
+                first.setdefault(o.key(), o)
+            by_write[race.write_op] = (schedule, first)
+        schedule, first = by_write[race.write_op]
+        out.append((race, schedule, first.get(race.key())))
+    return out
+
+
+def _witness_lines(witnesses) -> list[str]:
     lines = []
-    races = report.distinct()
-    for race, o in zip(races, witness_observations(hb, races)):
+    for race, _, o in witnesses:
         if o is not None:
             lines.append(
                 f"  witness: running the write (and what precedes it) first, the step {o.step} read of {o.location} "
@@ -138,33 +189,90 @@ def _witness_lines(trace, report) -> list[str]:
     return lines
 
 
+def _witness_json(witnesses) -> list[dict]:
+    out = []
+    for race, schedule, o in witnesses:
+        stale = None if o is None else {"kernel": o.kernel, "step": o.step, "phase": o.phase, "site": o.site,
+                                        "location": o.location, "seen": o.seen}
+        out.append({"race": race.key().to_dict(), "write_op": race.write_op, "schedule": schedule,
+                    "stale_read": stale, "reproduced": o is not None})
+    return out
+
+
+def _expect_line(s, report) -> tuple[bool, str]:
+    """Whether the run meets the scenario's ``[expect]`` (``agreement``), and the one line saying so."""
+    ok, why = agreement(s.expect, report.verdict, [r.id for r in report.races])
+    races = "; ".join(r.text() for r in s.expect.races)
+    want = s.expect.verdict.value + (f" ({races})" if races else "")
+    return ok, (f"  expect: as expected: {want}" if ok else f"  expect: DIFFERS from [expect]: {why}")
+
+
 def cmd_check(args, out: TextIO) -> int:
+    import dataclasses
+
+    from .corpus_commands import progress_bar
+    from .reference.honesty import honesty_findings, readers
     from .reference.sim.races import check_trace
 
-    scenarios, traces = _load_targets(args.targets, args.catalog)
+    scenarios, traces = _load_targets(args.targets, args.catalog, args.err)
     if not scenarios and not traces:
         raise InputError("<flags>", "SCENARIO", "expected at least one scenario or trace file, or --catalog")
-    runs = [(_run(s, args.steps), s) for s in scenarios] + [(t, None) for t in traces]
-    reports = []
-    for trace, _ in runs:
-        reports.append(check_trace(trace))
+    bar = progress_bar(len(scenarios) + len(traces), "checking", args.progress, args.err)
+    results = []  # (trace, scenario or None, report, expectation line or None, agrees)
+    try:
+        for s, _ in scenarios:
+            trace = _run(s, args.steps)
+            report = dataclasses.replace(check_trace(trace), findings=honesty_findings(s))
+            agrees, line = _expect_line(s, report) if s.expect is not None else (True, None)
+            results.append((trace, s, report, line, agrees))
+            bar.update(1)
+        for t in traces:
+            results.append((t, None, check_trace(t), None, True))
+            bar.update(1)
+    finally:
+        bar.close()
+
+    def read_by(s, race) -> tuple[str, ...]:
+        return readers(s, race.step, race.phase, race.site, race.location) if s is not None else ()
+
     if args.json:
-        json.dump([r.to_dict() for r in reports], out, indent=2)
+        docs = []
+        for trace, s, report, line, agrees in results:
+            d = report.to_dict()
+            for entry, race in zip(d["distinct_races"], report.distinct()):
+                entry["read_by"] = list(read_by(s, race))
+            if s is not None and s.expect is not None:
+                d["expect"] = {"verdict": s.expect.verdict.value, "races": [r.to_dict() for r in s.expect.races],
+                               "agrees": agrees, "line": line.strip()}
+            if args.witness:
+                d["witness"] = _witness_json(_witnesses(trace, report)) if not report.safe else []
+            docs.append(d)
+        json.dump(docs, out, indent=2)
         out.write("\n")
     else:
-        for (trace, _), report in zip(runs, reports):
+        for trace, s, report, line, agrees in results:
             head = f"{report.scenario}: {report.verdict.text}  ({report.steps} steps, {report.ops} ops)"
+            if report.findings:
+                head += f"; {len(report.findings)} dishonest declaration{'s' if len(report.findings) > 1 else ''}"
             out.write(head + "\n")
+            for f in report.findings:
+                out.write(f"  {f.text()}\n")
             steps_of: dict = {}
             for r in report.races:
                 steps_of.setdefault(r.key(), set()).add(r.step)
             for race in report.distinct():
                 steps = sorted(steps_of[race.key()])
                 out.write("\n".join("  " + line for line in race.explain().splitlines()) + "\n")
+                by = read_by(s, race)
+                if by:
+                    out.write(f"    read by backend {', '.join(by)} (the child of the phase's backend that reads)\n")
                 out.write(f"    (in steps {', '.join(map(str, steps))})\n")
             if args.witness and not report.safe:
-                out.write("\n".join(_witness_lines(trace, report)) + "\n")
-    return EXIT_OK if all(r.safe for r in reports) else EXIT_RACE
+                out.write("\n".join(_witness_lines(_witnesses(trace, report))) + "\n")
+            if line is not None:
+                out.write(line + "\n")
+    ok = all(report.clean and agrees for _, _, report, _, agrees in results)
+    return EXIT_OK if ok else EXIT_RACE
 
 
 def cmd_catalog(args, out: TextIO) -> int:
@@ -197,7 +305,9 @@ def cmd_trace(args, out: TextIO) -> int:
     from .atomic import write_text_atomic
     from .scenario_io import load
 
-    trace = _run(load(args.scenario), args.steps)
+    s = load(args.scenario)
+    _warn_unknown_locations(s, args.scenario, args.err)
+    trace = _run(s, args.steps)
     text = trace.to_json(indent=1) + "\n"
     if args.out:
         write_text_atomic(Path(args.out), text)
@@ -227,6 +337,22 @@ def cmd_schema(args, out: TextIO) -> int:
     return EXIT_OK
 
 
+PROGRESS_HELP = "show a progress bar on stderr even when stderr is not a terminal (it shows on a terminal anyway)"
+
+CHECK_HELP = """Check scenarios (and traces) for write-after-read races, and each backend's declaration for honesty.
+
+A scenario with an [expect] table is compared with its expectation (one line: as expected, or how it differs). A
+backend that reads outside what its declaration for a mode covers is a finding (DISHONEST ...), naming the backend
+at fault (the child, when the phase's backend is a composite or hybrid wrapper). Exit 0 only when every run is
+race-free, every declaration honest and every expectation met; a race, a finding or a differing expectation is
+exit 1. A shared location fencecheck does not know is a warning on stderr (the exit code is unchanged)."""
+
+
+CHECK_EXIT_CODES = EXIT_CODES_HELP.replace(
+    "  1  race / counterexample / a verdict differs from its expectation",
+    "  1  race / counterexample / a verdict differs from its expectation / a dishonest declaration (a finding)")
+
+
 def _outputs(*specs: tuple[str, bool]) -> dict:
     """``set_defaults`` for a command that writes: (attribute, is a folder) of each output, checked before the work."""
     return {"outputs": specs}
@@ -237,29 +363,32 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fencecheck {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=functools.partial(_Parser, out=out))
 
-    p = sub.add_parser("check", help="check scenario files (.toml) or traces (.json) for write-after-read races")
-    p.add_argument("targets", nargs="*", metavar="SCENARIO")
+    p = sub.add_parser("check", help="check scenario files (.toml) or traces (.json) for write-after-read races",
+                       description=CHECK_HELP, epilog=CHECK_EXIT_CODES)
+    p.add_argument("targets", nargs="*", metavar="SCENARIO", help="scenario files (.toml) and trace files (.json)")
     p.add_argument("--catalog", action="store_true", help="also check every scenario of the built-in catalog")
     p.add_argument("--steps", type=_steps, default=None, help="steps to run (default: each scenario's own)")
-    p.add_argument("--json", action="store_true", help="machine-readable reports")
-    p.add_argument("--witness", action="store_true", help="replay each race under its witness interleaving")
+    p.add_argument("--json", action="store_true", help="machine-readable reports (one object per scenario or trace)")
+    p.add_argument("--witness", action="store_true",
+                   help="replay each race under its witness interleaving (with --json: the schedule and the stale read)")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("catalog", help="check the built-in catalog against its expected verdicts")
-    p.add_argument("--steps", type=_steps, default=None)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--steps", type=_steps, default=None, help="steps to run (default: each scenario's own)")
+    p.add_argument("--json", action="store_true", help="machine-readable rows (scenario, verdict, expected, agrees)")
     p.set_defaults(func=cmd_catalog)
 
     p = sub.add_parser("trace", help="write the reference's host-ordered trace of a scenario (JSON)")
-    p.add_argument("scenario")
-    p.add_argument("--steps", type=_steps, default=None)
+    p.add_argument("scenario", metavar="SCENARIO", help="the scenario file (.toml)")
+    p.add_argument("--steps", type=_steps, default=None, help="steps to run (default: the scenario's own)")
     p.add_argument("--out", "-o", default=None, help="file to write (default: stdout)")
     p.set_defaults(func=cmd_trace, **_outputs(("out", False)))
 
     p = sub.add_parser("prove", help="run the proof obligations, each against its expected verdict")
     p.add_argument("--only", nargs="+", metavar="GLOB", help="only obligations whose name matches (fnmatch)")
     p.add_argument("--docs", default=None, metavar="DIR", help="write DIR/proofs.md and DIR/counterexamples/")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable results, one object per obligation")
     p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
     p.add_argument("--timings", default=None, metavar="FILE", help="write the run's times and rlimits here (JSON)")
     p.set_defaults(func=cmd_prove, **_outputs(("docs", True), ("timings", False)))
@@ -270,16 +399,18 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify, **_outputs(("out", False)))
 
     p = sub.add_parser("traces", help="generate the model's trace corpus (DIR/corpus.jsonl)")
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write corpus.jsonl into")
+    p.add_argument("--json", action="store_true", help="machine-readable summary (families, counts, the file)")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_traces, **_outputs(("out", True)))
 
     p = sub.add_parser("replay", help="replay a trace corpus: conformance, verdicts, witnesses, second oracle")
-    p.add_argument("dir", metavar="DIR")
-    p.add_argument("--device", choices=["sim", "cuda"], default="sim")
+    p.add_argument("dir", metavar="DIR", help="the corpus folder (DIR/corpus.jsonl, as written by traces)")
+    p.add_argument("--device", choices=["sim", "cuda"], default="sim",
+                   help="replay on the CPU simulator (sim, default) or a CUDA device (cuda)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random interleavings")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable rows per family and disagreements")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("regress", help="write a pytest module with one regression test per corpus trace")
@@ -289,11 +420,12 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_regress, **_outputs(("out", False)))
 
     p = sub.add_parser("audit", help="prove, check the catalog, generate and replay the corpus, write docs/audit/")
-    p.add_argument("--docs", default="docs", metavar="DIR")
+    p.add_argument("--docs", default="docs", metavar="DIR", help="where the documents go (default: docs)")
     p.add_argument("--corpus", default="build/corpus", metavar="DIR", help="where the corpus is written")
     p.add_argument("--timings", default="build/timings.json", metavar="FILE",
                    help="where the run's times, rates and machine facts go (JSON; not a document)")
-    p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
+    p.add_argument("--json", action="store_true", help="machine-readable parts (name, status, summary, seconds)")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_audit, **_outputs(("docs", True), ("corpus", True), ("timings", False)))
 
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files")

@@ -148,6 +148,35 @@ class Race:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """A dishonest declaration: ``backend`` reads ``location`` at ``site`` in phase ``phase`` (mode ``mode``), outside
+    what its declaration ``declared`` covers (``vocab.COVERED_SITES``). ``via`` names the wrappers (composite or
+    hybrid) between the phase's backend and ``backend``, outermost first; empty when it is the phase's backend."""
+
+    phase: str
+    mode: str
+    backend: str
+    via: tuple[str, ...]
+    declared: str
+    site: str
+    location: str
+
+    def key(self) -> tuple:
+        return (self.phase, self.mode, self.backend, self.site, self.location)
+
+    def text(self) -> str:
+        """One line: ``DISHONEST backend 'fa3' (in 'hybrid' of phase 'decode', DECODE) declares IN_REPLAY but reads
+        req_to_token at post_replay``."""
+        where = f"in {'/'.join(repr(v) for v in self.via)} of phase {self.phase!r}" if self.via else f"phase {self.phase!r}"
+        return (f"DISHONEST backend {self.backend!r} ({where}, {self.mode}) declares {self.declared} but reads "
+                f"{self.location} at {self.site}, outside what {self.declared} covers")
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "mode": self.mode, "backend": self.backend, "via": list(self.via),
+                "declared": self.declared, "site": self.site, "location": self.location, "text": self.text()}
+
+
+@dataclass(frozen=True)
 class CheckReport:
     """The simulator's verdict on one scenario run for ``steps`` steps. Over a fixed host order happens-before is
     exact, so ``PROVED`` here means: no device interleaving of this run races."""
@@ -159,10 +188,17 @@ class CheckReport:
     ops: int = 0
     kernels: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    findings: tuple[Finding, ...] = ()
 
     @property
     def safe(self) -> bool:
+        """No race (the verdict alone; a dishonest declaration is a finding, not a race)."""
         return self.verdict is Verdict.PROVED
+
+    @property
+    def clean(self) -> bool:
+        """No race and no finding: what ``check`` exits 0 for."""
+        return self.safe and not self.findings
 
     def distinct(self) -> list[Race]:
         """The first race of each (location, phase, site)."""
@@ -182,4 +218,5 @@ class CheckReport:
             "races": [asdict(r) for r in self.races],
             "distinct_races": [r.key().to_dict() for r in self.distinct()],
             "notes": list(self.notes),
+            "findings": [f.to_dict() for f in self.findings],
         }

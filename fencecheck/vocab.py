@@ -5,6 +5,7 @@ Every enum here is a closed set; scenario files spell the members by their ``val
 
 from __future__ import annotations
 
+import difflib
 import enum
 
 
@@ -76,6 +77,17 @@ COVERED_SITES: dict[SharedReadEnds, frozenset[ReadSite]] = {
     SharedReadEnds.POST_REPLAY: frozenset(ReadSite),
     SharedReadEnds.UNKNOWN: frozenset(ReadSite),
 }
+
+
+#: The scheduler-shared locations fencecheck knows (docs/sglang-mechanism.md#the-hazard): the request-to-token map,
+#: the sliding-window index map of SWA models (as SGLang names it, and by the short name the catalog and tests use).
+#: A scenario may name others; the CLI warns about a name it does not know, with the closest known ones.
+SHARED_LOCATIONS: frozenset[str] = frozenset({"req_to_token", "full_to_swa_index_mapping", "swa_index_map"})
+
+
+def closest_locations(name: str, n: int = 3) -> list[str]:
+    """The known shared locations spelled most like ``name`` (difflib), best first; empty when none is close."""
+    return difflib.get_close_matches(name, sorted(SHARED_LOCATIONS), n=n, cutoff=0.6)
 
 
 class Execution(str, enum.Enum):

@@ -42,7 +42,7 @@ def test_check_json():
     assert code == 1
     assert [d["verdict"] for d in data] == ["counterexample", "proved"]
     assert data[0]["distinct_races"] == [
-        {"location": "req_to_token", "phase": "decode", "site": "in_graph_before_marker", "step": 0}]
+        {"location": "req_to_token", "phase": "decode", "site": "in_graph_before_marker", "step": 0, "read_by": []}]
 
 
 def test_catalog_command_agrees_with_every_expectation():
