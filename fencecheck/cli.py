@@ -320,6 +320,13 @@ def cmd_audit(args, out: TextIO) -> int:
     from .audit import exit_code, run_audit
 
     parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress, Path(args.timings))
+    if args.json:
+        json.dump({"passed": exit_code(parts) == 0, "exit_code": exit_code(parts),
+                   "documents": str(Path(args.docs) / "audit"),
+                   "parts": [{"name": p.name, "status": "ok" if p.ok else ("unknown" if p.unknown else "failed"),
+                              "summary": p.summary, "seconds": round(p.seconds, 3)} for p in parts]}, out, indent=2)
+        out.write("\n")
+        return exit_code(parts)
     width = max(len(p.name) for p in parts)
     for p in parts:
         status = "ok" if p.ok else ("unknown" if p.unknown else "FAILED")
@@ -394,7 +401,7 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prove, **_outputs(("docs", True), ("timings", False)))
 
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race")
-    p.add_argument("backend", metavar="BACKEND.toml")
+    p.add_argument("backend", metavar="BACKEND.toml", help="the backend file to verify")
     p.add_argument("--out", "-o", default=None, help="write the counterexample scenario here, if there is one")
     p.set_defaults(func=cmd_verify, **_outputs(("out", False)))
 
@@ -414,8 +421,8 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("regress", help="write a pytest module with one regression test per corpus trace")
-    p.add_argument("dir", metavar="DIR")
-    p.add_argument("--out", required=True, metavar="FILE.py")
+    p.add_argument("dir", metavar="DIR", help="the corpus folder (DIR/corpus.jsonl, as written by traces)")
+    p.add_argument("--out", required=True, metavar="FILE.py", help="the pytest module to write")
     p.add_argument("--only", nargs="+", metavar="GLOB", help="only traces whose id matches (e.g. 'catalog/*')")
     p.set_defaults(func=cmd_regress, **_outputs(("out", False)))
 

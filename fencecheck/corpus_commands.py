@@ -10,13 +10,14 @@ from typing import Callable, TextIO
 from .errors import EXIT_OK, EXIT_RACE, InputError
 
 
-def progress_bar(total: int, desc: str, enabled: bool, stream: TextIO | None = None):
-    """A tqdm bar on ``stream`` (stderr) when asked for or when it is a terminal; a no-op otherwise."""
+def progress_bar(total: int, desc: str, enabled: bool, stream: TextIO | None = None, unit: str = "trace"):
+    """A tqdm bar on ``stream`` (stderr) when asked for (``--progress``) or when it is a terminal; a no-op otherwise.
+    Never on stdout, so ``--json`` output stays clean."""
     from tqdm import tqdm
 
     stream = stream or sys.stderr
     tty = getattr(stream, "isatty", lambda: False)()
-    return tqdm(total=total, desc=desc, unit="trace", disable=not (enabled or tty), leave=False, file=stream)
+    return tqdm(total=total, desc=desc, unit=unit, disable=not (enabled or tty), leave=False, file=stream)
 
 
 def corpus_size() -> int:
@@ -65,6 +66,14 @@ def cmd_traces(args, out: TextIO) -> int:
         target, stats, count = build_and_write(Path(args.out), bar.update)
     finally:
         bar.close()
+    if args.json:
+        import json
+
+        json.dump({"file": str(target), "traces": count,
+                   "families": [{"family": family, "configurations": st["configurations"],
+                                 "behaviours": st["behaviours"]} for family, st in stats.items()]}, out, indent=2)
+        out.write("\n")
+        return EXIT_OK
     for family, st in stats.items():
         out.write(f"{family}: {st['configurations']} configurations -> {st['behaviours']} behaviours\n")
     out.write(f"{count} traces written to {target}\n")
@@ -121,10 +130,12 @@ def cmd_replay(args, out: TextIO) -> int:
 
     bar = progress_bar(len(records), "replaying", args.progress, args.err)
     results = []
-    for rec in records:
-        results.append(replay(rec, seed=args.seed))
-        bar.update(1)
-    bar.close()
+    try:
+        for rec in records:
+            results.append(replay(rec, seed=args.seed))
+            bar.update(1)
+    finally:
+        bar.close()
     rows, problems = replay_summary(results)
     if args.json:
         _json.dump({"rows": [dict(zip(("family", "traces", "conformant", "verdicts_agree", "races_shown",
