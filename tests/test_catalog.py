@@ -96,3 +96,20 @@ def test_safe_scenarios_never_show_a_stale_read(name):
     rng = random.Random(name)
     for _ in range(50):
         assert not stale_reads(hb, random_schedule(hb, rng))
+
+
+#: The catalog's dishonest declarations: (scenario, phase, backend, declared, site). Each is a backend that reads
+#: after its marker while declaring IN_REPLAY; the barrier still holds in force-coarse (the coarse wait covers it).
+DISHONEST = {
+    ("breakable-graph-in-replay", "verify", "segmented", "IN_REPLAY", "in_graph_after_marker"),
+    ("force-coarse", "decode", "flashinfer", "IN_REPLAY", "in_graph_after_marker"),
+}
+
+
+def test_the_catalogs_dishonest_declarations():
+    from fencecheck.reference.honesty import honesty_findings
+
+    found = {(name, f.phase, f.backend, f.declared, f.site) for name in NAMES for f in honesty_findings(SCENARIOS[name])}
+    assert found == DISHONEST
+    # a dishonest declaration is a finding, not a race: force-coarse stays proved
+    assert check_scenario(SCENARIOS["force-coarse"]).verdict is Verdict.PROVED

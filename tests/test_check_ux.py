@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import catalog_paths, load_catalog
+from fencecheck.catalog import catalog_paths
 from fencecheck.cli import build_parser, main
 from fencecheck.reference.honesty import honesty_findings, readers
 from fencecheck.scenario_io import load
@@ -125,11 +125,6 @@ def test_findings_in_json(tmp_path):
     assert report["distinct_races"] == [{"location": "req_to_token", "phase": "decode",
                                          "site": "in_graph_after_marker", "step": 0,
                                          "read_by": ["hybrid/decode_child"]}]
-
-
-def test_honest_catalog_scenarios_have_no_findings():
-    dishonest = {s.name for s in load_catalog() if honesty_findings(s)}
-    assert dishonest == {"force-coarse", "breakable-graph-in-replay"}
 
 
 # -- [expect] ----------------------------------------------------------------------------------------------------
