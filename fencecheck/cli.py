@@ -190,9 +190,12 @@ def _witness_lines(witnesses) -> list[str]:
 
 
 def _witness_json(witnesses) -> list[dict]:
+    """Per distinct race: its place, the racing write's host op, the witness ``schedule`` (indices into the trace's
+    kernels in host order, 0-based: the order the device runs them) and the ``stale_read`` it shows (its step and
+    the step whose data it saw, 1-based as in ``RaceId``), or None with ``reproduced`` false."""
     out = []
     for race, schedule, o in witnesses:
-        stale = None if o is None else {"kernel": o.kernel, "step": o.step, "phase": o.phase, "site": o.site,
+        stale = None if o is None else {"kernel_index": o.kernel, "step": o.step, "phase": o.phase, "site": o.site,
                                         "location": o.location, "seen": o.seen}
         out.append({"race": race.key().to_dict(), "write_op": race.write_op, "schedule": schedule,
                     "stale_read": stale, "reproduced": o is not None})

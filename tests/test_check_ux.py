@@ -168,7 +168,7 @@ def test_witness_in_json_per_distinct_race():
     assert w["stale_read"]["step"] == 1 and w["stale_read"]["seen"] == 2  # 1-based steps, as in RaceId
     assert w["stale_read"]["site"] == "worker_after"
     assert sorted(w["schedule"]) == list(range(len(w["schedule"])))  # every kernel once
-    assert w["stale_read"]["kernel"] in w["schedule"]
+    assert w["stale_read"]["kernel_index"] in w["schedule"]
 
 
 def test_no_witness_key_without_the_flag():
