@@ -261,3 +261,14 @@ def test_audit_json(tmp_path, monkeypatch):
     assert code == 1 and data["passed"] is False and data["exit_code"] == 1
     assert data["parts"] == [{"name": "prove", "status": "ok", "summary": "3 of 3", "seconds": 1.25},
                              {"name": "replay", "status": "failed", "summary": "1 disagreement", "seconds": 2.0}]
+
+
+def test_a_witness_that_shows_nothing_is_said_loudly(monkeypatch):
+    from fencecheck.reference.sim import interleave
+
+    monkeypatch.setattr(interleave, "stale_reads", lambda hb, schedule: [])
+    code, out, _ = run("check", PATHS["ngram-no-clear"], "--witness")
+    assert code == 1
+    assert "  witness: NOT REPRODUCED for req_to_token@verify/worker_after (simulator inconsistency)\n" in out
+    (w,) = json.loads(run("check", PATHS["ngram-no-clear"], "--witness", "--json")[1])[0]["witness"]
+    assert w["reproduced"] is False and w["stale_read"] is None
