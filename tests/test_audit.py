@@ -208,7 +208,6 @@ def test_the_pages_print_commands():
     assert ("fencecheck check fencecheck/catalog/barrier-disabled.toml", 1) in audit
 
 
-@pytest.mark.slow  # every check command of the pages, in process
 @pytest.mark.parametrize("page", PAGES, ids=_page_id)
 def test_every_command_a_page_prints_runs_from_the_repository_root(page, monkeypatch):
     import shlex
