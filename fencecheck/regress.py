@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from .corpus_io import FILENAME, FORMAT, MAX_CORPUS_BYTES, CorpusRecord, _json, _record
+from .atomic import read_input
 from .errors import InputError, quote
 
 #: The environment variable that names another corpus folder than the one the module records.
@@ -76,25 +77,29 @@ def read_selected(directory: str | Path, only: list[str]) -> tuple[dict, list[Co
     """The header and the records of ``directory/corpus.jsonl`` whose id matches a glob of ``only``, in file order. The file is
     checked as ``corpus_io.read`` checks it (format, hash of the records); only the selected records are parsed.
     No match, or a bad file, raises ``InputError`` in one line."""
-    path = Path(directory) / FILENAME
-    if not path.is_file():
-        raise InputError(str(path), "", f"no such file (run fencecheck traces --out DIR, or set {CORPUS_ENV})")
-    if path.stat().st_size > MAX_CORPUS_BYTES:
-        raise InputError(str(path), "", f"expected at most {MAX_CORPUS_BYTES} bytes")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    folder = Path(directory)
+    if folder.is_file():
+        raise InputError(str(folder), "", "expected a corpus folder (written by fencecheck traces --out DIR)")
+    path = folder / FILENAME
+    text = read_input(path, missing=f"no such file (run fencecheck traces --out DIR, or set {CORPUS_ENV})",
+                      limit=MAX_CORPUS_BYTES)
+    lines = text.splitlines()
     if not lines:
         raise InputError(str(path), "line 1", "expected a header line")
     header = _json(path, 1, lines[0])
     if header.get("format") != FORMAT:
         raise InputError(str(path), "line 1: format", f"expected {FORMAT!r}, got {quote(header.get('format'))}")
     body = lines[1:]
-    if header.get("content_sha256") != hashlib.sha256("\n".join(body).encode()).hexdigest():
+    digest = hashlib.sha256("\n".join(body).encode()).hexdigest()
+    if header.get("content_sha256") != digest or header.get("records") != len(body):
         raise InputError(str(path), "line 1: content_sha256", "expected the hash of the records (file changed or cut)")
+    if not body:
+        raise InputError(str(path), "line 1: records", "expected at least one trace record, got an empty corpus")
     records = []
     for n, line in enumerate(body, start=2):
         d = _json(path, n, line)
-        if isinstance(d.get("id"), str) and selected(d["id"], only):
-            records.append(_record(path, n, d))
+        if not isinstance(d.get("id"), str) or selected(d["id"], only):
+            records.append(_record(path, n, d))  # a record without a string id raises there, naming the key
     if not records:
         raise InputError(str(path), "--only", f"no trace matches {' '.join(only)!r}")
     return header, records
