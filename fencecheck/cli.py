@@ -423,10 +423,11 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("regress", help="write a pytest module with one regression test per corpus trace")
+    p = sub.add_parser("regress", help="write a short pytest module that replays the corpus traces through an adapter")
     p.add_argument("dir", metavar="DIR", help="the corpus folder (DIR/corpus.jsonl, as written by traces)")
     p.add_argument("--out", required=True, metavar="FILE.py", help="the pytest module to write")
-    p.add_argument("--only", nargs="+", metavar="GLOB", help="only traces whose id matches (e.g. 'catalog/*')")
+    p.add_argument("--only", nargs="+", metavar="GLOB",
+                   help="only traces whose id matches (e.g. 'catalog/*'); recorded in the module")
     p.set_defaults(func=cmd_regress, **_outputs(("out", False)))
 
     p = sub.add_parser("audit", help="prove, check the catalog, generate and replay the corpus, write docs/audit/")

@@ -156,18 +156,13 @@ def cmd_replay(args, out: TextIO) -> int:
 
 
 def cmd_regress(args, out: TextIO) -> int:
-    import fnmatch
-
     from .atomic import write_text_atomic
-    from .corpus_io import read
-    from .regress import render
+    from .corpus_io import FILENAME
+    from .regress import read_selected, render
 
-    header, records = read(args.dir)
-    if args.only:
-        records = [r for r in records if any(fnmatch.fnmatch(r.id, pat) for pat in args.only)]
-        if not records:
-            raise InputError("<flags>", "--only", f"no trace matches {' '.join(args.only)!r}")
-    source = f"{len(records)} traces, corpus sha256 {header['content_sha256'][:16]}"
-    write_text_atomic(Path(args.out), render(records, source))
-    out.write(f"{len(records)} tests written to {args.out}\n")
+    only = args.only or ["*"]
+    header, records = read_selected(args.dir, only)  # checked now; the module reads the corpus at test time
+    module = render(Path(args.dir), Path(args.out), only, len(records), header["content_sha256"])
+    write_text_atomic(Path(args.out), module)
+    out.write(f"{len(records)} test cases written to {args.out} (they read {Path(args.dir) / FILENAME} at test time)\n")
     return EXIT_OK

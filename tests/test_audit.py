@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -174,3 +175,115 @@ def test_audit_documents_hold_no_time_nor_machine():
         assert fact not in text, fact
     timings = timings_text(parts, state)
     assert "12.345" in timings and "493.2" in timings and platform.python_version() in timings
+
+
+# -- the generated pages: commands, headings, diagrams ---------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "docs" / "proofs.md"] + sorted((ROOT / "docs" / "audit").glob("*.md"))
+#: Commands that regenerate the documents or the corpus (minutes; tests of prove, audit and traces run them): the
+#: pages' copies are parsed, not run.
+GENERATORS = {"prove", "audit", "traces"}
+
+
+def _page_id(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def _commands(text: str) -> list[tuple[str, int]]:
+    """Every `fencecheck ...` span of a page with the exit status it documents ("(exit status N" right after it;
+    0 when none is given)."""
+    found = []
+    for m in re.finditer(r"`(fencecheck [^`]*)`( \(exit status (\d+))?", text):
+        found.append((m.group(1), int(m.group(3) or 0)))
+    return found
+
+
+def test_the_pages_print_commands():
+    """The command tests below see the replay commands of both proof pages (the regex finds them)."""
+    proofs = _commands((ROOT / "docs" / "proofs.md").read_text())
+    audit = _commands((ROOT / "docs" / "audit" / "counterexamples.md").read_text())
+    assert ("fencecheck check docs/counterexamples/needs__barrier_on.toml --witness", 1) in proofs
+    assert ("fencecheck check docs/counterexamples/needs__barrier_on.toml --witness", 1) in audit
+    assert ("fencecheck check fencecheck/catalog/barrier-disabled.toml", 1) in audit
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+def test_every_command_a_page_prints_runs_from_the_repository_root(page, monkeypatch):
+    import shlex
+
+    from fencecheck.cli import build_parser
+
+    monkeypatch.chdir(ROOT)
+    bad = []
+    for command, status in _commands(page.read_text()):
+        argv = shlex.split(command)[1:]
+        build_parser().parse_args(argv)  # a flag the CLI does not have fails here
+        if argv[0] in GENERATORS:
+            continue
+        out, err = io.StringIO(), io.StringIO()
+        code = main(argv, out, err)
+        if code != status:
+            bad.append(f"{command}: exit {code}, documented {status}: {err.getvalue().strip()}")
+        elif argv[0] == "check" and status == 1 and "RACE read of" not in out.getvalue():
+            bad.append(f"{command}: exit 1 without a race")
+    assert not bad, "\n".join(bad)
+
+
+def _headings(text: str) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+    return re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+def test_no_page_repeats_a_heading_or_its_anchor(page):
+    heads = _headings(page.read_text())
+    anchors = [re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads]
+    assert heads and len(set(heads)) == len(heads), sorted(h for h in heads if heads.count(h) > 1)
+    assert len(set(anchors)) == len(anchors), sorted(a for a in anchors if anchors.count(a) > 1)
+
+
+_NAMED = {"quot": '"', "lt": "<", "gt": ">", "amp": "&"}
+
+
+def _unquote(label: str) -> str:
+    """A quoted Mermaid label as Mermaid renders it: ``#NN;`` and ``#name;`` entity codes decoded."""
+    assert label.startswith('"') and label.endswith('"') and '"' not in label[1:-1], label
+    inner = label[1:-1]
+    assert re.fullmatch(r"(?:[^#;<>&]|#(?:\d+|quot|lt|gt|amp);)*", inner), f"unescaped character in {label}"
+    return re.sub(r"#(\d+|\w+);", lambda m: chr(int(m[1])) if m[1].isdigit() else _NAMED[m[1]], inner)
+
+
+def _diagrams(text: str) -> list[tuple[dict[str, str], dict[str, str]]]:
+    """For each Mermaid block: its node labels as rendered, and the node texts listed just above it."""
+    out = []
+    for m in re.finditer(r"((?:^- \w, [^\n]*\n)+)\n```mermaid\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL):
+        listed = dict(re.findall(r"^- (\w), [^`\n]*: `([^`]*)`$", m.group(1), flags=re.MULTILINE))
+        labels = {node: _unquote(label) for node, label in re.findall(r"^  (\w)\[(\"[^\n]*\")\]$", m.group(2),
+                                                                       flags=re.MULTILINE)}
+        out.append((labels, listed))
+    return out
+
+
+def test_each_diagram_label_reads_as_the_text_beside_it():
+    text = (ROOT / "docs" / "audit" / "counterexamples.md").read_text()
+    diagrams = _diagrams(text)
+    assert len(diagrams) == text.count("```mermaid") > 0
+    for labels, listed in diagrams:
+        assert labels == listed and {"R", "W"} <= set(labels)
+    assert any("flashinfer#0 node 0" in label for labels, _ in diagrams for label in labels.values())
+
+
+def test_a_label_holds_its_text_whole_whatever_the_characters():
+    from fencecheck.audit import mermaid, race_nodes
+    from fencecheck.report import Race
+
+    race = Race(location="req_to_token", step=1, phase='ph"a;se', site="pre_replay", read_stream="F", read_op=4,
+                read_node=0, read_graph="target/decode/DECODE/flashinfer#0", write_op=9, write_stream="S",
+                write_step=2, write_by="scheduler", synced_up_to="F kernel #1 <pre> & more", via="S.wait_event(x) -> y",
+                missing_edge="F kernel #2 -> S op 9", barrier="fine: S waits on r0.marker")
+    block = mermaid(race)
+    labels = {node: _unquote(label) for node, label in re.findall(r"^  (\w)\[(\"[^\n]*\")\]$", block, re.MULTILINE)}
+    assert labels == {node: text for node, _, text in race_nodes(race)}
+    assert labels["R"] == race.read_text() and "graph target/decode/DECODE/flashinfer#0 node 0" in labels["R"]
+    assert labels["W"] == race.write_text() and labels["K"] == race.synced_up_to and labels["V"] == race.via
