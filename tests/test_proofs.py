@@ -72,10 +72,18 @@ def test_every_obligation_is_as_expected(results):
 
 
 @pytest.mark.slow
-def test_every_rlimit_keeps_at_least_twice_the_need(results):
-    """Calibrated at about 4x; a change that eats the headroom shows here before any verdict turns unknown."""
-    tight = {n: (r.rlimit_used, r.obligation.rlimit) for n, r in results.items()
-             if not 0 < 2 * r.rlimit_used <= r.obligation.rlimit}
+def test_every_rlimit_keeps_at_least_twice_the_need(tmp_path):
+    """Calibrated at about 4x; a change that eats the headroom shows here before any verdict turns unknown.
+
+    Measured as ``fencecheck prove`` runs the obligations: in a process of its own. In a long-lived process, after
+    many unrelated tests, z3 has been seen to consume more for the same query (the main theorem about 2.2x), with
+    the same verdict; the commands never run proofs after other work."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "fencecheck", "prove", "--json", "--only",
+                           *[o.name for o in O.OBLIGATIONS]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tight = {r["obligation"]: (r["rlimit_used"], r["rlimit"]) for r in json.loads(done.stdout)
+             if not 0 < 2 * r["rlimit_used"] <= r["rlimit"]}
     assert not tight
 
 
