@@ -172,7 +172,11 @@ def _verify_text(args, report, out: TextIO, rule, assumed) -> None:
         if own:
             out.write(f"    races on its own, not through this backend: "
                       f"{'; '.join(r.text() for r in c.own_races) or 'yes'}\n")
-        for r in sorted(c.brought, key=lambda r: (r.step, r.phase, r.site, r.location)):
-            out.write(f"    race: {_race_text(c, r)}\n")
+        first: dict = {}
+        for r in sorted(set(c.brought), key=lambda r: (r.step, r.phase, r.site, r.location)):
+            first.setdefault(r.place(), []).append(r)
+        for place, rs in first.items():
+            more = f" (also in step {', '.join(str(r.step) for r in rs[1:])})" if len(rs) > 1 else ""
+            out.write(f"    race: {_race_text(c, rs[0])}{more}\n")
     for a in report.advice:
         out.write(f"advice: {a.text()}\n")

@@ -387,7 +387,7 @@ class Check:
         if self.safe:
             return f"safe in all {n} contexts (the symbolic family and {n - 1} catalog scenarios)"
         parts = [] if self.symbolic is Verdict.PROVED else [f"symbolic {self.symbolic.value}"]
-        parts += [f"{c.scenario} ({'; '.join(r.text() for r in sorted(c.brought, key=_order)) or 'unknown'})"
+        parts += [f"{c.scenario} ({'; '.join(sorted({r.place().text() for r in c.brought})) or 'unknown'})"
                   for c in bad]
         return f"races in {len(parts)} of {n} contexts: {', '.join(parts)}"
 
@@ -503,8 +503,11 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                     why += "; " + "; ".join(failed_here)
                 out.append(Advice(label, why, chk))
                 break
-            failed_here.append(f"{d.name} instead {chk.text()}")
+            failed_here.append(f"{d.name} instead: {chk.text()}")
         else:
+            if failed_here and racing and not over:
+                out.append(Advice(f"no declaration for {f.mode.value} alone fixes it",
+                                  "; ".join(failed_here), None))
             if failed_here and over:
                 out.append(Advice(f"keep {f.declared.name} for {f.mode.value}",
                                   "no earlier declaration is safe: " + "; ".join(failed_here), None))
