@@ -46,27 +46,51 @@ def cmd_prove(args, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _race_text(c, r) -> str:
-    """A race of a catalog context in SGLang's terms: the read, the write, the edge that is missing."""
+def _phase_text(c, r) -> str:
+    """The racing phase in SGLang's terms: mode, runner, backend, step kind, the named runner, what it publishes."""
     ph = c.phase_of(r)
     if ph is None:
-        return r.text()
+        return ""
     if ph.resolved is None:
         pub = "its runner does not resolve a declaration"
     elif ph.resolved is SharedReadEnds.UNKNOWN:
         pub = "it resolves UNKNOWN and publishes nothing"
     else:
-        pub = f"it resolves {ph.resolved.name} and publishes at that point"
-    stale = (f"; the barrier after step {r.step} waits on runner {ph.publisher}'s mailbox, which holds no event "
-             f"recorded after this read (an event left from an earlier step, or none)") if (
-        ph.resolved in (None, SharedReadEnds.UNKNOWN) or ph.publisher != ph.runner) else (
-        f"; the barrier after step {r.step} waits on runner {ph.publisher}'s event, recorded before the read")
-    return (f"{r.text()}: {ph.phase} ({ph.mode.value} on runner {ph.runner}, backend {ph.backend}, {ph.kind} step, "
-            f"publisher {ph.publisher}) reads {r.location} at {r.site}; {pub}{stale}; the scheduler's write of "
-            f"{r.location} after step {r.step} is not ordered after the read (missing edge: read -> write)")
+        pub = f"it resolves {ph.resolved.name} and publishes there"
+    if ph.resolved in (None, SharedReadEnds.UNKNOWN) and ph.publisher == ph.runner:
+        left = [q for q in c.phases if q.step < ph.step and q.runner == ph.runner and q.publisher != q.runner
+                and q.resolved not in (None, SharedReadEnds.UNKNOWN)]
+        if left:
+            q = left[-1]
+            pub += (f"; so the barrier waits on the event left in runner {ph.runner}'s mailbox by step {q.step}'s "
+                    f"{q.phase} ({q.mode.value}, backend {q.backend}, resolved {q.resolved.name}), which step "
+                    f"{q.step}'s barrier did not reset because that step named runner {q.publisher}")
+    return (f"{ph.phase} ({ph.mode.value} on runner {ph.runner}, backend {ph.backend}, {ph.kind} step whose "
+            f"last_shared_read_runner is {ph.publisher}): {pub}")
 
 
-def verify_json(report) -> dict:
+def explain_contexts(report) -> dict:
+    """The simulator's account of every race the backend brings: {(context, RaceId): reference Race}."""
+    from .reference.check import check_scenario
+
+    out = {}
+    for c in report.contexts:
+        if c.brought and c.swapped is not None:
+            for race in check_scenario(c.swapped).races:
+                out.setdefault((c.scenario, race.id), race)
+    return out
+
+
+def _explanation(race) -> dict:
+    return {"read": race.read_text(), "write": race.write_text(), "barrier": race.barrier,
+            "ordered_after": race.synced_up_to, "via": race.via, "missing_edge": race.missing_edge}
+
+
+def _race_order(r):
+    return (r.step, r.phase, r.site, r.location)
+
+
+def verify_json(report, explained: dict) -> dict:
     """The documented ``verify --json`` shape (docs/verify.md)."""
     from .model.verify import ASSUMED, RULE
 
@@ -85,8 +109,10 @@ def verify_json(report) -> dict:
                      "races": [] if ce is None else [RaceId(*r).to_dict() for r in ce.races]},
         "contexts": [{"scenario": c.scenario, "verdict": c.report.verdict.value, "safe": c.safe,
                       "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
-                      "races": [r.to_dict() for r in c.report.races],
-                      "brought": [r.to_dict() for r in c.brought],
+                      "races": [r.to_dict() for r in sorted(set(c.report.races), key=_race_order)],
+                      "brought": [{**r.to_dict(), "phase_facts": _phase_text(c, r),
+                                   "explanation": _explanation(explained[(c.scenario, r)])
+                                   if (c.scenario, r) in explained else None} for r in c.brought],
                       "own_races": [r.to_dict() for r in c.own_races]} for c in report.contexts],
         "findings": list(report.findings),
         "advice": [{"change": a.change, "why": a.why,
@@ -129,17 +155,17 @@ def cmd_verify(args, out: TextIO) -> int:
         races = tuple(RaceId(*r) for r in ce.races)
         dump(ce.scenario.replace(expect=Expectation(Verdict.COUNTEREXAMPLE, races)), args.out)
     if args.json:
-        json.dump(verify_json(report), out, indent=2)
+        json.dump(verify_json(report, explain_contexts(report)), out, indent=2)
         out.write("\n")
     else:
-        _verify_text(args, report, out, RULE, ASSUMED)
+        _verify_text(args, report, explain_contexts(report), out, RULE, ASSUMED)
     if report.safe:
         return EXIT_OK
     brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought for c in report.contexts)
     return EXIT_RACE if brought else EXIT_UNKNOWN
 
 
-def _verify_text(args, report, out: TextIO, rule, assumed) -> None:
+def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> None:
     out.write(f"backend {report.backend}\n")
     for f in report.modes:
         sites = ", ".join(f"{s.value}: {'/'.join(locs)}" for s, locs in f.sites.items()) or "no reads"
@@ -170,13 +196,23 @@ def _verify_text(args, report, out: TextIO, rule, assumed) -> None:
             out.write(f"  [outside the symbolic proof: fails {', '.join(c.failed)}]")
         out.write("\n")
         if own:
-            out.write(f"    races on its own, not through this backend: "
-                      f"{'; '.join(r.text() for r in c.own_races) or 'yes'}\n")
+            kept = "; ".join(sorted({r.place().text() for r in c.kept})) or "none (its racing reads were this backend's)"
+            out.write(f"    races on its own (catalog verdict counterexample): "
+                      f"{'; '.join(r.text() for r in c.own_races) or 'yes'}; with this backend it still races at: "
+                      f"{kept}\n")
         first: dict = {}
-        for r in sorted(set(c.brought), key=lambda r: (r.step, r.phase, r.site, r.location)):
+        for r in c.brought:
             first.setdefault(r.place(), []).append(r)
         for place, rs in first.items():
             more = f" (also in step {', '.join(str(r.step) for r in rs[1:])})" if len(rs) > 1 else ""
-            out.write(f"    race: {_race_text(c, rs[0])}{more}\n")
+            out.write(f"    race: {rs[0].text()}{more}: {_phase_text(c, rs[0])}\n")
+            race = explained.get((c.scenario, rs[0]))
+            if race is not None:
+                out.write(f"      the {race.read_text()}\n")
+                out.write(f"      vs the {race.write_text()}\n")
+                out.write(f"      barrier: {race.barrier or 'none'}; {race.write_stream} was ordered only after "
+                          f"{race.synced_up_to or 'no kernel of this step'}"
+                          + (f" via {race.via}" if race.via else "") + "\n")
+                out.write(f"      missing edge: {race.missing_edge}\n")
     for a in report.advice:
         out.write(f"advice: {a.text()}\n")

@@ -1,6 +1,6 @@
 """The JSON Schemas of fencecheck's input files (the TOML form, after parsing), derived from the field declarations
 of ``fencecheck.scenario`` (``fields.table_schema``); only the structural tables are assembled here.
-docs/scenario.schema.json is generated from ``SCENARIO_SCHEMA``.
+docs/scenario.schema.json is generated from ``SCENARIO_SCHEMA``, docs/backend.schema.json from ``BACKEND_SCHEMA``.
 
 Integers are strict: a TOML float (``3.0``) is not an integer, whatever JSON Schema's number model says
 (``VALIDATOR_CLASS``).
@@ -177,6 +177,7 @@ def main() -> None:  # pragma: no cover - exercised by the docs tests through do
 
     docs = Path(sys.argv[1] if len(sys.argv) > 1 else "docs")
     (docs / "scenario.schema.json").write_text(json.dumps(SCENARIO_SCHEMA, indent=2) + "\n", encoding="utf-8")
+    (docs / "backend.schema.json").write_text(json.dumps(BACKEND_SCHEMA, indent=2) + "\n", encoding="utf-8")
     page = docs / "scenarios.md"
     page.write_text(docs_tables(page.read_text(encoding="utf-8")), encoding="utf-8")
 

@@ -325,14 +325,22 @@ class Context:
     own_races: tuple[RaceId, ...]  # the places it races at on its own
     failed: list[str] = field(default_factory=list)  # the named assumptions it fails
     phases: list[PhaseFacts] = field(default_factory=list)
+    swapped: Scenario | None = None  # the scenario with the backend swapped in (for the simulator's explanation)
 
     @property
     def brought(self) -> tuple[RaceId, ...]:
         """The races the backend brings: every race of a context race-free on its own, else those at new places."""
+        races = tuple(sorted(set(self.report.races), key=_order))
         if self.own_verdict is Verdict.PROVED:
-            return self.report.races
+            return races
         own = {r.place() for r in self.own_races}
-        return tuple(r for r in self.report.races if r.place() not in own)
+        return tuple(r for r in races if r.place() not in own)
+
+    @property
+    def kept(self) -> tuple[RaceId, ...]:
+        """The context's own races that remain with the backend swapped in."""
+        own = {r.place() for r in self.own_races}
+        return tuple(r for r in sorted(set(self.report.races), key=_order) if r.place() in own)
 
     @property
     def safe(self) -> bool:
@@ -358,7 +366,7 @@ def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget:
             continue
         own = s.expect.verdict if s.expect is not None else Verdict.PROVED
         races = s.expect.races if s.expect is not None else ()
-        c = Context(s.name, model_check(swapped, budget=budget), own, races)
+        c = Context(s.name, model_check(swapped, budget=budget), own, races, swapped=swapped)
         if examine:
             c.failed, c.phases = context_facts(swapped, budget)
         out.append(c)

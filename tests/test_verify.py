@@ -124,8 +124,9 @@ def test_honest_backend_is_proved_in_every_context():
 @pytest.mark.slow
 def test_dishonest_backend_gets_a_replayable_counterexample_numbered_as_reported(tmp_path):
     target = tmp_path / "ce.toml"
-    code, out, _ = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target))
+    code, out, err = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target), "--progress")
     assert code == 1
+    assert "verify gathers-in-kernels" in err  # the progress bar, asked for on a stderr that is not a terminal
     assert "the read of req_to_token by phase0 at in_graph_after_marker in step 1 races" in out
     assert "  plain-decode: COUNTEREXAMPLE\n    race: req_to_token@decode/in_graph_after_marker in step 1" in out
     assert "advice: move the read of req_to_token at in_graph_after_marker in DECODE out of the graph (pre_replay) " \
@@ -142,7 +143,10 @@ def test_over_declared_backend_gets_verified_advice_and_the_dspark_explanation()
     assert code == 1
     assert "dspark: COUNTEREXAMPLE  [outside the symbolic proof: fails last_reader_publishes]" in out
     assert "race: req_to_token@idle/pre_replay in step 2: idle (IDLE on runner target" in out
-    assert "it resolves UNKNOWN and publishes nothing" in out
+    assert "it resolves UNKNOWN and publishes nothing; so the barrier waits on the event left in runner target's " \
+           "mailbox by step 1's verify (TARGET_VERIFY, backend verify:page-table-prebuilt, resolved POST_REPLAY), " \
+           "which step 1's barrier did not reset because that step named runner draft" in out
+    assert "missing edge: F kernel #4 (pre_replay) -> S op 27: S never waited on F work of step 2" in out
     assert "advice: declare IN_REPLAY for TARGET_VERIFY: safe in all 18 contexts" in out
     assert "PRE_REPLAY instead: races in 1 of 18 contexts: dspark (req_to_token@idle/in_graph_before_marker; " \
            "req_to_token@idle/pre_replay)" in out
@@ -160,3 +164,11 @@ def test_json_shape():
     assert {"location", "phase", "site", "step"} == set(plain["brought"][0])
     assert any(a["verification"] and a["verification"]["safe"] for a in data["advice"])
     assert data["findings"][0].startswith("child gather: DECODE")
+    assert plain["brought"][0]["explanation"]["missing_edge"].startswith("F kernel")
+
+
+def test_the_backend_schema_document_is_generated_from_the_declarations():
+    from fencecheck.schema import BACKEND_SCHEMA
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "backend.schema.json"
+    assert json.loads(doc.read_text(encoding="utf-8")) == BACKEND_SCHEMA
