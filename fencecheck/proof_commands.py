@@ -81,6 +81,16 @@ def explain_contexts(report) -> dict:
     return out
 
 
+def _symbolic_race(ce):
+    """The simulator's account of the symbolic counterexample's first race (None if it finds none)."""
+    from .reference.check import check_scenario
+
+    loc, phase, site = ce.race_key()
+    races = check_scenario(ce.scenario).races
+    return next((r for r in races if (r.location, r.phase, r.site, r.step) == (loc, phase, site, ce.race.step)),
+                races[0] if races else None)
+
+
 def _explanation(race) -> dict:
     return {"read": race.read_text(), "write": race.write_text(), "barrier": race.barrier,
             "ordered_after": race.synced_up_to, "via": race.via, "missing_edge": race.missing_edge}
@@ -106,7 +116,9 @@ def verify_json(report, explained: dict) -> dict:
                      "bounds": {"steps": report.bounds.steps, "phases": report.bounds.phases,
                                 "runners": report.bounds.runners},
                      "reason": report.reason,
-                     "races": [] if ce is None else [RaceId(*r).to_dict() for r in ce.races]},
+                     "races": [] if ce is None else [RaceId(*r).to_dict() for r in ce.races],
+                     "explanation": None if ce is None or _symbolic_race(ce) is None
+                     else _explanation(_symbolic_race(ce))},
         "contexts": [{"scenario": c.scenario, "verdict": c.report.verdict.value, "safe": c.safe,
                       "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
                       "races": [r.to_dict() for r in sorted(set(c.report.races), key=_race_order)],
@@ -185,6 +197,10 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
         loc, phase, site = ce.race_key()
         out.write(f"COUNTEREXAMPLE {under}: the read of {loc} by {phase} at {site} in step {ce.race.step} races "
                   f"({ce.bounds.phases} phase(s), {ce.bounds.steps} step(s))\n")
+        race = _symbolic_race(ce)
+        if race is not None:
+            out.write(f"  the {race.read_text()}\n  vs the {race.write_text()}\n")
+            out.write(f"  barrier: {race.barrier or 'none'}; missing edge: {race.missing_edge}\n")
         if args.out:
             out.write(f"  scenario written to {args.out}; replay: fencecheck check {args.out} --witness\n")
     out.write(f"catalog contexts: {len(report.contexts)} scenarios with a phase in a mode it covers\n")

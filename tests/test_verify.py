@@ -128,6 +128,7 @@ def test_dishonest_backend_gets_a_replayable_counterexample_numbered_as_reported
     assert code == 1
     assert "verify gathers-in-kernels" in err  # the progress bar, asked for on a stderr that is not a terminal
     assert "the read of req_to_token by phase0 at in_graph_after_marker in step 1 races" in out
+    assert "  the read of req_to_token by step 1 phase 'phase0' at in_graph_after_marker" in out
     assert "  plain-decode: COUNTEREXAMPLE\n    race: req_to_token@decode/in_graph_after_marker in step 1" in out
     assert "advice: move the read of req_to_token at in_graph_after_marker in DECODE out of the graph (pre_replay) " \
            "in gathers-in-kernels: safe in all" in out
@@ -161,7 +162,10 @@ def test_json_shape():
     assert data["symbolic"]["rule"] == "declaration_only_post_fallback"
     assert "honest_declarations" not in data["symbolic"]["assumptions"]
     plain = next(c for c in data["contexts"] if c["scenario"] == "plain-decode")
-    assert {"location", "phase", "site", "step"} == set(plain["brought"][0])
+    assert set(plain["brought"][0]) == {"location", "phase", "site", "step", "phase_facts", "explanation"}
+    assert plain["brought"][0]["site"] == "in_graph_after_marker" and plain["brought"][0]["step"] == 1
+    assert data["symbolic"]["verdict"] == "counterexample"
+    assert data["symbolic"]["explanation"]["read"].startswith("read of req_to_token by step 1 phase 'phase0'")
     assert any(a["verification"] and a["verification"]["safe"] for a in data["advice"])
     assert data["findings"][0].startswith("child gather: DECODE")
     assert plain["brought"][0]["explanation"]["missing_edge"].startswith("F kernel")
