@@ -7,7 +7,7 @@ from typing import TextIO
 
 from .errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
 from .report import RaceId, Verdict
-from .vocab import SharedReadEnds
+from .vocab import ReadSite, SharedReadEnds
 
 
 def cmd_prove(args, out: TextIO) -> int:
@@ -46,11 +46,29 @@ def cmd_prove(args, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _phase_text(c, r) -> str:
+def _readers(report, c, r) -> tuple[str, ...]:
+    """The backends of the file under test that make the racing read (empty: a read of the context's own)."""
+    from .model.verify import PREFIX
+
+    ph = c.phase_of(r)
+    if ph is None or not ph.backend.startswith(PREFIX) or r.site not in {s.value for s in ReadSite}:
+        return ()
+    f = next((f for f in report.modes if f.mode is ph.mode), None)
+    return () if f is None else f.readers.get((ReadSite(r.site), r.location), ())
+
+
+def _phase_text(report, c, r) -> str:
     """The racing phase in SGLang's terms: mode, runner, backend, step kind, the named runner, what it publishes."""
+    from .model.verify import PREFIX
+
     ph = c.phase_of(r)
     if ph is None:
         return ""
+    who = _readers(report, c, r)
+    backend = (f"{ph.backend[len(PREFIX):]}, the backend under test" if ph.backend.startswith(PREFIX)
+               else ph.backend)
+    if who and who != (report.backend,):
+        backend += f"; the read is {'/'.join(who)}'s"
     if ph.resolved is None:
         pub = "its runner does not resolve a declaration"
     elif ph.resolved is SharedReadEnds.UNKNOWN:
@@ -63,9 +81,9 @@ def _phase_text(c, r) -> str:
         if left:
             q = left[-1]
             pub += (f"; so the barrier waits on the event left in runner {ph.runner}'s mailbox by step {q.step}'s "
-                    f"{q.phase} ({q.mode.value}, backend {q.backend}, resolved {q.resolved.name}), which step "
+                    f"{q.phase} ({q.mode.value}, backend {q.backend.removeprefix(PREFIX)}, resolved {q.resolved.name}), which step "
                     f"{q.step}'s barrier did not reset because that step named runner {q.publisher}")
-    return (f"{ph.phase} ({ph.mode.value} on runner {ph.runner}, backend {ph.backend}, {ph.kind} step whose "
+    return (f"{ph.phase} ({ph.mode.value} on runner {ph.runner}, backend {backend}, {ph.kind} step whose "
             f"last_shared_read_runner is {ph.publisher}): {pub}")
 
 
@@ -121,8 +139,10 @@ def verify_json(report, explained: dict) -> dict:
                      else _explanation(_symbolic_race(ce))},
         "contexts": [{"scenario": c.scenario, "verdict": c.report.verdict.value, "safe": c.safe,
                       "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
+                      "races_with_any_backend": bool(c.any_backend),
                       "races": [r.to_dict() for r in sorted(set(c.report.races), key=_race_order)],
-                      "brought": [{**r.to_dict(), "phase_facts": _phase_text(c, r),
+                      "brought": [{**r.to_dict(), "phase_facts": _phase_text(report, c, r),
+                                   "readers": list(_readers(report, c, r)),
                                    "explanation": _explanation(explained[(c.scenario, r)])
                                    if (c.scenario, r) in explained else None} for r in c.brought],
                       "own_races": [r.to_dict() for r in c.own_races]} for c in report.contexts],
@@ -207,6 +227,9 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
     for c in report.contexts:
         own = c.own_verdict is not Verdict.PROVED
         status = c.report.verdict.text if not own else ("safe here" if c.safe else "COUNTEREXAMPLE")
+        if c.any_backend and c.report.verdict is Verdict.COUNTEREXAMPLE:
+            status = ("races with any backend: " + ", ".join(f"fails {n}" for n in c.any_backend)
+                      + "; the scheduler must change")
         out.write(f"  {c.scenario}: {status}")
         if c.failed:
             out.write(f"  [outside the symbolic proof: fails {', '.join(c.failed)}]")
@@ -221,7 +244,7 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
             first.setdefault(r.place(), []).append(r)
         for place, rs in first.items():
             more = f" (also in step {', '.join(str(r.step) for r in rs[1:])})" if len(rs) > 1 else ""
-            out.write(f"    race: {rs[0].text()}{more}: {_phase_text(c, rs[0])}\n")
+            out.write(f"    race: {rs[0].text()}{more}: {_phase_text(report, c, rs[0])}\n")
             race = explained.get((c.scenario, rs[0]))
             if race is not None:
                 out.write(f"      the {race.read_text()}\n")

@@ -65,6 +65,11 @@ COMPONENT = {
 }
 
 
+#: Assumptions without which every read of shared state races, whatever the backend declares: with the barrier off,
+#: or applied at the loop top (after the scheduler's writes), no event orders any read before the next write.
+ANY_BACKEND = ("barrier_on", "barrier_after_run_batch")
+
+
 # -- the backend's facts ------------------------------------------------------------------------------------------
 
 
@@ -343,9 +348,15 @@ class Context:
         return tuple(r for r in sorted(set(self.report.races), key=_order) if r.place() in own)
 
     @property
+    def any_backend(self) -> list[str]:
+        """The failed assumptions under which every read of shared state races, whatever backend makes it."""
+        return [n for n in self.failed if n in ANY_BACKEND]
+
+    @property
     def safe(self) -> bool:
-        """The backend brings no race here (the context's own races are the context's)."""
-        return self.report.verdict is not Verdict.UNKNOWN and not self.brought
+        """The backend brings no race here: the context's own races are the context's, and where every read races
+        whatever the backend (``any_backend``) the backend is not at fault."""
+        return self.report.verdict is not Verdict.UNKNOWN and (not self.brought or bool(self.any_backend))
 
     @property
     def covered(self) -> bool:

@@ -95,7 +95,15 @@ def test_a_context_that_races_on_its_own_is_listed_not_skipped():
     r = verify(bf, catalog("barrier-disabled"), bounds=SMALL, advice=False)
     [c] = r.contexts
     assert c.own_verdict is Verdict.COUNTEREXAMPLE and c.report.verdict is Verdict.COUNTEREXAMPLE
-    assert c.safe and not c.brought and c.failed == ["barrier_on"]
+    assert c.safe and not c.brought and c.failed == ["barrier_on"] and c.any_backend == ["barrier_on"]
+
+
+def test_a_race_the_backend_brings_where_every_read_races_is_not_the_backends():
+    bf = load_backend(EXAMPLES / "dishonest-backend.toml")
+    r = verify(bf, catalog("barrier-disabled", "plain-decode"), bounds=SMALL, advice=False)
+    by = {c.scenario: c for c in r.contexts}
+    assert by["barrier-disabled"].brought and by["barrier-disabled"].safe
+    assert not by["plain-decode"].safe and not by["plain-decode"].failed
 
 
 def test_dspark_fails_the_last_reader_publishes_assumption():
@@ -118,7 +126,11 @@ def test_honest_backend_is_proved_in_every_context():
     assert code == 0
     assert "proved race-free under resolution declaration_only_post_fallback and the assumptions " \
            "named_runner_is_last_reader, sound_fallback" in out and "COUNTEREXAMPLE under" not in out
-    assert "barrier-disabled: safe here  [outside the symbolic proof: fails barrier_on]" in out
+    assert "barrier-disabled: races with any backend: fails barrier_on; the scheduler must change  " \
+           "[outside the symbolic proof: fails barrier_on]" in out
+    assert "  plan-stream-unjoined: safe here  [outside the symbolic proof: fails plan_stream_joined_before_replay]\n" \
+           "    races on its own (catalog verdict counterexample): req_to_token@verify/pre_replay; with this backend it " \
+           "still races at: req_to_token@verify/pre_replay" in out
 
 
 @pytest.mark.slow
@@ -145,7 +157,7 @@ def test_over_declared_backend_gets_verified_advice_and_the_dspark_explanation()
     assert "dspark: COUNTEREXAMPLE  [outside the symbolic proof: fails last_reader_publishes]" in out
     assert "race: req_to_token@idle/pre_replay in step 2: idle (IDLE on runner target" in out
     assert "it resolves UNKNOWN and publishes nothing; so the barrier waits on the event left in runner target's " \
-           "mailbox by step 1's verify (TARGET_VERIFY, backend verify:page-table-prebuilt, resolved POST_REPLAY), " \
+           "mailbox by step 1's verify (TARGET_VERIFY, backend page-table-prebuilt, resolved POST_REPLAY), " \
            "which step 1's barrier did not reset because that step named runner draft" in out
     assert "missing edge: F kernel #4 (pre_replay) -> S op 27: S never waited on F work of step 2" in out
     assert "advice: declare IN_REPLAY for TARGET_VERIFY: safe in all 18 contexts" in out
@@ -162,7 +174,9 @@ def test_json_shape():
     assert data["symbolic"]["rule"] == "declaration_only_post_fallback"
     assert "honest_declarations" not in data["symbolic"]["assumptions"]
     plain = next(c for c in data["contexts"] if c["scenario"] == "plain-decode")
-    assert set(plain["brought"][0]) == {"location", "phase", "site", "step", "phase_facts", "explanation"}
+    assert set(plain["brought"][0]) == {"location", "phase", "site", "step", "phase_facts", "readers", "explanation"}
+    assert plain["brought"][0]["readers"] == ["gather"]
+    assert "backend paged-composite, the backend under test; the read is gather's" in plain["brought"][0]["phase_facts"]
     assert plain["brought"][0]["site"] == "in_graph_after_marker" and plain["brought"][0]["step"] == 1
     assert data["symbolic"]["verdict"] == "counterexample"
     assert data["symbolic"]["explanation"]["read"].startswith("read of req_to_token by step 1 phase 'phase0'")
