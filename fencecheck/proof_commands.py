@@ -81,7 +81,8 @@ def _phase_text(report, c, r) -> str:
         if left:
             q = left[-1]
             pub += (f"; so the barrier waits on the event left in runner {ph.runner}'s mailbox by step {q.step}'s "
-                    f"{q.phase} ({q.mode.value}, backend {q.backend.removeprefix(PREFIX)}, resolved {q.resolved.name}), which step "
+                    f"{q.phase} ({q.mode.value}, backend {q.backend.removeprefix(PREFIX)}, "
+                    f"resolved {q.resolved.name}), which step "
                     f"{q.step}'s barrier did not reset because that step named runner {q.publisher}")
     return (f"{ph.phase} ({ph.mode.value} on runner {ph.runner}, backend {backend}, {ph.kind} step whose "
             f"last_shared_read_runner is {ph.publisher}): {pub}")
@@ -128,7 +129,8 @@ def verify_json(report, explained: dict) -> dict:
         "modes": [{"mode": f.mode.value, "declares": f.declared.name, "declared_by": f.declared_by,
                    "reads": {s.value: list(locs) for s, locs in f.sites.items()},
                    "readers": [{"site": s.value, "location": loc, "backends": list(who)}
-                               for (s, loc), who in sorted(f.readers.items(), key=lambda kv: (kv[0][0].value, kv[0][1]))],
+                               for (s, loc), who in sorted(f.readers.items(), key=lambda kv: (kv[0][0].value,
+                                                                                              kv[0][1]))],
                    "honest": f.honest} for f in report.modes],
         "symbolic": {"verdict": report.verdict.value, "rule": RULE.value, "assumptions": list(ASSUMED),
                      "bounds": {"steps": report.bounds.steps, "phases": report.bounds.phases,
@@ -235,7 +237,8 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
             out.write(f"  [outside the symbolic proof: fails {', '.join(c.failed)}]")
         out.write("\n")
         if own:
-            kept = "; ".join(sorted({r.place().text() for r in c.kept})) or "none (its racing reads were this backend's)"
+            kept = ("; ".join(sorted({r.place().text() for r in c.kept}))
+                    or "none (its racing reads were this backend's)")
             out.write(f"    races on its own (catalog verdict counterexample): "
                       f"{'; '.join(r.text() for r in c.own_races) or 'yes'}; with this backend it still races at: "
                       f"{kept}\n")

@@ -297,7 +297,8 @@ def context_facts(s: Scenario, budget: Budget = Budget()) -> tuple[list[str], li
                 if p.backend.startswith(PREFIX):
                     continue
                 d = declared(sc, p.backend, p.mode)
-                if any(locs and SITES[i] not in COVERED_SITES[d] for i, locs in read_sites(sc, p.backend, p.mode).items()):
+                sites = read_sites(sc, p.backend, p.mode)
+                if any(locs and SITES[i] not in COVERED_SITES[d] for i, locs in sites.items()):
                     return True
         return False
 
@@ -517,7 +518,8 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
             chk = verified(label, _declare(b, f.mode, d))
             if chk.safe:
                 why = ("publishes earlier than " + f.declared.name + ", giving back the overlap from there to the "
-                       f"{f.declared.name} publish point") if d < f.declared else f"covers every site {f.mode.value} reads"
+                       f"{f.declared.name} publish point") if d < f.declared else \
+                    f"covers every site {f.mode.value} reads"
                 if failed_here:
                     why += "; " + "; ".join(failed_here)
                 out.append(Advice(label, why, chk))

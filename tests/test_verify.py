@@ -129,7 +129,8 @@ def test_honest_backend_is_proved_in_every_context():
     assert "barrier-disabled: races with any backend: fails barrier_on; the scheduler must change  " \
            "[outside the symbolic proof: fails barrier_on]" in out
     assert "  plan-stream-unjoined: safe here  [outside the symbolic proof: fails plan_stream_joined_before_replay]\n" \
-           "    races on its own (catalog verdict counterexample): req_to_token@verify/pre_replay; with this backend it " \
+           "    races on its own (catalog verdict counterexample): req_to_token@verify/pre_replay; " \
+           "with this backend it " \
            "still races at: req_to_token@verify/pre_replay" in out
 
 
