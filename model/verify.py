@@ -496,10 +496,7 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
         return tried[label]
 
     for f in report.modes:
-        if f.declared is SharedReadEnds.UNKNOWN and f.sites:
-            out.append(Advice(f"{f.mode.value}: declare {f.earliest().name}",
-                              "UNKNOWN (unaudited) publishes no event of its own: the barrier takes the coarse fence "
-                              "only while the mailbox is empty", None))
+        if f.declared is SharedReadEnds.UNKNOWN and not f.sites:
             continue
         # Every honest declaration, earliest first: the earliest safe one is the smallest fix and keeps most overlap.
         options = [d for d in (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY)
@@ -517,9 +514,14 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                                                                else "")
             chk = verified(label, _declare(b, f.mode, d))
             if chk.safe:
-                why = ("publishes earlier than " + f.declared.name + ", giving back the overlap from there to the "
-                       f"{f.declared.name} publish point") if d < f.declared else \
-                    f"covers every site {f.mode.value} reads"
+                if f.declared is SharedReadEnds.UNKNOWN:
+                    why = ("UNKNOWN (unaudited) publishes no event of its own: the barrier takes the coarse fence "
+                           f"only while the mailbox is empty; {d.name} publishes one")
+                elif d < f.declared:
+                    why = (f"publishes earlier than {f.declared.name}, giving back the overlap from there to the "
+                           f"{f.declared.name} publish point")
+                else:
+                    why = f"covers every site {f.mode.value} reads"
                 if failed_here:
                     why += "; " + "; ".join(failed_here)
                 out.append(Advice(label, why, chk))

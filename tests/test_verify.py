@@ -117,6 +117,25 @@ def test_dspark_fails_the_last_reader_publishes_assumption():
     assert idle.mode is ForwardMode.IDLE and idle.resolved is SharedReadEnds.UNKNOWN and idle.publisher == "target"
 
 
+def test_advice_is_verified_over_the_same_contexts():
+    bf = load_backend(EXAMPLES / "over-declared-backend.toml")
+    r = verify(bf, catalog("dspark", "plain-decode"), bounds=SMALL)
+    [a] = r.advice
+    assert a.change == "declare IN_REPLAY for TARGET_VERIFY" and a.check.safe
+    assert a.check.text() == "safe in all 2 contexts (the symbolic family and 1 catalog scenarios)"
+    assert "PRE_REPLAY instead: races in 1 of 2 contexts: dspark (req_to_token@idle/in_graph_before_marker; " \
+           "req_to_token@idle/pre_replay)" in a.why
+
+
+def test_an_unknown_declaration_gets_a_verified_one():
+    from fencecheck.scenario import BackendSpec
+
+    b = BackendSpec("idle-reader", reads={"IDLE": {ReadSite.PRE_REPLAY: ("req_to_token",)}})
+    r = verify(b, catalog("dspark"), bounds=SMALL)
+    assert [a.change for a in r.advice] == ["declare PRE_REPLAY for IDLE"]
+    assert r.advice[0].check.safe and r.advice[0].why.startswith("UNKNOWN (unaudited) publishes no event")
+
+
 # -- the command --------------------------------------------------------------------------------------------------
 
 
@@ -191,3 +210,8 @@ def test_the_backend_schema_document_is_generated_from_the_declarations():
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "backend.schema.json"
     assert json.loads(doc.read_text(encoding="utf-8")) == BACKEND_SCHEMA
+
+
+def test_a_composite_backend_file_given_to_check_says_where_it_belongs():
+    code, out, err = run("check", str(EXAMPLES / "composite-backend.toml"))
+    assert code == 2 and "this is a backend file, not a scenario: give it to `fencecheck verify`" in err
