@@ -480,6 +480,24 @@ def _check(b, catalog, bounds, budget) -> Check:
     return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False))
 
 
+def _implicated(report: "VerifyReport") -> set[ForwardMode]:
+    """The modes whose declaration or reads take part in a race the backend brings: a mode read outside its
+    declaration, the mode of a racing phase that runs the backend, and, for a race at a phase of another backend,
+    every mode the backend runs in that context."""
+    modes = {f.mode for f in report.modes if not f.honest}
+    ce = report.counterexample
+    if ce is not None:
+        modes.add(ce.scenario.algorithm.steps[ce.scenario.step_kind(ce.race.step)][ce.race.phase].mode)
+    for c in report.contexts:
+        if c.safe:
+            continue
+        ours = {p.mode for p in c.phases if p.backend.startswith(PREFIX)}
+        for r in c.brought:
+            ph = c.phase_of(r)
+            modes |= {ph.mode} if ph is not None and ph.backend.startswith(PREFIX) else ours
+    return modes
+
+
 def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BOUNDS, budget: Budget = Budget(),
            tick: Callable[[str], None] | None = None) -> list[Advice]:
     """The smallest verified change for every race the backend brings, and for every declaration later than its
@@ -495,19 +513,23 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                 tick(label)
         return tried[label]
 
+    implicated = _implicated(report)
     for f in report.modes:
         if f.declared is SharedReadEnds.UNKNOWN and not f.sites:
             continue
+        if racing and f.mode not in implicated and not (f.honest and f.earliest() < f.declared):
+            continue  # its declaration plays no part in any race, and gives no overlap away
         # Every honest declaration, earliest first: the earliest safe one is the smallest fix and keeps most overlap.
         options = [d for d in (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY)
                    if set(f.sites) <= COVERED_SITES[d]]
         over = f.honest and options and options[0] < f.declared
         if not racing and not over:
             continue
+        mode_racing = racing and f.mode in implicated
         failed_here = []
         for d in options:
             if d == f.declared:
-                if not racing:
+                if not mode_racing:
                     break
                 continue
             label = f"declare {d.name} for {f.mode.value}" + (f" on {report.backend}" if f.declared_by != report.backend
@@ -528,14 +550,14 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                 break
             failed_here.append(f"{d.name} instead: {chk.text()}")
         else:
-            if failed_here and racing and not over:
+            if failed_here and mode_racing and not over:
                 out.append(Advice(f"no declaration for {f.mode.value} alone fixes it",
                                   "; ".join(failed_here), None))
             if failed_here and over:
                 out.append(Advice(f"keep {f.declared.name} for {f.mode.value}",
                                   "no earlier declaration is safe: " + "; ".join(failed_here), None))
         # A read in the graph moved out of it (the declaration kept).
-        if racing and not f.honest:
+        if mode_racing and not f.honest:
             for site, loc in f.outside():
                 who = f.readers.get((site, loc), ())
                 label = (f"move the read of {loc} at {site.value} in {f.mode.value} out of the graph (pre_replay)"

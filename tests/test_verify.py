@@ -215,3 +215,15 @@ def test_the_backend_schema_document_is_generated_from_the_declarations():
 def test_a_composite_backend_file_given_to_check_says_where_it_belongs():
     code, out, err = run("check", str(EXAMPLES / "composite-backend.toml"))
     assert code == 2 and "this is a backend file, not a scenario: give it to `fencecheck verify`" in err
+
+
+@pytest.mark.slow
+def test_hybrid_names_the_delegate_at_fault_and_advises_only_the_mode_in_the_race():
+    code, out, _ = run("verify", str(EXAMPLES / "hybrid-backend.toml"))
+    assert code == 1
+    assert "  TARGET_VERIFY: declares IN_REPLAY (from linear); reads pre_replay: req_to_token, in_graph_after_marker: " \
+           "req_to_token; OUTSIDE what IN_REPLAY covers" in out
+    assert "backend hybrid-linear, the backend under test; the read is linear's" in out
+    assert "advice: move the read of req_to_token at in_graph_after_marker in TARGET_VERIFY out of the graph " \
+           "(pre_replay) in linear: safe in all 27 contexts" in out
+    assert "for DECODE" not in out
