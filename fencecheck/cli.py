@@ -340,9 +340,9 @@ def cmd_audit(args, out: TextIO) -> int:
 
 
 def cmd_schema(args, out: TextIO) -> int:
-    from .schema import SCENARIO_SCHEMA
+    from .schema import SCHEMAS
 
-    json.dump(SCENARIO_SCHEMA, out, indent=2)
+    json.dump(SCHEMAS[getattr(args, "kind", "scenario")], out, indent=2)
     out.write("\n")
     return EXIT_OK
 
@@ -404,8 +404,10 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prove, **_outputs(("docs", True), ("timings", False)))
 
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race")
-    p.add_argument("backend", metavar="BACKEND.toml", help="the backend file to verify")
-    p.add_argument("--out", "-o", default=None, help="write the counterexample scenario here, if there is one")
+    p.add_argument("backend", metavar="BACKEND.toml", help="the backend file (docs/verify.md)")
+    p.add_argument("--out", "-o", default=None, help="write the symbolic counterexample scenario here, if there is one")
+    p.add_argument("--json", action="store_true", help="machine-readable report (docs/verify.md)")
+    p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
     p.set_defaults(func=cmd_verify, **_outputs(("out", False)))
 
     p = sub.add_parser("traces", help="generate the model's trace corpus (DIR/corpus.jsonl)")
@@ -439,7 +441,9 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_audit, **_outputs(("docs", True), ("corpus", True), ("timings", False)))
 
-    p = sub.add_parser("schema", help="print the JSON Schema of scenario files")
+    p = sub.add_parser("schema", help="print the JSON Schema of scenario files or backend files")
+    p.add_argument("--kind", choices=["scenario", "backend"], default="scenario",
+                   help="which file kind (default: scenario)")
     p.set_defaults(func=cmd_schema)
     return parser
 

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
-from .report import Verdict
+from .report import RaceId, Verdict
+from .vocab import ReadSite, SharedReadEnds
 
 
 def cmd_prove(args, out: TextIO) -> int:
@@ -45,42 +46,215 @@ def cmd_prove(args, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _readers(report, c, r) -> tuple[str, ...]:
+    """The backends of the file under test that make the racing read (empty: a read of the context's own)."""
+    from .model.verify import PREFIX
+
+    ph = c.phase_of(r)
+    if ph is None or not ph.backend.startswith(PREFIX) or r.site not in {s.value for s in ReadSite}:
+        return ()
+    f = next((f for f in report.modes if f.mode is ph.mode), None)
+    return () if f is None else f.readers.get((ReadSite(r.site), r.location), ())
+
+
+def _phase_text(report, c, r) -> str:
+    """The racing phase in SGLang's terms: mode, runner, backend, step kind, the named runner, what it publishes."""
+    from .model.verify import PREFIX
+
+    ph = c.phase_of(r)
+    if ph is None:
+        return ""
+    who = _readers(report, c, r)
+    backend = (f"{ph.backend[len(PREFIX):]}, the backend under test" if ph.backend.startswith(PREFIX)
+               else ph.backend)
+    if who and who != (report.backend,):
+        backend += f"; the read is {'/'.join(who)}'s"
+    if ph.resolved is None:
+        pub = "its runner does not resolve a declaration"
+    elif ph.resolved is SharedReadEnds.UNKNOWN:
+        pub = "it resolves UNKNOWN and publishes nothing"
+    else:
+        pub = f"it resolves {ph.resolved.name} and publishes there"
+    if ph.resolved in (None, SharedReadEnds.UNKNOWN) and ph.publisher == ph.runner:
+        left = [q for q in c.phases if q.step < ph.step and q.runner == ph.runner and q.publisher != q.runner
+                and q.resolved not in (None, SharedReadEnds.UNKNOWN)]
+        if left:
+            q = left[-1]
+            pub += (f"; so the barrier waits on the event left in runner {ph.runner}'s mailbox by step {q.step}'s "
+                    f"{q.phase} ({q.mode.value}, backend {q.backend.removeprefix(PREFIX)}, "
+                    f"resolved {q.resolved.name}), which step "
+                    f"{q.step}'s barrier did not reset because that step named runner {q.publisher}")
+    return (f"{ph.phase} ({ph.mode.value} on runner {ph.runner}, backend {backend}, {ph.kind} step whose "
+            f"last_shared_read_runner is {ph.publisher}): {pub}")
+
+
+def explain_contexts(report) -> dict:
+    """The simulator's account of every race the backend brings: {(context, RaceId): reference Race}."""
+    from .reference.check import check_scenario
+
+    out = {}
+    for c in report.contexts:
+        if c.brought and c.swapped is not None:
+            for race in check_scenario(c.swapped).races:
+                out.setdefault((c.scenario, race.id), race)
+    return out
+
+
+def _symbolic_race(ce):
+    """The simulator's account of the symbolic counterexample's first race (None if it finds none)."""
+    from .reference.check import check_scenario
+
+    loc, phase, site = ce.race_key()
+    races = check_scenario(ce.scenario).races
+    return next((r for r in races if (r.location, r.phase, r.site, r.step) == (loc, phase, site, ce.race.step)),
+                races[0] if races else None)
+
+
+def _explanation(race) -> dict:
+    return {"read": race.read_text(), "write": race.write_text(), "barrier": race.barrier,
+            "ordered_after": race.synced_up_to, "via": race.via, "missing_edge": race.missing_edge}
+
+
+def _race_order(r):
+    return (r.step, r.phase, r.site, r.location)
+
+
+def verify_json(report, explained: dict) -> dict:
+    """The documented ``verify --json`` shape (docs/verify.md)."""
+    from .model.verify import ASSUMED, RULE
+
+    ce = report.counterexample
+    return {
+        "backend": report.backend,
+        "modes": [{"mode": f.mode.value, "declares": f.declared.name, "declared_by": f.declared_by,
+                   "reads": {s.value: list(locs) for s, locs in f.sites.items()},
+                   "readers": [{"site": s.value, "location": loc, "backends": list(who)}
+                               for (s, loc), who in sorted(f.readers.items(), key=lambda kv: (kv[0][0].value,
+                                                                                              kv[0][1]))],
+                   "honest": f.honest} for f in report.modes],
+        "symbolic": {"verdict": report.verdict.value, "rule": RULE.value, "assumptions": list(ASSUMED),
+                     "bounds": {"steps": report.bounds.steps, "phases": report.bounds.phases,
+                                "runners": report.bounds.runners},
+                     "reason": report.reason,
+                     "races": [] if ce is None else [RaceId(*r).to_dict() for r in ce.races],
+                     "explanation": None if ce is None or _symbolic_race(ce) is None
+                     else _explanation(_symbolic_race(ce))},
+        "contexts": [{"scenario": c.scenario, "verdict": c.report.verdict.value, "safe": c.safe,
+                      "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
+                      "races_with_any_backend": bool(c.any_backend),
+                      "races": [r.to_dict() for r in sorted(set(c.report.races), key=_race_order)],
+                      "brought": [{**r.to_dict(), "phase_facts": _phase_text(report, c, r),
+                                   "readers": list(_readers(report, c, r)),
+                                   "explanation": _explanation(explained[(c.scenario, r)])
+                                   if (c.scenario, r) in explained else None} for r in c.brought],
+                      "own_races": [r.to_dict() for r in c.own_races]} for c in report.contexts],
+        "findings": list(report.findings),
+        "advice": [{"change": a.change, "why": a.why,
+                    "verification": None if a.check is None else {
+                        "safe": a.check.safe, "symbolic": a.check.symbolic.value,
+                        "contexts": len(a.check.contexts) + 1,
+                        "racing": [c.scenario for c in a.check.contexts if not c.safe],
+                        "text": a.check.text()}} for a in report.advice],
+        "safe": report.safe,
+    }
+
+
 def cmd_verify(args, out: TextIO) -> int:
+    """Parse the backend file -> ``model.verify.verify`` -> text or JSON -> exit code: 0 safe everywhere, 1 a race
+    the backend brings, 3 only unknowns."""
+    import json
+    import sys
+
     from .catalog import load_catalog
-    from .model.verify import BOUNDS, verify
+    from .model.verify import ASSUMED, RULE, verify
+    from .report import Expectation
     from .scenario_io import dump, load_backend
 
     backend = load_backend(args.backend)
-    report = verify(backend, load_catalog())
+    catalog = load_catalog()
+    bar = None
+    err = getattr(args, "err", sys.stderr)
+    if getattr(args, "progress", False) or (hasattr(err, "isatty") and err.isatty()):
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"verify {backend.name}", unit="check", file=err, leave=False)
+    tick = (lambda label: (bar.set_postfix_str(label[:40]), bar.update(1))) if bar is not None else None
+    try:
+        report = verify(backend, catalog, tick=tick)
+    finally:
+        if bar is not None:
+            bar.close()
+    ce = report.counterexample
+    if ce is not None and args.out:
+        races = tuple(RaceId(*r) for r in ce.races)
+        dump(ce.scenario.replace(expect=Expectation(Verdict.COUNTEREXAMPLE, races)), args.out)
+    if args.json:
+        json.dump(verify_json(report, explain_contexts(report)), out, indent=2)
+        out.write("\n")
+    else:
+        _verify_text(args, report, explain_contexts(report), out, RULE, ASSUMED)
+    if report.safe:
+        return EXIT_OK
+    brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought for c in report.contexts)
+    return EXIT_RACE if brought else EXIT_UNKNOWN
+
+
+def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> None:
     out.write(f"backend {report.backend}\n")
     for f in report.modes:
         sites = ", ".join(f"{s.value}: {'/'.join(locs)}" for s, locs in f.sites.items()) or "no reads"
-        out.write(f"  {f.mode.value}: declares {f.declared.name}; reads {sites}; "
+        by = "" if f.declared_by == report.backend else f" (from {f.declared_by})"
+        out.write(f"  {f.mode.value}: declares {f.declared.name}{by}; reads {sites}; "
                   f"{'within' if f.honest else 'OUTSIDE'} what {f.declared.name} covers\n")
-    out.write(f"symbolic contexts ({BOUNDS.text()}; the main theorem's other assumptions): ")
+    for line in report.findings:
+        out.write(f"finding: {line}\n")
+    under = f"under resolution {rule.value} and the assumptions {', '.join(assumed)}"
+    out.write(f"symbolic contexts ({report.bounds.text()}): ")
     if report.verdict is Verdict.PROVED:
-        out.write("proved race-free\n")
+        out.write(f"proved race-free {under}\n")
     elif report.verdict is Verdict.UNKNOWN:
         out.write(f"UNKNOWN ({report.reason})\n")
     else:
         ce = report.counterexample
         loc, phase, site = ce.race_key()
-        out.write(f"COUNTEREXAMPLE: the read of {loc} by {phase} at {site} in step {ce.race.step} races "
+        out.write(f"COUNTEREXAMPLE {under}: the read of {loc} by {phase} at {site} in step {ce.race.step} races "
                   f"({ce.bounds.phases} phase(s), {ce.bounds.steps} step(s))\n")
+        race = _symbolic_race(ce)
+        if race is not None:
+            out.write(f"  the {race.read_text()}\n  vs the {race.write_text()}\n")
+            out.write(f"  barrier: {race.barrier or 'none'}; missing edge: {race.missing_edge}\n")
         if args.out:
-            dump(ce.scenario, args.out)
             out.write(f"  scenario written to {args.out}; replay: fencecheck check {args.out} --witness\n")
-    out.write(f"catalog contexts: {len(report.contexts)} race-free scenarios with a phase in a mode it covers\n")
+    out.write(f"catalog contexts: {len(report.contexts)} scenarios with a phase in a mode it covers\n")
     for c in report.contexts:
-        status = c.verdict.text
-        keys = sorted({r.place() for r in c.races})
-        detail = "" if c.safe else "  " + "; ".join(k.text() for k in keys)
-        out.write(f"  {c.scenario}: {status}{detail}\n")
-    for line in report.advice:
-        out.write(f"advice: {line}\n")
-    if report.safe:
-        return EXIT_OK
-    if report.verdict is Verdict.UNKNOWN or any(c.verdict is Verdict.UNKNOWN for c in report.contexts):
-        if report.verdict is not Verdict.COUNTEREXAMPLE and all(c.verdict is not Verdict.COUNTEREXAMPLE for c in report.contexts):
-            return EXIT_UNKNOWN
-    return EXIT_RACE
+        own = c.own_verdict is not Verdict.PROVED
+        status = c.report.verdict.text if not own else ("safe here" if c.safe else "COUNTEREXAMPLE")
+        if c.any_backend and c.report.verdict is Verdict.COUNTEREXAMPLE:
+            status = ("races with any backend: " + ", ".join(f"fails {n}" for n in c.any_backend)
+                      + "; the scheduler must change")
+        out.write(f"  {c.scenario}: {status}")
+        if c.failed:
+            out.write(f"  [outside the symbolic proof: fails {', '.join(c.failed)}]")
+        out.write("\n")
+        if own:
+            kept = ("; ".join(sorted({r.place().text() for r in c.kept}))
+                    or "none (its racing reads were this backend's)")
+            out.write(f"    races on its own (catalog verdict counterexample): "
+                      f"{'; '.join(r.text() for r in c.own_races) or 'yes'}; with this backend it still races at: "
+                      f"{kept}\n")
+        first: dict = {}
+        for r in c.brought:
+            first.setdefault(r.place(), []).append(r)
+        for place, rs in first.items():
+            more = f" (also in step {', '.join(str(r.step) for r in rs[1:])})" if len(rs) > 1 else ""
+            out.write(f"    race: {rs[0].text()}{more}: {_phase_text(report, c, rs[0])}\n")
+            race = explained.get((c.scenario, rs[0]))
+            if race is not None:
+                out.write(f"      the {race.read_text()}\n")
+                out.write(f"      vs the {race.write_text()}\n")
+                out.write(f"      barrier: {race.barrier or 'none'}; {race.write_stream} was ordered only after "
+                          f"{race.synced_up_to or 'no kernel of this step'}"
+                          + (f" via {race.via}" if race.via else "") + "\n")
+                out.write(f"      missing edge: {race.missing_edge}\n")
+    for a in report.advice:
+        out.write(f"advice: {a.text()}\n")

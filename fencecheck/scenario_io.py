@@ -6,9 +6,10 @@ Every failure is a ``ScenarioError`` whose message is one line: ``FILE: KEY: wha
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import jsonschema
 import tomli_w
@@ -92,7 +93,8 @@ def _validate(validator, data, source: str) -> None:
 
 def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
     """Build a ``Scenario`` from the parsed TOML form; raises ``ScenarioError`` with ``source`` in its message."""
-    if isinstance(data, dict) and "backends" not in data and ("declares" in data or "reads" in data):
+    if isinstance(data, dict) and "algorithm" not in data and "runners" not in data and any(
+            k in data for k in ("declares", "reads", "children", "delegate")):
         raise ScenarioError(source, "", "this is a backend file, not a scenario: give it to `fencecheck verify`")
     try:
         _validate(_VALIDATOR, data, source)
@@ -114,17 +116,67 @@ def _backend(name: str, b: dict[str, Any]) -> BackendSpec:
     )
 
 
-def load_backend(path: str | os.PathLike) -> BackendSpec:
-    """Read a backend file (``fencecheck verify``): ``name``, ``declares``, ``reads``, ``note``."""
-    path = Path(path)
-    data = _parse(read_input(path, ScenarioError), str(path))
-    if "backends" in data or "algorithm" in data:
-        raise ScenarioError(str(path), "", "this is a scenario file, not a backend: give it to `fencecheck check`")
+@dataclass(frozen=True)
+class BackendFile:
+    """A backend file: the backend under test (``root``) and every backend of the file by name (the root and its
+    ``[backends.NAME]`` children)."""
+
+    root: BackendSpec
+    backends: Mapping[str, BackendSpec]
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+
+def backend_from_dict(data: dict[str, Any], source: str = "<backend>") -> BackendFile:
+    """Build a ``BackendFile`` from the parsed TOML form; raises ``ScenarioError`` with ``source`` in its message."""
+    if isinstance(data, dict) and ("algorithm" in data or "runners" in data):
+        raise ScenarioError(source, "", "this is a scenario file, not a backend: give it to `fencecheck check`")
     try:
-        _validate(_BACKEND_VALIDATOR, data, str(path))
+        _validate(_BACKEND_VALIDATOR, data, source)
     except RecursionError:
-        raise ScenarioError(str(path), "", "nested too deeply") from None
-    return _backend(data["name"], data)
+        raise ScenarioError(source, "", "nested too deeply") from None
+    root_name = data["name"]
+    tables = data.get("backends", {})
+    if root_name in tables:
+        raise ScenarioError(source, f"backends.{root_name}", f"expected a child's name, got the backend's own name")
+    backends = {root_name: _backend(root_name, data), **{n: _backend(n, b) for n, b in tables.items()}}
+    for name, b in backends.items():
+        at = "" if name == root_name else f"backends.{name}."
+        for i, child in enumerate(b.children):
+            if child not in tables or child == name:
+                raise ScenarioError(source, f"{at}children[{i}]",
+                                    f"expected the name of a [backends.NAME] table of this file, got {child!r}")
+        for mode, child in b.delegate.items():
+            if child not in tables or child == name:
+                raise ScenarioError(source, f"{at}delegate.{mode.value}",
+                                    f"expected the name of a [backends.NAME] table of this file, got {child!r}")
+        if b.children and b.delegate:
+            raise ScenarioError(source, at.rstrip(".") or "children",
+                                "expected either children (composite) or delegate (hybrid), not both")
+    state: dict[str, int] = {}
+
+    def visit(name: str) -> None:
+        if state.get(name) == 1:
+            raise ScenarioError(source, f"backends.{name}", "expected no cycle through children/delegate")
+        if state.get(name) != 2:
+            state[name] = 1
+            for child in (*backends[name].children, *backends[name].delegate.values()):
+                visit(child)
+            state[name] = 2
+
+    visit(root_name)
+    for name in tables:
+        if name not in state:
+            raise ScenarioError(source, f"backends.{name}", "expected a backend that children or delegate names")
+    return BackendFile(backends[root_name], backends)
+
+
+def load_backend(path: str | os.PathLike) -> BackendFile:
+    """Read a backend file (``fencecheck verify``; docs/verify.md): a plain backend, a composite or a hybrid."""
+    path = Path(path)
+    return backend_from_dict(_parse(read_input(path, ScenarioError), str(path)), str(path))
 
 
 def _build(d: dict[str, Any]) -> Scenario:

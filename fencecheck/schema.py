@@ -1,6 +1,6 @@
 """The JSON Schemas of fencecheck's input files (the TOML form, after parsing), derived from the field declarations
 of ``fencecheck.scenario`` (``fields.table_schema``); only the structural tables are assembled here.
-docs/scenario.schema.json is generated from ``SCENARIO_SCHEMA``.
+docs/scenario.schema.json is generated from ``SCENARIO_SCHEMA``, docs/backend.schema.json from ``BACKEND_SCHEMA``.
 
 Integers are strict: a TOML float (``3.0``) is not an integer, whatever JSON Schema's number model says
 (``VALIDATOR_CLASS``).
@@ -116,20 +116,26 @@ SCENARIO_SCHEMA: dict = {
 }
 
 
-#: A backend file for ``fencecheck verify``: one backend, no children or delegates (those need their siblings).
+#: A backend file for ``fencecheck verify`` (docs/verify.md): the backend under test at the top level, and the child
+#: backends its ``children`` (a composite) or ``delegate`` (a hybrid) name as ``[backends.NAME]`` tables of the same
+#: file, each in the scenario file's backend form (so a child may itself be a composite or a hybrid).
 BACKEND_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://fencecheck.dev/backend.schema.json",
     "title": "fencecheck backend",
     "type": "object",
     "required": ["name"],
     "properties": {
-        "name": _NAME,
-        "declares": _BACKEND["properties"]["declares"],
-        "reads": _BACKEND["properties"]["reads"],
-        "note": _BACKEND["properties"]["note"],
+        "name": {**_NAME, "description": "the backend's name"},
+        **{k: _BACKEND["properties"][k] for k in ("declares", "reads", "children", "delegate", "note")},
+        "backends": {**_tables(_BACKEND), "description": "`[backends.NAME]`: the child backends that `children` and "
+                     "`delegate` name (each in the scenario file's backend form)"},
     },
     "additionalProperties": False,
 }
+
+#: The schemas ``fencecheck schema --kind`` prints, by kind.
+SCHEMAS = {"scenario": SCENARIO_SCHEMA, "backend": BACKEND_SCHEMA}
 
 
 def _strict_int(checker, instance) -> bool:
@@ -171,6 +177,7 @@ def main() -> None:  # pragma: no cover - exercised by the docs tests through do
 
     docs = Path(sys.argv[1] if len(sys.argv) > 1 else "docs")
     (docs / "scenario.schema.json").write_text(json.dumps(SCENARIO_SCHEMA, indent=2) + "\n", encoding="utf-8")
+    (docs / "backend.schema.json").write_text(json.dumps(BACKEND_SCHEMA, indent=2) + "\n", encoding="utf-8")
     page = docs / "scenarios.md"
     page.write_text(docs_tables(page.read_text(encoding="utf-8")), encoding="utf-8")
 

@@ -1,42 +1,95 @@
-"""``fencecheck verify``: one backend, every context.
+"""``fencecheck verify``: one backend (plain, composite or hybrid), every context (docs/verify.md).
 
 Symbolic contexts: every configuration of the main theorem's family (its assumptions, except that declarations must
 be honest) in which some phases run this backend, with its declaration and reads for their mode, and the other
-phases run any honest backend. Catalog contexts: each race-free catalog scenario with this backend swapped into every
-phase whose mode it covers. Advice: where a declaration is later than its reads need, the overlap given away.
+phases run any honest backend. The family fixes the resolution rule to ``declaration_only_post_fallback``
+(``sound_fallback``).
+
+Catalog contexts: every catalog scenario with this backend swapped into every phase whose mode it covers, each with
+the named assumptions it fails (where the symbolic proof says nothing) and the races it has on its own (catalog
+verdict counterexample) told apart from the races the backend brings.
+
+Advice: for every race the backend brings, and for every declaration later than its reads need, the smallest change
+to the backend (an earlier or later declaration, a read moved out of the graph), each verified over the same
+symbolic and catalog contexts before it is offered; when no change to the backend alone removes a race, the
+component whose assumption the context fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 import z3
 
-from fencecheck.report import Verdict
+from fencecheck.report import RaceId, Verdict
 from fencecheck.scenario import ANY_MODE, BackendSpec, Scenario
-from fencecheck.vocab import COVERED_SITES, ForwardMode, ReadSite, SharedReadEnds, base_shared_read_ends
+from fencecheck.vocab import (
+    COVERED_SITES,
+    ForwardMode,
+    ReadSite,
+    ResolutionRule,
+    SharedReadEnds,
+    base_shared_read_ends,
+)
 
 from . import assumptions as A
 from .check import ModelReport, model_check
-from .concrete import mode_class
+from .concrete import layout, mode_class, pin
 from .counterexample import Counterexample, search_with
 from .program import build
-from .solver import Budget, fresh_context
+from .solver import Budget, check, fresh_context, make_solver
 from .symconfig import SITES, Bounds, make_config
 
 BOUNDS = Bounds(steps=2, phases=4, runners=3)
 
+#: The resolution rule of the symbolic family, and the assumptions it holds under (model/assumptions.py).
+RULE = ResolutionRule.DECLARATION_ONLY_POST_FALLBACK
+ASSUMED = tuple(a for a in A.BY_NAME if a != "honest_declarations")
+
+#: The component that must change when a context fails an assumption and no change to the backend removes its race.
+COMPONENT = {
+    "named_runner_is_last_reader": "the worker/algorithm (last_shared_read_runner must name the last reading runner)",
+    "sound_fallback": "the runner (IN_REPLAY without a marker must resolve to POST_REPLAY)",
+    "honest_declarations": "another backend of the context (its reads lie outside its declaration)",
+    "plan_stream_joined_before_replay": "the runner (join the plan stream into F before the launch)",
+    "barrier_on": "the scheduler (the WAR barrier must be on)",
+    "barrier_after_run_batch": "the scheduler (apply the barrier right after run_batch)",
+    "last_reader_resolves": "the runner of the last reading phase (publish by resolving the declaration) or the "
+                            "worker (clear the mailbox after it)",
+    "last_reader_publishes": "the runner or the worker/algorithm (the last reading phase publishes nothing: its mode "
+                             "resolves UNKNOWN or it runs eagerly; the worker must clear the mailbox after it, or the "
+                             "step must name a runner that publishes)",
+    "worker_reads_cleared": "the worker (clear the mailbox after the phase its reads follow)",
+}
+
+
+#: Assumptions without which every read of shared state races, whatever the backend declares: with the barrier off,
+#: or applied at the loop top (after the scheduler's writes), no event orders any read before the next write.
+ANY_BACKEND = ("barrier_on", "barrier_after_run_batch")
+
+
+# -- the backend's facts ------------------------------------------------------------------------------------------
+
 
 @dataclass
 class ModeFacts:
+    """What the backend declares and reads in one mode, and which backend of its file each fact comes from."""
+
     mode: ForwardMode
     declared: SharedReadEnds
     sites: dict[ReadSite, tuple[str, ...]]
+    declared_by: str = ""
+    readers: dict[tuple[ReadSite, str], tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def honest(self) -> bool:
         return set(self.sites) <= COVERED_SITES[self.declared]
+
+    def outside(self) -> list[tuple[ReadSite, str]]:
+        """The (site, location) reads outside what the declaration covers."""
+        return [(s, loc) for s, locs in self.sites.items() if s not in COVERED_SITES[self.declared] for loc in locs]
 
     def earliest(self) -> SharedReadEnds:
         """The earliest declaration whose covered sites hold every site read."""
@@ -46,32 +99,93 @@ class ModeFacts:
         return SharedReadEnds.UNKNOWN
 
 
-@dataclass
-class VerifyReport:
-    backend: str
-    modes: list[ModeFacts]
-    verdict: Verdict = Verdict.UNKNOWN
-    reason: str = ""
-    counterexample: Counterexample | None = None
-    contexts: list[ModelReport] = field(default_factory=list)
-    advice: list[str] = field(default_factory=list)
-
-    @property
-    def safe(self) -> bool:
-        return self.verdict is Verdict.PROVED and all(c.safe for c in self.contexts)
+def _as_map(b) -> dict[str, BackendSpec]:
+    """A backend file (``scenario_io.BackendFile``) or a lone ``BackendSpec`` as (root name, backends by name)."""
+    if isinstance(b, BackendSpec):
+        return {b.name: b}
+    return {b.root.name: b.root, **b.backends}
 
 
-def mode_facts(b: BackendSpec) -> list[ModeFacts]:
-    """The modes the backend speaks for (declared or read; all modes when it reads under '*')."""
-    modes = set(b.declares)
-    for key in b.reads:
-        modes |= set(ForwardMode) if key == ANY_MODE else {ForwardMode(key)}
+def _root(b) -> str:
+    return b.name
+
+
+def _effective(bs: Mapping[str, BackendSpec], name: str, mode: ForwardMode):
+    """(declaration, the backend it comes from, {(site, location): readers}) of backend ``name`` in ``mode``: its
+    override, a hybrid's delegate, a composite's ``max_of``, the base rule (model.concrete.declared/read_sites)."""
+    b = bs[name]
+    if mode in b.delegate:
+        decl, by, readers = _effective(bs, b.delegate[mode], mode)
+        if mode in b.declares:
+            decl, by = b.declares[mode], name
+        return decl, by, readers
+    readers: dict[tuple[ReadSite, str], tuple[str, ...]] = {}
+    own = b.reads.get(mode.value, b.reads.get(ANY_MODE, {}))
+    for site, locs in own.items():
+        for loc in locs:
+            readers[(site, loc)] = (name,)
+    child_decls = []
+    for child in b.children:
+        d, by, r = _effective(bs, child, mode)
+        child_decls.append((d, by))
+        for key, who in r.items():
+            readers[key] = tuple(dict.fromkeys((*readers.get(key, ()), *who)))
+    if mode in b.declares:
+        return b.declares[mode], name, readers
+    if child_decls:
+        d = SharedReadEnds.max_of(*(d for d, _ in child_decls))
+        return d, next(by for dd, by in child_decls if dd is d), readers
+    return base_shared_read_ends(mode), name, readers
+
+
+def _speaks_for(bs: Mapping[str, BackendSpec]) -> set[ForwardMode]:
+    modes: set[ForwardMode] = set()
+    for b in bs.values():
+        modes |= set(b.declares) | set(b.delegate)
+        for key in b.reads:
+            modes |= set(ForwardMode) if key == ANY_MODE else {ForwardMode(key)}
+    return modes
+
+
+def mode_facts(b) -> list[ModeFacts]:
+    """The modes the backend speaks for (declared, delegated or read anywhere in its file; all modes for '*')."""
+    bs = _as_map(b)
     out = []
-    for mode in sorted(modes, key=lambda m: list(ForwardMode).index(m)):
-        declared = b.declares.get(mode, base_shared_read_ends(mode))
-        sites = b.reads.get(mode.value, b.reads.get(ANY_MODE, {}))
-        out.append(ModeFacts(mode, declared, {s: tuple(v) for s, v in sites.items() if v}))
+    for mode in sorted(_speaks_for(bs), key=lambda m: list(ForwardMode).index(m)):
+        decl, by, readers = _effective(bs, _root(b), mode)
+        sites: dict[ReadSite, tuple[str, ...]] = {}
+        for site in ReadSite:
+            locs = tuple(sorted(loc for (s, loc) in readers if s is site))
+            if locs:
+                sites[site] = locs
+        out.append(ModeFacts(mode, decl, sites, by, readers))
     return out
+
+
+def child_findings(b, facts: list[ModeFacts]) -> list[str]:
+    """Per child backend of a composite or hybrid: reads outside what the child's own declaration covers."""
+    bs = _as_map(b)
+    out = []
+    if len(bs) == 1:
+        return out
+    for f in facts:
+        for name in bs:
+            if name == _root(b):
+                continue
+            d, _, readers = _effective(bs, name, f.mode)
+            mine = [(s, loc) for (s, loc), who in readers.items() if name in who and (s, loc) in f.readers
+                    and name in f.readers[(s, loc)]]
+            bad = [(s, loc) for s, loc in mine if s not in COVERED_SITES[d]]
+            if bad:
+                where = ", ".join(f"{loc} at {s.value}" for s, loc in bad)
+                cover = ("covered by the composite's " + f.declared.name if f.honest and f.declared_by != name
+                         else f"outside what {f.mode.value} {f.declared.name} covers too")
+                out.append(f"child {name}: {f.mode.value}: reads {where}, outside what its own {d.name} covers "
+                           f"({cover})")
+    return out
+
+
+# -- symbolic contexts --------------------------------------------------------------------------------------------
 
 
 def _uses(p, facts: list[ModeFacts], loc: str) -> z3.BoolRef:
@@ -89,7 +203,6 @@ def _honest(p) -> z3.BoolRef:
 def symbolic(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = Budget(), name: str = "verify"):
     """(verdict, counterexample, reason) over the symbolic context family of the backend."""
     loc = bounds.locations[0]
-    names = tuple(a for a in A.BY_NAME if a != "honest_declarations")
     ctx = fresh_context()
 
     def setup(b: Bounds):
@@ -102,17 +215,29 @@ def symbolic(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = B
                 u = z3.Bool(f"uses.s{n}.p{i}", ctx)
                 per_phase += [z3.Implies(u, _uses(p, facts, loc)), z3.Implies(z3.Not(u), _honest(p))]
                 uses_any.append(z3.And(p.active, u))
-        constraints = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, names), *per_phase,
+        constraints = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, ASSUMED), *per_phase,
                        z3.Or(*uses_any), prog.any_race()]
         return cfg, prog, constraints
 
     return search_with(bounds, setup, budget, name)
 
 
-def swap_into(s: Scenario, b: BackendSpec, modes: set[ForwardMode]) -> Scenario | None:
-    """``s`` with backend ``b`` in every phase whose mode it covers (None if no phase is in such a mode)."""
-    name = f"verify:{b.name}"
-    backend = dataclasses.replace(b, name=name, children=(), delegate={})
+# -- catalog contexts ---------------------------------------------------------------------------------------------
+
+PREFIX = "verify:"
+
+
+def swap_into(s: Scenario, b, modes: set[ForwardMode]) -> Scenario | None:
+    """``s`` with the backend ``b`` (and the children of its file) in every phase whose mode it covers (None if no
+    phase is in such a mode). The file's backends are named ``verify:NAME`` in the scenario."""
+    bs = _as_map(b)
+    ren = {n: f"{PREFIX}{n}" for n in bs}
+    added = {
+        ren[n]: dataclasses.replace(x, name=ren[n], children=tuple(ren[c] for c in x.children),
+                                    delegate={m: ren[c] for m, c in x.delegate.items()})
+        for n, x in bs.items()
+    }
+    root = ren[_root(b)]
     hit = False
     steps = {}
     for kind, phases in s.algorithm.steps.items():
@@ -120,41 +245,361 @@ def swap_into(s: Scenario, b: BackendSpec, modes: set[ForwardMode]) -> Scenario 
         for p in phases:
             if p.mode in modes:
                 hit = True
-                p = dataclasses.replace(p, backend=name)
+                p = dataclasses.replace(p, backend=root)
             new.append(p)
         steps[kind] = tuple(new)
     if not hit:
         return None
-    return s.replace(name=f"{s.name}+{b.name}", backends={**s.backends, name: backend},
+    return s.replace(name=f"{s.name}+{_root(b)}", backends={**s.backends, **added},
                      algorithm=dataclasses.replace(s.algorithm, steps=steps), expect=None)
 
 
-def verify(b: BackendSpec, catalog: list[Scenario], budget: Budget = Budget()) -> VerifyReport:
+@dataclass
+class PhaseFacts:
+    """One phase of one step of a context as the model resolves it."""
+
+    step: int
+    kind: str
+    phase: str
+    runner: str
+    mode: ForwardMode
+    backend: str
+    resolved: SharedReadEnds | None  # None: its runner does not resolve (publishes before replay or never)
+    publisher: str  # the runner the step names
+
+
+def context_facts(s: Scenario, budget: Budget = Budget()) -> tuple[list[str], list[PhaseFacts]]:
+    """(the named assumptions ``s`` fails, the phases as the model resolves them). ``sound_fallback`` counts as
+    failed only where the rule changes a publish point; ``honest_declarations`` only for the context's own
+    backends (the backend under test is judged by its own facts)."""
+    def solve(sc: Scenario):
+        ctx = fresh_context()
+        lay = layout(sc)
+        cfg = make_config(lay.bounds(sc), ctx=ctx)
+        prog = build(cfg)
+        solver = make_solver(budget, ctx)
+        solver.add(*cfg.domain, *prog.constraints, *pin(cfg, sc, lay))
+        a = check(solver)
+        if a.verdict is not Verdict.COUNTEREXAMPLE:  # sat = the configuration exists
+            return None
+        m = solver.model()
+        resolved = {k: m.eval(v, model_completion=True).as_long() for k, v in prog.resolved.items()}
+        failed = [n for n in A.BY_NAME if n not in ("sound_fallback", "honest_declarations")
+                  and not z3.is_true(m.eval(A.BY_NAME[n].build(cfg, prog), model_completion=True))]
+        if n_dishonest(sc):
+            failed.append("honest_declarations")
+        return resolved, failed
+
+    def n_dishonest(sc: Scenario) -> bool:
+        from .concrete import declared, read_sites
+        for kind in set(sc.step_kinds):
+            for p in sc.algorithm.steps[kind]:
+                if p.backend.startswith(PREFIX):
+                    continue
+                d = declared(sc, p.backend, p.mode)
+                sites = read_sites(sc, p.backend, p.mode)
+                if any(locs and SITES[i] not in COVERED_SITES[d] for i, locs in sites.items()):
+                    return True
+        return False
+
+    got = solve(s)
+    if got is None:
+        return ["(the model found no run of this scenario)"], []
+    resolved, failed = got
+    if s.resolution is not RULE:
+        other = solve(s.replace(resolution=RULE))
+        if other is None or other[0] != resolved:
+            failed.insert(1, "sound_fallback")
+    phases = []
+    for n in range(1, s.steps + 1):
+        kind = s.step_kind(n)
+        for i, p in enumerate(s.algorithm.steps[kind]):
+            r = resolved.get((n, i), 0)
+            phases.append(PhaseFacts(n, kind.value, p.name, p.runner, p.mode, p.backend,
+                                     SharedReadEnds(r) if r else None, s.algorithm.publisher[kind]))
+    order = list(A.BY_NAME)
+    return sorted(set(failed), key=order.index), phases
+
+
+@dataclass
+class Context:
+    """One catalog context: the scenario with the backend swapped in, its verdict and what the races come from."""
+
+    scenario: str  # the catalog scenario's name
+    report: ModelReport
+    own_verdict: Verdict  # the catalog scenario's own (expected) verdict
+    own_races: tuple[RaceId, ...]  # the places it races at on its own
+    failed: list[str] = field(default_factory=list)  # the named assumptions it fails
+    phases: list[PhaseFacts] = field(default_factory=list)
+    swapped: Scenario | None = None  # the scenario with the backend swapped in (for the simulator's explanation)
+
+    @property
+    def brought(self) -> tuple[RaceId, ...]:
+        """The races the backend brings: every race of a context race-free on its own, else those at new places."""
+        races = tuple(sorted(set(self.report.races), key=_order))
+        if self.own_verdict is Verdict.PROVED:
+            return races
+        own = {r.place() for r in self.own_races}
+        return tuple(r for r in races if r.place() not in own)
+
+    @property
+    def kept(self) -> tuple[RaceId, ...]:
+        """The context's own races that remain with the backend swapped in."""
+        own = {r.place() for r in self.own_races}
+        return tuple(r for r in sorted(set(self.report.races), key=_order) if r.place() in own)
+
+    @property
+    def any_backend(self) -> list[str]:
+        """The failed assumptions under which every read of shared state races, whatever backend makes it."""
+        return [n for n in self.failed if n in ANY_BACKEND]
+
+    @property
+    def safe(self) -> bool:
+        """The backend brings no race here: the context's own races are the context's, and where every read races
+        whatever the backend (``any_backend``) the backend is not at fault."""
+        return self.report.verdict is not Verdict.UNKNOWN and (not self.brought or bool(self.any_backend))
+
+    @property
+    def covered(self) -> bool:
+        """The symbolic proof speaks for this context (it fails none of the assumptions)."""
+        return not self.failed
+
+    def phase_of(self, r: RaceId) -> PhaseFacts | None:
+        return next((p for p in self.phases if p.step == r.step and p.phase == r.phase), None)
+
+
+def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget: Budget = Budget(),
+                     tick: Callable[[str], None] | None = None, examine: bool = True) -> list[Context]:
+    modes = {f.mode for f in facts}
+    out = []
+    for s in catalog:
+        swapped = swap_into(s, b, modes)
+        if swapped is None:
+            continue
+        own = s.expect.verdict if s.expect is not None else Verdict.PROVED
+        races = s.expect.races if s.expect is not None else ()
+        c = Context(s.name, model_check(swapped, budget=budget), own, races, swapped=swapped)
+        if examine:
+            c.failed, c.phases = context_facts(swapped, budget)
+        out.append(c)
+        if tick is not None:
+            tick(s.name)
+    return out
+
+
+# -- advice -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    """A proposed change verified over the same contexts: the symbolic verdict and each catalog context's."""
+
+    symbolic: Verdict
+    contexts: list[Context]
+
+    @property
+    def safe(self) -> bool:
+        return self.symbolic is Verdict.PROVED and all(c.safe for c in self.contexts)
+
+    def text(self) -> str:
+        n = len(self.contexts) + 1
+        bad = [c for c in self.contexts if not c.safe]
+        if self.safe:
+            return f"safe in all {n} contexts (the symbolic family and {n - 1} catalog scenarios)"
+        parts = [] if self.symbolic is Verdict.PROVED else [f"symbolic {self.symbolic.value}"]
+        parts += [f"{c.scenario} ({'; '.join(sorted({r.place().text() for r in c.brought})) or 'unknown'})"
+                  for c in bad]
+        return f"races in {len(parts)} of {n} contexts: {', '.join(parts)}"
+
+
+@dataclass
+class Advice:
+    change: str  # the change, in SGLang's terms
+    why: str  # what it is for
+    check: Check | None  # its verification (None: a change outside the backend, not verifiable here)
+
+    def text(self) -> str:
+        tail = f": {self.check.text()}" if self.check is not None else ""
+        return f"{self.change}{tail} ({self.why})"
+
+
+def _order(r: RaceId):
+    return (r.step, r.phase, r.site, r.location)
+
+
+def _declare(b, mode: ForwardMode, d: SharedReadEnds):
+    """The backend file with the root declaring ``d`` for ``mode`` (an override wins over delegate and max_of)."""
+    bs = _as_map(b)
+    root = bs[_root(b)]
+    new = dataclasses.replace(root, declares={**root.declares, mode: d})
+    return _with(b, {root.name: new})
+
+
+def _move_out(b, mode: ForwardMode, site: ReadSite, loc: str, who: tuple[str, ...]):
+    """The backend file with ``loc``'s read at ``site`` in ``mode`` moved to pre_replay in each of ``who``."""
+    bs = _as_map(b)
+    changes = {}
+    for name in who:
+        x = bs[name]
+        own = dict(x.reads.get(mode.value, x.reads.get(ANY_MODE, {})))
+        own[site] = tuple(v for v in own.get(site, ()) if v != loc)
+        if not own[site]:
+            del own[site]
+        own[ReadSite.PRE_REPLAY] = tuple(sorted({*own.get(ReadSite.PRE_REPLAY, ()), loc}))
+        changes[name] = dataclasses.replace(x, reads={**x.reads, mode.value: own})
+    return _with(b, changes)
+
+
+def _with(b, changes: dict[str, BackendSpec]):
+    if isinstance(b, BackendSpec):
+        return changes.get(b.name, b)
+    root = changes.get(b.root.name, b.root)
+    return dataclasses.replace(b, root=root, backends={**b.backends, **changes})
+
+
+@dataclass
+class VerifyReport:
+    backend: str
+    modes: list[ModeFacts]
+    verdict: Verdict = Verdict.UNKNOWN
+    reason: str = ""
+    counterexample: Counterexample | None = None
+    contexts: list[Context] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
+    bounds: Bounds = BOUNDS
+
+    @property
+    def safe(self) -> bool:
+        return self.verdict is Verdict.PROVED and all(c.safe for c in self.contexts)
+
+
+def _check(b, catalog, bounds, budget) -> Check:
     facts = mode_facts(b)
-    report = VerifyReport(b.name, facts)
+    verdict, _, _ = symbolic(facts, bounds, budget, "verify-advice")
+    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False))
+
+
+def _implicated(report: "VerifyReport") -> set[ForwardMode]:
+    """The modes whose declaration or reads take part in a race the backend brings: a mode read outside its
+    declaration, the mode of a racing phase that runs the backend, and, for a race at a phase of another backend,
+    every mode the backend runs in that context."""
+    modes = {f.mode for f in report.modes if not f.honest}
+    ce = report.counterexample
+    if ce is not None:
+        modes.add(ce.scenario.algorithm.steps[ce.scenario.step_kind(ce.race.step)][ce.race.phase].mode)
+    for c in report.contexts:
+        if c.safe:
+            continue
+        ours = {p.mode for p in c.phases if p.backend.startswith(PREFIX)}
+        for r in c.brought:
+            ph = c.phase_of(r)
+            modes |= {ph.mode} if ph is not None and ph.backend.startswith(PREFIX) else ours
+    return modes
+
+
+def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BOUNDS, budget: Budget = Budget(),
+           tick: Callable[[str], None] | None = None) -> list[Advice]:
+    """The smallest verified change for every race the backend brings, and for every declaration later than its
+    reads need; else the component that must change."""
+    out: list[Advice] = []
+    racing = report.verdict is not Verdict.PROVED or any(not c.safe for c in report.contexts)
+    tried: dict[str, Check] = {}
+
+    def verified(label: str, cand) -> Check:
+        if label not in tried:
+            tried[label] = _check(cand, catalog, bounds, budget)
+            if tick is not None:
+                tick(label)
+        return tried[label]
+
+    implicated = _implicated(report)
+    for f in report.modes:
+        if f.declared is SharedReadEnds.UNKNOWN and not f.sites:
+            continue
+        if racing and f.mode not in implicated and not (f.honest and f.earliest() < f.declared):
+            continue  # its declaration plays no part in any race, and gives no overlap away
+        # Every honest declaration, earliest first: the earliest safe one is the smallest fix and keeps most overlap.
+        options = [d for d in (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY)
+                   if set(f.sites) <= COVERED_SITES[d]]
+        over = f.honest and options and options[0] < f.declared
+        if not racing and not over:
+            continue
+        mode_racing = racing and f.mode in implicated
+        failed_here = []
+        for d in options:
+            if d == f.declared:
+                if not mode_racing:
+                    break
+                continue
+            label = f"declare {d.name} for {f.mode.value}" + (f" on {report.backend}" if f.declared_by != report.backend
+                                                               else "")
+            chk = verified(label, _declare(b, f.mode, d))
+            if chk.safe:
+                if f.declared is SharedReadEnds.UNKNOWN:
+                    why = ("UNKNOWN (unaudited) publishes no event of its own: the barrier takes the coarse fence "
+                           f"only while the mailbox is empty; {d.name} publishes one")
+                elif d < f.declared:
+                    why = (f"publishes earlier than {f.declared.name}, giving back the overlap from there to the "
+                           f"{f.declared.name} publish point")
+                else:
+                    why = f"covers every site {f.mode.value} reads"
+                if failed_here:
+                    why += "; " + "; ".join(failed_here)
+                out.append(Advice(label, why, chk))
+                break
+            failed_here.append(f"{d.name} instead: {chk.text()}")
+        else:
+            if failed_here and mode_racing and not over:
+                out.append(Advice(f"no declaration for {f.mode.value} alone fixes it",
+                                  "; ".join(failed_here), None))
+            if failed_here and over:
+                out.append(Advice(f"keep {f.declared.name} for {f.mode.value}",
+                                  "no earlier declaration is safe: " + "; ".join(failed_here), None))
+        # A read in the graph moved out of it (the declaration kept).
+        if mode_racing and not f.honest:
+            for site, loc in f.outside():
+                who = f.readers.get((site, loc), ())
+                label = (f"move the read of {loc} at {site.value} in {f.mode.value} out of the graph (pre_replay)"
+                         f" in {'/'.join(who)}")
+                chk = verified(label, _move_out(b, f.mode, site, loc, who))
+                if chk.safe:
+                    out.append(Advice(label, f"keeps {f.declared.name}", chk))
+    # Contexts the backend brings races to that no verified backend change removes.
+    fixed = [a for a in out if a.check is not None and a.check.safe]
+    if racing and not fixed:
+        for c in report.contexts:
+            if c.safe:
+                continue
+            if c.failed:
+                parts = "; ".join(f"{n}: {COMPONENT[n]}" for n in c.failed if n in COMPONENT)
+                out.append(Advice(f"{c.scenario}: no change to this backend alone is verified to fix it; change "
+                                  f"{parts}", "the context fails " + ", ".join(c.failed), None))
+    return out
+
+
+# -- the whole check ----------------------------------------------------------------------------------------------
+
+
+def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds = BOUNDS,
+           tick: Callable[[str], None] | None = None, advice: bool = True) -> VerifyReport:
+    """Check backend ``b`` (a ``scenario_io.BackendFile`` or a lone ``BackendSpec``) in every context."""
+    facts = mode_facts(b)
+    report = VerifyReport(_root(b), facts, bounds=bounds)
     if facts:
-        verdict, ce, reason = symbolic(facts, budget=budget, name=f"verify-{b.name}")
+        verdict, ce, reason = symbolic(facts, bounds, budget, f"verify-{_root(b)}")
         report.verdict, report.counterexample, report.reason = verdict, ce, reason
     else:
         report.verdict, report.reason = Verdict.UNKNOWN, "the backend declares and reads nothing"
-    modes = {f.mode for f in facts}
-    for s in catalog:
-        if s.expect is not None and s.expect.verdict is not Verdict.PROVED:
-            continue  # a context that races already says nothing about this backend
-        swapped = swap_into(s, b, modes)
-        if swapped is not None:
-            report.contexts.append(model_check(swapped, budget=budget))
+    if tick is not None:
+        tick("symbolic")
+    report.contexts = catalog_contexts(b, facts, catalog, budget, tick)
+    report.findings = child_findings(b, facts)
     for f in facts:
-        early = f.earliest()
-        if f.honest and early < f.declared and f.declared is not SharedReadEnds.UNKNOWN:
-            report.advice.append(
-                f"{f.mode.value}: declares {f.declared.name} but its reads end at "
-                f"{', '.join(s.value for s in f.sites) or 'no site'}; {early.name} would publish earlier and give "
-                f"back the overlap between there and the {f.declared.name} publish point"
-            )
-        if f.declared is SharedReadEnds.UNKNOWN and f.sites:
-            report.advice.append(
-                f"{f.mode.value}: UNKNOWN (unaudited) takes the coarse fence only while the mailbox is empty; "
-                f"its reads fit {early.name}, which would publish an event of its own"
-            )
+        for site, loc in f.outside():
+            who = "/".join(f.readers.get((site, loc), ()))
+            report.findings.append(f"{f.mode.value}: {who} reads {loc} at {site.value}, outside what "
+                                   f"{f.declared.name} (declared by {f.declared_by}) covers")
+    if advice:
+        report.advice = advise(b, report, catalog, bounds, budget, tick)
     return report

@@ -1,15 +1,22 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
 
+from fencecheck.catalog import load_catalog
 from fencecheck.cli import main
+from fencecheck.model.symconfig import Bounds
+from fencecheck.model.verify import child_findings, mode_facts, verify
 from fencecheck.reference.check import check_scenario
-from fencecheck.scenario_io import load
+from fencecheck.report import Verdict
+from fencecheck.scenario_io import load, load_backend
+from fencecheck.vocab import ForwardMode, ReadSite, SharedReadEnds
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SMALL = Bounds(steps=1, phases=2, runners=2)
 
 
 def run(*argv):
@@ -17,35 +24,206 @@ def run(*argv):
     return main(list(argv), out, err), out.getvalue(), err.getvalue()
 
 
+def catalog(*names):
+    return [s for s in load_catalog() if s.name in names]
+
+
+# -- the format ---------------------------------------------------------------------------------------------------
+
+
+def test_composite_declares_max_of_its_children_and_names_the_child_at_fault():
+    bf = load_backend(EXAMPLES / "composite-backend.toml")
+    [f] = mode_facts(bf)
+    assert f.mode is ForwardMode.DECODE and f.declared is SharedReadEnds.IN_REPLAY
+    assert f.readers[(ReadSite.IN_GRAPH_AFTER_MARKER, "req_to_token")] == ("gather",)
+    assert not f.honest
+    assert child_findings(bf, [f]) == [
+        "child gather: DECODE: reads req_to_token at in_graph_after_marker, outside what its own IN_REPLAY covers "
+        "(outside what DECODE IN_REPLAY covers too)"]
+
+
+def test_hybrid_takes_each_mode_from_its_delegate():
+    bf = load_backend(EXAMPLES / "hybrid-backend.toml")
+    facts = {f.mode: f for f in mode_facts(bf)}
+    assert facts[ForwardMode.DECODE].declared_by == "full" and facts[ForwardMode.DECODE].honest
+    assert facts[ForwardMode.TARGET_VERIFY].declared_by == "linear"
+    assert facts[ForwardMode.TARGET_VERIFY].readers[(ReadSite.IN_GRAPH_AFTER_MARKER, "req_to_token")] == ("linear",)
+
+
+@pytest.mark.parametrize("text, key", [
+    ('name = "x"\nchildren = ["y"]\n', "children[0]"),
+    ('name = "x"\ndelegate = { DECODE = "y" }\n', "delegate.DECODE"),
+    ('name = "x"\nchildren = ["a"]\n[backends.a]\ndelegate = { DECODE = "x" }\n', "backends.a.delegate.DECODE"),
+    ('name = "x"\nchildren = ["a"]\n[backends.a]\nchildren = ["b"]\n[backends.b]\nchildren = ["a"]\n', "backends."),
+    ('name = "x"\nchildren = ["a"]\n[backends.a]\n[backends.b]\n', "backends.b"),
+    ('name = "x"\n[backends.a]\nreads.DECODE = { nowhere = ["t"] }\n', "backends.a.reads.DECODE.nowhere"),
+])
+def test_bad_backend_files_get_one_line_naming_the_key(tmp_path, text, key):
+    bad = tmp_path / "b.toml"
+    bad.write_text(text)
+    code, out, err = run("verify", str(bad))
+    assert code == 2 and err.count("\n") == 1 and f"{bad}: {key}" in err, err
+
+
+def test_schema_kinds():
+    code, out, _ = run("schema", "--kind", "backend")
+    schema = json.loads(out)
+    assert code == 0 and schema["title"] == "fencecheck backend"
+    assert {"children", "delegate", "backends"} <= set(schema["properties"])
+    assert json.loads(run("schema")[1])["title"] == "fencecheck scenario"
+
+
+def test_every_example_is_a_valid_backend_file():
+    for path in EXAMPLES.glob("*.toml"):
+        assert load_backend(path).name
+
+
+# -- verdicts on small bounds -------------------------------------------------------------------------------------
+
+
+def test_composite_race_in_a_catalog_context_is_the_gather_childs():
+    bf = load_backend(EXAMPLES / "composite-backend.toml")
+    r = verify(bf, catalog("plain-decode"), bounds=SMALL, advice=False)
+    assert r.verdict is Verdict.COUNTEREXAMPLE
+    [c] = r.contexts
+    assert {x.place().text() for x in c.brought} == {"req_to_token@decode/in_graph_after_marker"}
+    assert any(line.startswith("DECODE: gather reads req_to_token at in_graph_after_marker") for line in r.findings)
+
+
+def test_a_context_that_races_on_its_own_is_listed_not_skipped():
+    bf = load_backend(EXAMPLES / "honest-backend.toml")
+    r = verify(bf, catalog("barrier-disabled"), bounds=SMALL, advice=False)
+    [c] = r.contexts
+    assert c.own_verdict is Verdict.COUNTEREXAMPLE and c.report.verdict is Verdict.COUNTEREXAMPLE
+    assert c.safe and not c.brought and c.failed == ["barrier_on"] and c.any_backend == ["barrier_on"]
+
+
+def test_a_race_the_backend_brings_where_every_read_races_is_not_the_backends():
+    bf = load_backend(EXAMPLES / "dishonest-backend.toml")
+    r = verify(bf, catalog("barrier-disabled", "plain-decode"), bounds=SMALL, advice=False)
+    by = {c.scenario: c for c in r.contexts}
+    assert by["barrier-disabled"].brought and by["barrier-disabled"].safe
+    assert not by["plain-decode"].safe and not by["plain-decode"].failed
+
+
+def test_dspark_fails_the_last_reader_publishes_assumption():
+    bf = load_backend(EXAMPLES / "over-declared-backend.toml")
+    r = verify(bf, catalog("dspark"), bounds=SMALL, advice=False)
+    [c] = r.contexts
+    assert c.failed == ["last_reader_publishes"]
+    assert {x.place().text() for x in c.brought} == {"req_to_token@idle/pre_replay",
+                                                     "req_to_token@idle/in_graph_before_marker"}
+    idle = c.phase_of(c.brought[0])
+    assert idle.mode is ForwardMode.IDLE and idle.resolved is SharedReadEnds.UNKNOWN and idle.publisher == "target"
+
+
+def test_advice_is_verified_over_the_same_contexts():
+    bf = load_backend(EXAMPLES / "over-declared-backend.toml")
+    r = verify(bf, catalog("dspark", "plain-decode"), bounds=SMALL)
+    [a] = r.advice
+    assert a.change == "declare IN_REPLAY for TARGET_VERIFY" and a.check.safe
+    assert a.check.text() == "safe in all 2 contexts (the symbolic family and 1 catalog scenarios)"
+    assert "PRE_REPLAY instead: races in 1 of 2 contexts: dspark (req_to_token@idle/in_graph_before_marker; " \
+           "req_to_token@idle/pre_replay)" in a.why
+
+
+def test_an_unknown_declaration_gets_a_verified_one():
+    from fencecheck.scenario import BackendSpec
+
+    b = BackendSpec("idle-reader", reads={"IDLE": {ReadSite.PRE_REPLAY: ("req_to_token",)}})
+    r = verify(b, catalog("dspark"), bounds=SMALL)
+    assert [a.change for a in r.advice] == ["declare PRE_REPLAY for IDLE"]
+    assert r.advice[0].check.safe and r.advice[0].why.startswith("UNKNOWN (unaudited) publishes no event")
+
+
+# -- the command --------------------------------------------------------------------------------------------------
+
+
 @pytest.mark.slow
 def test_honest_backend_is_proved_in_every_context():
     code, out, _ = run("verify", str(EXAMPLES / "honest-backend.toml"))
     assert code == 0
-    assert "proved race-free" in out and "COUNTEREXAMPLE" not in out
+    assert "proved race-free under resolution declaration_only_post_fallback and the assumptions " \
+           "named_runner_is_last_reader, sound_fallback" in out and "COUNTEREXAMPLE under" not in out
+    assert "barrier-disabled: races with any backend: fails barrier_on; the scheduler must change  " \
+           "[outside the symbolic proof: fails barrier_on]" in out
+    assert "  plan-stream-unjoined: safe here  [outside the symbolic proof: fails plan_stream_joined_before_replay]\n" \
+           "    races on its own (catalog verdict counterexample): req_to_token@verify/pre_replay; " \
+           "with this backend it " \
+           "still races at: req_to_token@verify/pre_replay" in out
 
 
 @pytest.mark.slow
-def test_dishonest_backend_gets_a_replayable_counterexample(tmp_path):
+def test_dishonest_backend_gets_a_replayable_counterexample_numbered_as_reported(tmp_path):
     target = tmp_path / "ce.toml"
-    code, out, _ = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target))
+    code, out, err = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target), "--progress")
     assert code == 1
-    assert "COUNTEREXAMPLE: the read of req_to_token by phase0 at in_graph_after_marker" in out
-    assert "plain-decode+gathers-in-kernels: COUNTEREXAMPLE  req_to_token@decode/in_graph_after_marker" in out
-    report = check_scenario(load(target))
+    assert "verify gathers-in-kernels" in err  # the progress bar, asked for on a stderr that is not a terminal
+    assert "the read of req_to_token by phase0 at in_graph_after_marker in step 1 races" in out
+    assert "  the read of req_to_token by step 1 phase 'phase0' at in_graph_after_marker" in out
+    assert "  plain-decode: COUNTEREXAMPLE\n    race: req_to_token@decode/in_graph_after_marker in step 1" in out
+    assert "advice: move the read of req_to_token at in_graph_after_marker in DECODE out of the graph (pre_replay) " \
+           "in gathers-in-kernels: safe in all" in out
+    s = load(target)
+    assert [(r.site, r.step) for r in s.expect.races] == [("in_graph_after_marker", 1)]
+    report = check_scenario(s)
     assert {r.site for r in report.races} == {"in_graph_after_marker"}
 
 
 @pytest.mark.slow
-def test_over_declared_backend_gets_advice_and_a_fragile_context():
+def test_over_declared_backend_gets_verified_advice_and_the_dspark_explanation():
     code, out, _ = run("verify", str(EXAMPLES / "over-declared-backend.toml"))
-    assert "advice: TARGET_VERIFY: declares POST_REPLAY but its reads end at pre_replay; PRE_REPLAY" in out
-    assert "symbolic contexts" in out and "proved race-free" in out
-    # DSpark's idle step waits on the stale event a POST_REPLAY verify leaves in the target's mailbox.
-    assert "dspark+page-table-prebuilt: COUNTEREXAMPLE" in out and code == 1
+    assert code == 1
+    assert "dspark: COUNTEREXAMPLE  [outside the symbolic proof: fails last_reader_publishes]" in out
+    assert "race: req_to_token@idle/pre_replay in step 2: idle (IDLE on runner target" in out
+    assert "it resolves UNKNOWN and publishes nothing; so the barrier waits on the event left in runner target's " \
+           "mailbox by step 1's verify (TARGET_VERIFY, backend page-table-prebuilt, resolved POST_REPLAY), " \
+           "which step 1's barrier did not reset because that step named runner draft" in out
+    assert "missing edge: F kernel #4 (pre_replay) -> S op 27: S never waited on F work of step 2" in out
+    assert "advice: declare IN_REPLAY for TARGET_VERIFY: safe in all 18 contexts" in out
+    assert "PRE_REPLAY instead: races in 1 of 18 contexts: dspark (req_to_token@idle/in_graph_before_marker; " \
+           "req_to_token@idle/pre_replay)" in out
 
 
-def test_bad_backend_file(tmp_path):
-    bad = tmp_path / "b.toml"
-    bad.write_text('name = "x"\nchildren = ["y"]\n')
-    code, out, err = run("verify", str(bad))
-    assert code == 2 and err.count("\n") == 1 and "children" in err
+@pytest.mark.slow
+def test_json_shape():
+    code, out, err = run("verify", str(EXAMPLES / "composite-backend.toml"), "--json")
+    data = json.loads(out)
+    assert code == 1 and err == ""
+    assert set(data) == {"backend", "modes", "symbolic", "contexts", "findings", "advice", "safe"}
+    assert data["symbolic"]["rule"] == "declaration_only_post_fallback"
+    assert "honest_declarations" not in data["symbolic"]["assumptions"]
+    plain = next(c for c in data["contexts"] if c["scenario"] == "plain-decode")
+    assert set(plain["brought"][0]) == {"location", "phase", "site", "step", "phase_facts", "readers", "explanation"}
+    assert plain["brought"][0]["readers"] == ["gather"]
+    assert "backend paged-composite, the backend under test; the read is gather's" in plain["brought"][0]["phase_facts"]
+    assert plain["brought"][0]["site"] == "in_graph_after_marker" and plain["brought"][0]["step"] == 1
+    assert data["symbolic"]["verdict"] == "counterexample"
+    assert data["symbolic"]["explanation"]["read"].startswith("read of req_to_token by step 1 phase 'phase0'")
+    assert any(a["verification"] and a["verification"]["safe"] for a in data["advice"])
+    assert data["findings"][0].startswith("child gather: DECODE")
+    assert plain["brought"][0]["explanation"]["missing_edge"].startswith("F kernel")
+
+
+def test_the_backend_schema_document_is_generated_from_the_declarations():
+    from fencecheck.schema import BACKEND_SCHEMA
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "backend.schema.json"
+    assert json.loads(doc.read_text(encoding="utf-8")) == BACKEND_SCHEMA
+
+
+def test_a_composite_backend_file_given_to_check_says_where_it_belongs():
+    code, out, err = run("check", str(EXAMPLES / "composite-backend.toml"))
+    assert code == 2 and "this is a backend file, not a scenario: give it to `fencecheck verify`" in err
+
+
+@pytest.mark.slow
+def test_hybrid_names_the_delegate_at_fault_and_advises_only_the_mode_in_the_race():
+    code, out, _ = run("verify", str(EXAMPLES / "hybrid-backend.toml"))
+    assert code == 1
+    assert "  TARGET_VERIFY: declares IN_REPLAY (from linear); reads pre_replay: req_to_token, in_graph_after_marker: " \
+           "req_to_token; OUTSIDE what IN_REPLAY covers" in out
+    assert "backend hybrid-linear, the backend under test; the read is linear's" in out
+    assert "advice: move the read of req_to_token at in_graph_after_marker in TARGET_VERIFY out of the graph " \
+           "(pre_replay) in linear: safe in all 27 contexts" in out
+    assert "for DECODE" not in out
