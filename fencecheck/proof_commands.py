@@ -167,7 +167,6 @@ def cmd_verify(args, out: TextIO) -> int:
 
     from .catalog import load_catalog
     from .model.verify import ASSUMED, RULE, verify
-    from .report import Expectation
     from .scenario_io import dump, load_backend
 
     backend = load_backend(args.backend)
@@ -186,8 +185,7 @@ def cmd_verify(args, out: TextIO) -> int:
             bar.close()
     ce = report.counterexample
     if ce is not None and args.out:
-        races = tuple(RaceId(*r) for r in ce.races)
-        dump(ce.scenario.replace(expect=Expectation(Verdict.COUNTEREXAMPLE, races)), args.out)
+        dump(ce.scenario, args.out)
     if args.json:
         json.dump(verify_json(report, explain_contexts(report)), out, indent=2)
         out.write("\n")

@@ -288,8 +288,8 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
         steps=cfg.bounds.steps,
         step_kinds=tuple(kinds_of_step),
     )
-    racing = {(r.location, scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name, r.site)
-              for r in prog.reads if bv(prog.race_of(r))}
+    racing = {(r.location, scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name, r.site, r.step)
+              for r in prog.reads if bv(prog.race_of(r))}  # with its step, numbered as every report numbers steps
     scenario = scenario.replace(expect=Expectation(Verdict.COUNTEREXAMPLE, tuple(RaceId(*k) for k in sorted(racing))))
     return scenario, Layout(rnames, cfg.bounds.locations, cfg.bounds.steps)
 
