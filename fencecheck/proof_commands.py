@@ -226,7 +226,7 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
     out.write(f"catalog contexts: {len(report.contexts)} scenarios with a phase in a mode it covers\n")
     for c in report.contexts:
         own = c.own_verdict is not Verdict.PROVED
-        status = c.report.verdict.text if not own else ("safe here" if c.safe else "COUNTEREXAMPLE")
+        status = c.report.verdict.text if not own else ("its reads safe" if c.safe else "COUNTEREXAMPLE")
         if c.any_backend and c.report.verdict is Verdict.COUNTEREXAMPLE:
             status = ("races with any backend: " + ", ".join(f"fails {n}" for n in c.any_backend)
                       + "; the scheduler must change")

@@ -147,7 +147,7 @@ def test_honest_backend_is_proved_in_every_context():
            "named_runner_is_last_reader, sound_fallback" in out and "COUNTEREXAMPLE under" not in out
     assert "barrier-disabled: races with any backend: fails barrier_on; the scheduler must change  " \
            "[outside the symbolic proof: fails barrier_on]" in out
-    assert "  plan-stream-unjoined: safe here  [outside the symbolic proof: fails plan_stream_joined_before_replay]\n" \
+    assert "  plan-stream-unjoined: its reads safe  [outside the symbolic proof: fails plan_stream_joined_before_replay]\n" \
            "    races on its own (catalog verdict counterexample): req_to_token@verify/pre_replay; " \
            "with this backend it " \
            "still races at: req_to_token@verify/pre_replay" in out
