@@ -17,6 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .atomic import read_input, write_text_atomic
 from .errors import InputError, quote
@@ -58,14 +59,16 @@ def render(header: dict, lines: list[str]) -> str:
     return "\n".join([_line(head), *lines]) + "\n"
 
 
-def read(directory: str | Path) -> tuple[dict, list[CorpusRecord]]:
-    """Header and records of ``directory/corpus.jsonl``. A malformed file raises ``InputError`` in one line naming
-    the line and the key: no header, a changed or cut file (hash), no record, a field of the wrong type."""
+def read(directory: str | Path, select: Callable[[str], bool] | None = None,
+         missing: str = "no such file (run fencecheck traces --out DIR first)") -> tuple[dict, list[CorpusRecord]]:
+    """Header and records of ``directory/corpus.jsonl`` (with ``select``: only the records whose id it accepts, the
+    others not parsed past their id). A malformed file raises ``InputError`` in one line naming the line and the key:
+    no header, a changed or cut file (hash), no record, a field of the wrong type."""
     folder = Path(directory)
     if folder.is_file():
         raise InputError(str(folder), "", "expected a corpus folder (written by fencecheck traces --out DIR)")
     path = folder / FILENAME
-    text = read_input(path, missing="no such file (run fencecheck traces --out DIR first)", limit=MAX_CORPUS_BYTES)
+    text = read_input(path, missing=missing, limit=MAX_CORPUS_BYTES)
     lines = text.splitlines()
     if not lines:
         raise InputError(str(path), "line 1", "expected a header line")
@@ -78,7 +81,11 @@ def read(directory: str | Path) -> tuple[dict, list[CorpusRecord]]:
         raise InputError(str(path), "line 1: content_sha256", "expected the hash of the records (file changed or cut)")
     if not body:
         raise InputError(str(path), "line 1: records", "expected at least one trace record, got an empty corpus")
-    records = [_record(path, n, _json(path, n, line)) for n, line in enumerate(body, start=2)]
+    records = []
+    for n, line in enumerate(body, start=2):
+        d = _json(path, n, line)
+        if select is None or not isinstance(d.get("id"), str) or select(d["id"]):
+            records.append(_record(path, n, d))  # a record without a string id raises there, naming the key
     return header, records
 
 

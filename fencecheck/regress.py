@@ -11,14 +11,12 @@ simulator finds in the adapter's trace are the expected ones (``check``).
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 from pathlib import Path
 
-from .corpus_io import FILENAME, FORMAT, MAX_CORPUS_BYTES, CorpusRecord, _json, _record
-from .atomic import read_input
-from .errors import InputError, quote
+from .corpus_io import FILENAME, CorpusRecord, read
+from .errors import InputError
 
 #: The environment variable that names another corpus folder than the one the module records.
 CORPUS_ENV = "FENCECHECK_CORPUS"
@@ -74,34 +72,12 @@ def load_cases(directory: str | Path, only: list[str]) -> list[CorpusRecord]:
 
 
 def read_selected(directory: str | Path, only: list[str]) -> tuple[dict, list[CorpusRecord]]:
-    """The header and the records of ``directory/corpus.jsonl`` whose id matches a glob of ``only``, in file order. The file is
-    checked as ``corpus_io.read`` checks it (format, hash of the records); only the selected records are parsed.
-    No match, or a bad file, raises ``InputError`` in one line."""
-    folder = Path(directory)
-    if folder.is_file():
-        raise InputError(str(folder), "", "expected a corpus folder (written by fencecheck traces --out DIR)")
-    path = folder / FILENAME
-    text = read_input(path, missing=f"no such file (run fencecheck traces --out DIR, or set {CORPUS_ENV})",
-                      limit=MAX_CORPUS_BYTES)
-    lines = text.splitlines()
-    if not lines:
-        raise InputError(str(path), "line 1", "expected a header line")
-    header = _json(path, 1, lines[0])
-    if header.get("format") != FORMAT:
-        raise InputError(str(path), "line 1: format", f"expected {FORMAT!r}, got {quote(header.get('format'))}")
-    body = lines[1:]
-    digest = hashlib.sha256("\n".join(body).encode()).hexdigest()
-    if header.get("content_sha256") != digest or header.get("records") != len(body):
-        raise InputError(str(path), "line 1: content_sha256", "expected the hash of the records (file changed or cut)")
-    if not body:
-        raise InputError(str(path), "line 1: records", "expected at least one trace record, got an empty corpus")
-    records = []
-    for n, line in enumerate(body, start=2):
-        d = _json(path, n, line)
-        if not isinstance(d.get("id"), str) or selected(d["id"], only):
-            records.append(_record(path, n, d))  # a record without a string id raises there, naming the key
+    """The header and the records of ``directory/corpus.jsonl`` whose id matches a glob of ``only``, in file order,
+    the file checked as ``corpus_io.read`` checks it; no match raises ``InputError`` in one line."""
+    header, records = read(directory, select=lambda record_id: selected(record_id, only),
+                           missing=f"no such file (run fencecheck traces --out DIR, or set {CORPUS_ENV})")
     if not records:
-        raise InputError(str(path), "--only", f"no trace matches {' '.join(only)!r}")
+        raise InputError(str(Path(directory) / FILENAME), "--only", f"no trace matches {' '.join(only)!r}")
     return header, records
 
 
