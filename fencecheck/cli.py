@@ -159,21 +159,10 @@ def _witnesses(trace, report) -> list[tuple]:
     """Per distinct race: (race, witness schedule as kernel indices, the first stale read of the race's place under
     it, or None when the schedule shows none). Steps are 1-based, as in ``RaceId``; ``seen`` 0 is the initial data."""
     from fencecheck.reference.sim.hb import analyze
-    from fencecheck.reference.sim.interleave import stale_reads, witness_schedule
+    from fencecheck.reference.sim.interleave import witnesses
 
-    hb = analyze(trace)
-    by_write: dict[int, tuple] = {}
-    out = []
-    for race in report.distinct():
-        if race.write_op not in by_write:
-            schedule = witness_schedule(hb, race)
-            first: dict = {}
-            for o in stale_reads(hb, schedule):
-                first.setdefault(o.key(), o)
-            by_write[race.write_op] = (schedule, first)
-        schedule, first = by_write[race.write_op]
-        out.append((race, schedule, first.get(race.key())))
-    return out
+    races = report.distinct()
+    return [(race, schedule, o) for race, (schedule, o) in zip(races, witnesses(analyze(trace), races))]
 
 
 def _witness_lines(witnesses) -> list[str]:

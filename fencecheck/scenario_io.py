@@ -15,7 +15,7 @@ import jsonschema
 import tomli_w
 
 from .atomic import read_input, write_text_atomic
-from .errors import ScenarioError
+from .errors import ScenarioError, quote
 from .fields import from_table, to_table
 from .report import Expectation, RaceId, Verdict
 from .scenario import (
@@ -53,16 +53,16 @@ def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
         allowed = ", ".join(sorted(error.schema.get("properties", {}))) or "none"
         return (f"{key}.{name}" if key else name), f"unknown key (expected one of: {allowed})"
     if v == "enum":
-        return key, f"expected one of {', '.join(map(str, error.validator_value))}, got {_short(error.instance)}"
+        return key, f"expected one of {', '.join(map(str, error.validator_value))}, got {quote(error.instance, 60)}"
     if v == "type":
-        return key, f"expected {error.validator_value}, got {type(error.instance).__name__} {_short(error.instance)}"
+        return key, f"expected {error.validator_value}, got {type(error.instance).__name__} {quote(error.instance, 60)}"
     if v in ("minimum", "minLength", "minItems", "minProperties"):
-        return key, f"expected {v} {error.validator_value}, got {_short(error.instance)}"
+        return key, f"expected {v} {error.validator_value}, got {quote(error.instance, 60)}"
     if v in ("maximum", "maxLength", "maxItems", "maxProperties"):
         size = error.instance if v == "maximum" else len(error.instance)
         return key, f"expected {v} {error.validator_value:,}, got {size:,}" + ("" if v == "maximum" else " long")
     if v == "pattern":
-        return key, f"expected one line of printable text, got {_short(error.instance)}"
+        return key, f"expected one line of printable text, got {quote(error.instance, 60)}"
     if v == "propertyNames":
         return key, "expected names of one line of printable text, at most 200 characters"
     if v == "oneOf":
@@ -74,12 +74,6 @@ def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
     if v == "uniqueItems":
         return key, "expected no repeated entries"
     return key, error.message.splitlines()[0]
-
-
-def _short(value, limit: int = 60) -> str:
-    """A value as an error line quotes it: its repr, cut to ``limit`` characters (one line, bounded)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _validate(validator, data, source: str) -> None:

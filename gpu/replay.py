@@ -215,14 +215,6 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
 
 
-def replay_corpus_cuda(args, out: TextIO) -> int:
-    """``fencecheck replay DIR --device cuda`` from parsed arguments (``dir``, ``seed``, ``json``)."""
-    from fencecheck.corpus_io import read
-
-    _, records = read(args.dir)
-    return run_cuda_replay(records, args.seed, out, args.json)
-
-
 if __name__ == "__main__":
     import sys
 

@@ -82,20 +82,27 @@ def witness_schedule(hb: HappensBefore, race: Race) -> list[int]:
     return first + [k.index for k in hb.kernels if k.index not in chosen]
 
 
-def witness_observations(hb: HappensBefore, races: list[Race]) -> list[Observation | None]:
-    """For each race, the first stale read of its (location, phase, site) under its ``witness_schedule``, or None
-    when that schedule shows none. A schedule depends only on the race's write, so each write's schedule is built
-    and run once, however many races share it."""
-    by_write: dict[int, dict] = {}
+def witnesses(hb: HappensBefore, races: list[Race]) -> list[tuple[list[int], Observation | None]]:
+    """For each race, its ``witness_schedule`` and the first stale read of its (location, phase, site) under it, or
+    None when that schedule shows none. A schedule depends only on the race's write, so each write's schedule is
+    built and run once, however many races share it."""
+    by_write: dict[int, tuple[list[int], dict]] = {}
     out = []
     for race in races:
         if race.write_op not in by_write:
+            schedule = witness_schedule(hb, race)
             first: dict = {}
-            for o in stale_reads(hb, witness_schedule(hb, race)):
+            for o in stale_reads(hb, schedule):
                 first.setdefault(o.key(), o)
-            by_write[race.write_op] = first
-        out.append(by_write[race.write_op].get(race.key()))
+            by_write[race.write_op] = (schedule, first)
+        schedule, first = by_write[race.write_op]
+        out.append((schedule, first.get(race.key())))
     return out
+
+
+def witness_observations(hb: HappensBefore, races: list[Race]) -> list[Observation | None]:
+    """For each race, the first stale read its witness schedule shows (``witnesses`` without the schedules)."""
+    return [o for _, o in witnesses(hb, races)]
 
 
 def random_schedule(hb: HappensBefore, rng: random.Random) -> list[int]:
