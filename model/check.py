@@ -10,7 +10,7 @@ from fencecheck.report import RaceId, Verdict
 from fencecheck.scenario import Scenario
 
 from .concrete import layout, pin
-from .program import Program, ReadSlot, build
+from .program import Program, build
 from .solver import Budget, check, fresh_context, make_solver
 from .symconfig import make_config
 
@@ -47,13 +47,8 @@ def model_check(s: Scenario, steps: int | None = None, budget: Budget = Budget()
     if a.verdict is not Verdict.COUNTEREXAMPLE:
         return ModelReport(s.name, lay.steps, a.verdict, (), a.reason, solver, a.rlimit, a.seconds)
     model = solver.model()
-    races = tuple(_race(s, r) for r in prog.reads if z3.is_true(model.eval(prog.race_of(r), model_completion=True)))
+    races = tuple(r.race_id(s) for r in prog.reads if z3.is_true(model.eval(prog.race_of(r), model_completion=True)))
     return ModelReport(s.name, lay.steps, a.verdict, races, "", solver, a.rlimit, a.seconds)
-
-
-def _race(s: Scenario, r: ReadSlot) -> RaceId:
-    phase = s.algorithm.steps[s.step_kind(r.step)][r.phase].name
-    return RaceId(r.location, phase, r.site, r.step)
 
 
 __all__ = ["ModelReport", "Program", "model_check"]

@@ -9,13 +9,13 @@ is the same on every run, whatever ran before it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Callable
 
 import z3
 
 from fencecheck.fields import decode, encode, model_knobs
-from fencecheck.report import Expectation, RaceId, Verdict
+from fencecheck.report import Expectation, Verdict
 from fencecheck.scenario import (
     AlgorithmSpec,
     BackendSpec,
@@ -51,13 +51,12 @@ class Counterexample:
     races: list[tuple[str, str, str, int]] = field(default_factory=list)
 
     def race_key(self) -> tuple[str, str, str]:
-        phase = self.scenario.algorithm.steps[self.scenario.step_kind(self.race.step)][self.race.phase].name
-        return (self.race.location, phase, self.race.site)
+        rid = self.race.race_id(self.scenario)
+        return (rid.location, rid.phase, rid.site)
 
     def witness(self) -> dict:
-        loc, phase, site = self.race_key()
         return {
-            "race": {"location": loc, "phase": phase, "site": site, "step": self.race.step, "stream": self.race.stream},
+            "race": self.race.witness_race(self.scenario),
             "schedule": self.schedule,
             "how": "kernel indices in execution order: the racing write and every kernel ordered before it first, "
                    "then the rest in host order",
@@ -201,10 +200,7 @@ def realize(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str, reads:
     racing = [r for r in prog.reads if z3.is_true(model.eval(prog.race_of(r), model_completion=True))]
     race = racing[0]
     schedule = witness_schedule(prog, model, race)
-    races = []
-    for r in racing:
-        ph = scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name
-        races.append((r.location, ph, r.site, r.step))
+    races = [astuple(r.race_id(scenario)) for r in racing]
     if reads is None:
         reads = model.eval(_read_count(cfg)).as_long()
     return Counterexample(scenario, trace, race, schedule, cfg.bounds, reads, races)
@@ -288,9 +284,8 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
         steps=cfg.bounds.steps,
         step_kinds=tuple(kinds_of_step),
     )
-    racing = {(r.location, scenario.algorithm.steps[scenario.step_kind(r.step)][r.phase].name, r.site, r.step)
-              for r in prog.reads if bv(prog.race_of(r))}  # with its step, numbered as every report numbers steps
-    scenario = scenario.replace(expect=Expectation(Verdict.COUNTEREXAMPLE, tuple(RaceId(*k) for k in sorted(racing))))
+    racing = {r.race_id(scenario) for r in prog.reads if bv(prog.race_of(r))}  # each with its step
+    scenario = scenario.replace(expect=Expectation(Verdict.COUNTEREXAMPLE, tuple(sorted(racing))))
     return scenario, Layout(rnames, cfg.bounds.locations, cfg.bounds.steps)
 
 

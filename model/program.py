@@ -14,14 +14,18 @@ docs/sglang-mechanism.md (``#anchor``), the CUDA rule by its number in docs/cuda
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import z3
 
+from fencecheck.report import RaceId
 from fencecheck.trace import BY_WORKER, WritePurpose, write_by
 from fencecheck.vocab import WORKER_SITE
 
 from .domain import SYMBOLIC, domain_of
+
+if TYPE_CHECKING:
+    from fencecheck.scenario import Scenario
 from .symconfig import (
     ALWAYS_PRE,
     BREAKABLE,
@@ -64,6 +68,14 @@ class ReadSlot:
     stream: str
     pos: z3.ArithRef
     slot: int  # index into Program.ops
+
+    def race_id(self, s: "Scenario") -> RaceId:
+        """This read's identity in scenario ``s`` (its phase by name)."""
+        return RaceId(self.location, s.algorithm.steps[s.step_kind(self.step)][self.phase].name, self.site, self.step)
+
+    def witness_race(self, s: "Scenario") -> dict:
+        """The race a witness is for: its identity and the stream of the read."""
+        return {**self.race_id(s).to_dict(), "stream": self.stream}
 
 
 @dataclass

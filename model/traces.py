@@ -3,7 +3,7 @@ the proofs use symbolically), giving the trace, the model's verdict and races, a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from fencecheck.report import Verdict
 from fencecheck.scenario import Scenario
@@ -28,16 +28,12 @@ def generate(s: Scenario, steps: int | None = None) -> ModelTrace:
     prog = build(concretize(s, lay))
     trace = emit(prog, None, s, lay)
     racing: list[ReadSlot] = [r for r in prog.reads if prog.race_of(r)]
-    races = tuple(dict.fromkeys((r.location, _phase(s, r), r.site, r.step) for r in racing))  # distinct, host order
+    races = tuple(dict.fromkeys(astuple(r.race_id(s)) for r in racing))  # distinct, host order
     witness = None
     if racing:
         r = racing[0]
         witness = {
-            "race": {"location": r.location, "phase": _phase(s, r), "site": r.site, "step": r.step, "stream": r.stream},
+            "race": r.witness_race(s),
             "schedule": witness_schedule(prog, None, r),
         }
     return ModelTrace(s, trace, Verdict.COUNTEREXAMPLE if racing else Verdict.PROVED, races, witness)
-
-
-def _phase(s: Scenario, r: ReadSlot) -> str:
-    return s.algorithm.steps[s.step_kind(r.step)][r.phase].name
