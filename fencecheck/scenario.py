@@ -9,6 +9,7 @@ The SGLang facts the fields encode are in docs/sglang-mechanism.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -17,6 +18,7 @@ from .fields import LIST_MAX, NAME_MAX, STRUCTURAL, TEXT_MAX, entries, spec, tok
 from .report import Expectation, RaceId, Verdict
 from .vocab import (
     BarrierPlacement,
+    EventLoop,
     Execution,
     ForwardMode,
     PlanJoin,
@@ -63,7 +65,44 @@ class BackendSpec:
     delegate: Mapping[ForwardMode, str] = spec(
         {}, "a hybrid wrapper: per mode, the child backend that runs (and declares) it", omit_empty=True,
         schema=STRUCTURAL)
+    declares_when: Mapping[str, Mapping[ForwardMode, SharedReadEnds]] = spec(
+        {}, "conditional declarations: per condition `\"SETTING=VALUE\"` (a key of the scenario's `settings`), "
+        "`SharedReadEnds` per mode that replace `declares` when the condition holds (the first that holds wins)",
+        omit_empty=True, schema=STRUCTURAL)
+    delegate_when: Mapping[str, Mapping[ForwardMode, str]] = spec(
+        {}, "conditional delegation: per condition `\"SETTING=VALUE\"`, the child per mode that replaces `delegate` "
+        "when the condition holds", omit_empty=True, schema=STRUCTURAL)
     note: str = spec("", "free text", text=True, omit_empty=True)
+
+    def under(self, settings: Mapping[str, str]) -> "BackendSpec":
+        """This backend with its conditional rows folded in under ``settings`` (a plain backend)."""
+        if not self.declares_when and not self.delegate_when:
+            return self
+        declares, delegate = dict(self.declares), dict(self.delegate)
+        for table, out in ((self.declares_when, declares), (self.delegate_when, delegate)):
+            done: set[ForwardMode] = set()
+            for cond, rows in table.items():
+                if condition_holds(cond, settings):
+                    for mode, value in rows.items():
+                        if mode not in done:
+                            out[mode] = value
+                            done.add(mode)
+        return dataclasses.replace(self, declares=declares, delegate=delegate, declares_when={}, delegate_when={})
+
+
+def parse_condition(cond: str) -> tuple[str, str] | None:
+    """``"SETTING=VALUE"`` as (setting, value); None when it is not of that form."""
+    name, sep, value = cond.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not name or not value:
+        return None
+    return name, value
+
+
+def condition_holds(cond: str, settings: Mapping[str, str]) -> bool:
+    """Whether ``"SETTING=VALUE"`` holds under ``settings`` (an unset setting holds no condition)."""
+    parsed = parse_condition(cond)
+    return parsed is not None and settings.get(parsed[0]) == parsed[1]
 
 
 @dataclass(frozen=True)
@@ -79,6 +118,8 @@ class RunnerSpec:
                                   "replay without asking (the EAGLE draft-extend runner); `never`", model=True)
     mailbox: str = spec("", "the runner whose model runner's mailbox (and ring) this runner publishes into (tree UNO); "
                         "empty: its own", schema={"type": "string", "maxLength": NAME_MAX})
+    fresh_events: bool = spec(False, "each out-of-graph publish records a fresh event (the released SGLang) instead of "
+                              "the next event of the ring", omit_empty=True)
 
     @property
     def mailbox_owner(self) -> str:
@@ -107,6 +148,10 @@ class PhaseSpec:
                                         "any) and the mailbox is cleared (DSpark before each proposal)", model=True)
     segments: int = spec(2, "graph segments of a breakable graph", minimum=1, maximum=MAX_SEGMENTS, model=True,
                          model_bound="segments", plain=1)
+    other_reads: SiteReads = spec(
+        {}, "reads at a site by work of the phase that is not its attention backend's (a capture hook in the same "
+        "graph, the runner's or worker's own prep): the shared locations per site", omit_empty=True,
+        schema=STRUCTURAL)
 
 
 @dataclass(frozen=True)
@@ -121,6 +166,25 @@ class AlgorithmSpec:
         meaning="`last_shared_read_runner`: one runner name, or a table per step kind", schema=STRUCTURAL)
     last_shared_read_modes: frozenset[ForwardMode] = spec(
         frozenset(), "the modes `is_last_shared_read_phase(mode)` answers true for (used only by the `gated` rule)")
+    prefill_publish_allowed: bool = spec(True, "the algorithm lets prefill publish "
+                                         "(`supports_prefill_shared_read_done`: no speculation, DFlash, DSpark)",
+                                         model=True)
+    staged_publisher: str = spec("", "a publisher chosen per step: `last_shared_read_runner` is this runner in the "
+                                 "steps where every phase of `staged_phases` runs as a graph, `publisher` otherwise "
+                                 "(multi-layer EAGLE's `last_draft_extend_staged`)", omit_empty=True,
+                                 schema={"type": "string", "maxLength": NAME_MAX})
+    staged_phases: tuple[str, ...] = spec((), "the phases whose graph replays set the staged publisher",
+                                          omit_empty=True)
+
+    def publisher_of(self, kind: StepKind) -> str:
+        """``last_shared_read_runner`` after a step of ``kind``: the staged publisher when the step's staged phases
+        all run as graphs, else ``publisher``."""
+        if self.staged_publisher:
+            phases = {p.name: p for p in self.steps.get(kind, ())}
+            if self.staged_phases and all(n in phases and phases[n].execution is not Execution.EAGER
+                                          for n in self.staged_phases):
+                return self.staged_publisher
+        return self.publisher[kind]
 
 
 @dataclass(frozen=True)
@@ -130,8 +194,19 @@ class SchedulerSpec:
     barrier: bool = spec(True, "the WAR barrier is on", model=True)
     placement: BarrierPlacement = spec(BarrierPlacement.AFTER_RUN_BATCH, "`after_run_batch` (right after run_batch "
                                        "returns, since PR #31687) or `loop_top`", model=True)
-    force_coarse: bool = spec(False, "`SGLANG_FORCE_COARSE_WAR_BARRIER`: always `S.wait_stream(F)`", model=True)
+    force_coarse: bool = spec(False, "`SGLANG_FORCE_COARSE_WAR_BARRIER`: always `S.wait_stream(F)`; prefill "
+                              "resolves `UNKNOWN`", model=True)
     writes: tuple[str, ...] = spec((), "locations the scheduler writes between steps (empty: every location read)")
+    loop: EventLoop = spec(EventLoop.OVERLAP, "the event loop: `overlap` (the barrier at `placement`), `normal` (the "
+                           "forward on the schedule stream), `pp` (no barrier; the host waits for the forward before "
+                           "processing results), `disagg_prefill` (fine barrier at once, a coarse one deferred past "
+                           "result processing)", model=True)
+    results_touch_inflight: bool = spec(True, "result processing may write shared state that the forward still in "
+                                        "flight reads (the disaggregated-prefill loop's deferred coarse barrier "
+                                        "relies on false)", model=True)
+    prefill_read_done: bool = spec(True, "`SGLANG_ENABLE_PREFILL_WAR_READ_DONE`: prefill may publish", model=True)
+    hierarchical_cache: bool = spec(False, "hierarchical cache, a HiCache storage backend or LMCache is on: prefill "
+                                    "never publishes", model=True)
 
 
 @dataclass(frozen=True)
@@ -148,6 +223,9 @@ class Scenario:
                                       "`gated` (before PR #35059), `declaration_only` (PR #35059 as merged: IN_REPLAY "
                                       "without a marker -> PRE_REPLAY), `declaration_only_post_fallback` (-> "
                                       "POST_REPLAY)", model=True)
+    settings: Mapping[str, str] = spec({}, "`[settings]`: values of SGLang settings that conditional declarations "
+                                       "name (`spec_algorithm`, `speculative_attention_mode`, ...)", omit_empty=True,
+                                       schema=STRUCTURAL)
     steps: int = spec(3, "steps to run", minimum=1, maximum=MAX_STEPS)
     step_kinds: tuple[StepKind, ...] = spec((StepKind.NORMAL,), "the schedule of step kinds, cycled over the steps",
                                             schema={"type": "array", "minItems": 1, "maxItems": LIST_MAX,
@@ -168,6 +246,15 @@ class Scenario:
         """The kind of step number ``step`` (1-based)."""
         return self.step_kinds[(step - 1) % len(self.step_kinds)]
 
+    @functools.cached_property
+    def effective_backends(self) -> Mapping[str, BackendSpec]:
+        """The backends with their conditional declarations and delegation folded in under ``settings``."""
+        return {name: b.under(self.settings) for name, b in self.backends.items()}
+
+    def publisher_of(self, kind: StepKind) -> str:
+        """``last_shared_read_runner`` after a step of ``kind`` (``AlgorithmSpec.publisher_of``)."""
+        return self.algorithm.publisher_of(kind)
+
     def locations(self) -> tuple[str, ...]:
         """Every shared location some backend or worker reads, sorted."""
         found: set[str] = set()
@@ -178,6 +265,8 @@ class Scenario:
         for phases in self.algorithm.steps.values():
             for phase in phases:
                 found.update(phase.worker_reads_after)
+                for locs in phase.other_reads.values():
+                    found.update(locs)
         return tuple(sorted(found))
 
     def written_locations(self) -> tuple[str, ...]:
@@ -220,10 +309,24 @@ class Scenario:
                     fail(f"backends.{name}.delegate.{mode.value}", f"expected a name of another backend, got {child!r}")
             if backend.children and backend.delegate:
                 fail(f"backends.{name}", "expected either children (composite) or delegate (hybrid), not both")
+            for field_name, table in (("declares_when", backend.declares_when), ("delegate_when", backend.delegate_when)):
+                for cond in table:
+                    if parse_condition(cond) is None:
+                        fail(f"backends.{name}.{field_name}", f"expected a condition \"SETTING=VALUE\", got {cond!r}")
+            for cond, rows in backend.delegate_when.items():
+                for mode, child in rows.items():
+                    if child not in self.backends or child == name:
+                        fail(f"backends.{name}.delegate_when.{cond}.{mode.value}",
+                             f"expected a name of another backend, got {child!r}")
+            if backend.children and backend.delegate_when:
+                fail(f"backends.{name}", "expected either children (composite) or delegate_when (hybrid), not both")
             for key in backend.reads:
                 if key != ANY_MODE and key not in ForwardMode.__members__:
                     fail(f"backends.{name}.reads.{key}", "expected a forward mode or '*'")
         self._check_backend_cycles(fail)
+        for key, value in self.settings.items():
+            if not key or not value or "=" in key:
+                fail(f"settings.{key}", "expected a setting name without '=' and a non-empty value")
         for name, runner in self.runners.items():
             if runner.name != name:
                 fail(f"runners.{name}", f"runner is named {runner.name!r}, expected {name!r}")
@@ -239,6 +342,16 @@ class Scenario:
         for kind, runner in algo.publisher.items():
             if runner not in self.runners:
                 fail(f"algorithm.publisher.{kind.value}", f"expected a runner name, got {runner!r}")
+        if algo.staged_publisher and algo.staged_publisher not in self.runners:
+            fail("algorithm.staged_publisher", f"expected a runner name, got {algo.staged_publisher!r}")
+        if algo.staged_publisher and not algo.staged_phases:
+            fail("algorithm.staged_phases", "expected the phases that stage the publisher")
+        if algo.staged_phases and not algo.staged_publisher:
+            fail("algorithm.staged_publisher", "expected the runner that staged_phases select")
+        names = {p.name for phases in algo.steps.values() for p in phases}
+        for i, n in enumerate(algo.staged_phases):
+            if n not in names:
+                fail(f"algorithm.staged_phases[{i}]", f"expected a phase name, got {n!r}")
         for kind, phases in algo.steps.items():
             seen: set[str] = set()
             for i, phase in enumerate(phases):
@@ -273,7 +386,8 @@ class Scenario:
                 return
             state[name] = 1
             backend = self.backends[name]
-            for child in (*backend.children, *backend.delegate.values()):
+            conditional = [c for rows in backend.delegate_when.values() for c in rows.values()]
+            for child in (*backend.children, *backend.delegate.values(), *conditional):
                 visit(child)
             state[name] = 2
 

@@ -88,7 +88,7 @@ def _validate(validator, data, source: str) -> None:
 def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
     """Build a ``Scenario`` from the parsed TOML form; raises ``ScenarioError`` with ``source`` in its message."""
     if isinstance(data, dict) and "algorithm" not in data and "runners" not in data and any(
-            k in data for k in ("declares", "reads", "children", "delegate")):
+            k in data for k in ("declares", "reads", "children", "delegate", "declares_when", "delegate_when")):
         raise ScenarioError(source, "", "this is a backend file, not a scenario: give it to `fencecheck verify`")
     try:
         _validate(_VALIDATOR, data, source)
@@ -107,7 +107,16 @@ def _backend(name: str, b: dict[str, Any]) -> BackendSpec:
         declares={ForwardMode(m): SharedReadEnds[e] for m, e in b.get("declares", {}).items()},
         reads={mode: {ReadSite(s): tuple(locs) for s, locs in sites.items()} for mode, sites in b.get("reads", {}).items()},
         delegate={ForwardMode(m): c for m, c in b.get("delegate", {}).items()},
+        declares_when={cond: {ForwardMode(m): SharedReadEnds[e] for m, e in rows.items()}
+                       for cond, rows in b.get("declares_when", {}).items()},
+        delegate_when={cond: {ForwardMode(m): c for m, c in rows.items()}
+                       for cond, rows in b.get("delegate_when", {}).items()},
     )
+
+
+def _phase(p: dict[str, Any]) -> PhaseSpec:
+    return from_table(PhaseSpec, p, other_reads={ReadSite(site): tuple(locs)
+                                                 for site, locs in p.get("other_reads", {}).items()})
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,11 @@ def backend_from_dict(data: dict[str, Any], source: str = "<backend>") -> Backen
             if child not in tables or child == name:
                 raise ScenarioError(source, f"{at}delegate.{mode.value}",
                                     f"expected the name of a [backends.NAME] table of this file, got {child!r}")
+        for cond, rows in b.delegate_when.items():
+            for mode, child in rows.items():
+                if child not in tables or child == name:
+                    raise ScenarioError(source, f"{at}delegate_when.{cond}.{mode.value}",
+                                        f"expected the name of a [backends.NAME] table of this file, got {child!r}")
         if b.children and b.delegate:
             raise ScenarioError(source, at.rstrip(".") or "children",
                                 "expected either children (composite) or delegate (hybrid), not both")
@@ -156,7 +170,8 @@ def backend_from_dict(data: dict[str, Any], source: str = "<backend>") -> Backen
             raise ScenarioError(source, f"backends.{name}", "expected no cycle through children/delegate")
         if state.get(name) != 2:
             state[name] = 1
-            for child in (*backends[name].children, *backends[name].delegate.values()):
+            conditional = [c for rows in backends[name].delegate_when.values() for c in rows.values()]
+            for child in (*backends[name].children, *backends[name].delegate.values(), *conditional):
                 visit(child)
             state[name] = 2
 
@@ -175,7 +190,7 @@ def load_backend(path: str | os.PathLike) -> BackendFile:
 
 def _build(d: dict[str, Any]) -> Scenario:
     a = d["algorithm"]
-    steps = {StepKind(k): tuple(from_table(PhaseSpec, p) for p in phases) for k, phases in a["steps"].items()}
+    steps = {StepKind(k): tuple(_phase(p) for p in phases) for k, phases in a["steps"].items()}
     publisher = a["publisher"]
     if isinstance(publisher, str):
         publisher = {k.value: publisher for k in steps}
@@ -192,6 +207,7 @@ def _build(d: dict[str, Any]) -> Scenario:
         runners={name: from_table(RunnerSpec, r, name=name) for name, r in d["runners"].items()},
         algorithm=from_table(AlgorithmSpec, a, steps=steps, publisher={StepKind(k): v for k, v in publisher.items()}),
         scheduler=from_table(SchedulerSpec, d.get("scheduler", {})),
+        settings=dict(d.get("settings", {})),
         expect=expect,
     )
 
@@ -205,6 +221,10 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
             reads={mode: {site.value: list(locs) for site, locs in sites.items()} for mode, sites in b.reads.items()}
             or None,
             delegate={m.value: c for m, c in b.delegate.items()} or None,
+            declares_when={cond: {m.value: e.name for m, e in rows.items()} for cond, rows in b.declares_when.items()}
+            or None,
+            delegate_when={cond: {m.value: c for m, c in rows.items()} for cond, rows in b.delegate_when.items()}
+            or None,
         )
         for name, b in s.backends.items()
     }
@@ -212,7 +232,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
     algorithm = to_table(
         a,
         publisher={k.value: v for k, v in a.publisher.items()},
-        steps={k.value: [to_table(p) for p in phases] for k, phases in a.steps.items()},
+        steps={k.value: [to_table(p, other_reads={site.value: list(locs) for site, locs in p.other_reads.items()}
+                                  or None) for p in phases] for k, phases in a.steps.items()},
     )
     expect = None
     if s.expect is not None:
@@ -225,6 +246,7 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         runners={name: to_table(r) for name, r in s.runners.items()},
         algorithm=algorithm,
         scheduler=to_table(s.scheduler),
+        settings=dict(s.settings) or None,
         step_kinds=[k.value for k in s.step_kinds],
         expect=expect,
     )

@@ -47,10 +47,13 @@ _BACKEND_PARTS = {
     },
     "delegate": {"type": "object", "properties": {m: _NAME for m in _MODES}, "additionalProperties": False},
 }
+_CONDITIONS = {"type": "object", "maxProperties": LIST_MAX, "propertyNames": {**_NAME, "pattern": "^[^=\\x00-\\x1f]+=[^=\\x00-\\x1f]+$"}}
+_BACKEND_PARTS["declares_when"] = {**_CONDITIONS, "additionalProperties": _BACKEND_PARTS["declares"]}
+_BACKEND_PARTS["delegate_when"] = {**_CONDITIONS, "additionalProperties": _BACKEND_PARTS["delegate"]}
 
 _BACKEND = table_schema(BackendSpec, **_BACKEND_PARTS)
 _RUNNER = table_schema(RunnerSpec)
-_PHASE = table_schema(PhaseSpec)
+_PHASE = table_schema(PhaseSpec, other_reads=_SITE_READS)
 _KINDS = tokens(StepKind)
 
 _ALGORITHM = table_schema(
@@ -111,6 +114,8 @@ SCENARIO_SCHEMA: dict = {
         runners=_tables(_RUNNER),
         algorithm=_ALGORITHM,
         scheduler=table_schema(SchedulerSpec),
+        settings={"type": "object", "maxProperties": LIST_MAX, "propertyNames": _NAME,
+                  "additionalProperties": _NAME},
         expect=_EXPECT,
     ),
 }
@@ -127,7 +132,8 @@ BACKEND_SCHEMA: dict = {
     "required": ["name"],
     "properties": {
         "name": {**_NAME, "description": "the backend's name"},
-        **{k: _BACKEND["properties"][k] for k in ("declares", "reads", "children", "delegate", "note")},
+        **{k: _BACKEND["properties"][k] for k in ("declares", "reads", "children", "delegate", "declares_when",
+                                                   "delegate_when", "note")},
         "backends": {**_tables(_BACKEND), "description": "`[backends.NAME]`: the child backends that `children` and "
                      "`delegate` name (each in the scenario file's backend form)"},
     },

@@ -20,6 +20,8 @@ class ForwardMode(str, enum.Enum):
     DRAFT_EXTEND = "DRAFT_EXTEND"
     DRAFT_EXTEND_V2 = "DRAFT_EXTEND_V2"
     DLLM_EXTEND = "DLLM_EXTEND"
+    PREBUILT = "PREBUILT"
+    SPLIT_PREFILL = "SPLIT_PREFILL"
 
 
 class SharedReadEnds(int, enum.Enum):
@@ -103,12 +105,19 @@ class PublishPolicy(str, enum.Enum):
 
     ``resolve``: resolve the declaration and publish accordingly (``DecodeCudaGraphRunner``).
     ``always_pre_replay``: record a ring event and publish it before every replay, without asking the backend
-    (the EAGLE draft-extend graph runner). ``never``: publishes nothing.
+    (the EAGLE draft-extend graph runner of the PR era). ``never``: publishes nothing.
+    ``clear_then_resolve``: after the out-of-graph prep, set the mailbox to None, then resolve and publish as
+    ``resolve`` does (the released EAGLE draft-extend graph runner, which plants no marker).
+    ``prefill``: the prefill paths (eager runner, prefill graph runner): resolve with the prefill rule (``UNKNOWN``
+    unless the mode is ``EXTEND`` and the prefill gates hold) and publish only ``PRE_REPLAY``, right after the
+    out-of-graph prep, eager or graph alike; never clears.
     """
 
     RESOLVE = "resolve"
     ALWAYS_PRE_REPLAY = "always_pre_replay"
     NEVER = "never"
+    CLEAR_THEN_RESOLVE = "clear_then_resolve"
+    PREFILL = "prefill"
 
 
 class ResolutionRule(str, enum.Enum):
@@ -116,7 +125,8 @@ class ResolutionRule(str, enum.Enum):
 
     ``gated``: before PR #35059 (non-decode modes -> UNKNOWN; TARGET_VERIFY -> UNKNOWN unless the algorithm says
     verify is the last reading phase). ``declaration_only``: PR #35059 as merged (IN_REPLAY without a marker falls back
-    to PRE_REPLAY). ``declaration_only_post_fallback``: the sound fallback the source's TODO names (POST_REPLAY).
+    to PRE_REPLAY). ``declaration_only_post_fallback``: IN_REPLAY without a marker falls back to POST_REPLAY; the
+    rule of the released SGLang (0.5.23).
     """
 
     GATED = "gated"
@@ -155,6 +165,22 @@ class BarrierPlacement(str, enum.Enum):
 
     AFTER_RUN_BATCH = "after_run_batch"
     LOOP_TOP = "loop_top"
+
+
+class EventLoop(str, enum.Enum):
+    """The scheduler's event loop, which decides whether and where the WAR barrier applies.
+
+    ``overlap``: the overlap loops (plain and disaggregated decode): the barrier at ``placement``.
+    ``normal``: no overlap: the forward runs on the schedule stream itself, so every write is stream-ordered after it.
+    ``pp``: pipeline parallel: no barrier; result processing starts only after the host synchronises on the
+    forward's completion. ``disagg_prefill``: disaggregated prefill with overlap: a fine barrier at once when the
+    mailbox holds an event; otherwise the coarse wait is deferred past result processing.
+    """
+
+    OVERLAP = "overlap"
+    NORMAL = "normal"
+    PP = "pp"
+    DISAGG_PREFILL = "disagg_prefill"
 
 
 class Stream(str, enum.Enum):

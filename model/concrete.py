@@ -9,12 +9,17 @@ from dataclasses import dataclass
 import z3
 
 from fencecheck.fields import encode, model_knobs
-from fencecheck.scenario import ANY_MODE, PhaseSpec, Scenario
+from fencecheck.scenario import ANY_MODE, AlgorithmSpec, PhaseSpec, Scenario
 from fencecheck.vocab import ForwardMode, SharedReadEnds, base_shared_read_ends
 
 from .symconfig import (
+    DECODE,
+    EXTEND,
     GLOBAL_KNOBS,
+    MODE_CLASSES,
+    OTHER,
     PHASE_KNOBS,
+    VERIFY,
     RUNNER_KNOBS,
     SITES,
     Bounds,
@@ -24,16 +29,16 @@ from .symconfig import (
     make_config,
 )
 
-MODE_CLASS = {ForwardMode.DECODE: 0, ForwardMode.TARGET_VERIFY: 1}
+MODE_CLASS = {ForwardMode.DECODE: DECODE, ForwardMode.TARGET_VERIFY: VERIFY, ForwardMode.EXTEND: EXTEND}
 
 
 def mode_class(mode: ForwardMode) -> int:
-    return MODE_CLASS.get(mode, 2)
+    return MODE_CLASS.get(mode, OTHER)
 
 
 def declared(s: Scenario, backend: str, mode: ForwardMode) -> SharedReadEnds:
     """The backend's declaration for ``mode``: override, hybrid delegate, composite max_of, base rule (docs/sglang-mechanism.md#the-sharedreadends-declaration)."""
-    b = s.backends[backend]
+    b = s.effective_backends[backend]
     if mode in b.declares:
         return b.declares[mode]
     if mode in b.delegate:
@@ -45,7 +50,7 @@ def declared(s: Scenario, backend: str, mode: ForwardMode) -> SharedReadEnds:
 
 def read_sites(s: Scenario, backend: str, mode: ForwardMode) -> dict[int, set[str]]:
     """Site index -> locations the backend reads in ``mode`` (a delegate's, else its own plus its children's)."""
-    b = s.backends[backend]
+    b = s.effective_backends[backend]
     if mode in b.delegate:
         return read_sites(s, b.delegate[mode], mode)
     own = b.reads.get(mode.value, b.reads.get(ANY_MODE, {}))
@@ -113,13 +118,15 @@ def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRe
     for n in range(1, lay.steps + 1):
         kind = s.step_kind(n)
         phases: tuple[PhaseSpec, ...] = s.algorithm.steps[kind]
-        out.append((cfg.publisher[n - 1], ri[s.algorithm.publisher[kind]]))
+        out.append((cfg.publisher[n - 1], ri[s.publisher_of(kind)]))
         for i, pv in enumerate(cfg.phases[n - 1]):
             if i >= len(phases):
                 out += _idle_phase(pv)
                 continue
             ph = phases[i]
             sites = read_sites(s, ph.backend, ph.mode)
+            for site, locs in ph.other_reads.items():  # work of the phase that is not the backend's
+                sites[SITES.index(site)] |= set(locs)
             out += [
                 (pv.active, True),
                 (pv.runner, ri[ph.runner]),
@@ -132,9 +139,9 @@ def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRe
             for loc, var in pv.worker.items():
                 out.append((var, loc in ph.worker_reads_after))
     modes = {mode_class(m) for m in s.algorithm.last_shared_read_modes}
-    out += [(cfg.is_last[m], m in modes) for m in range(3)]
+    out += [(cfg.is_last[m], m in modes) for m in range(MODE_CLASSES)]
     for k in GLOBAL_KNOBS:
-        holder = s if k in _SCENARIO_KNOBS else s.scheduler
+        holder = s if k in _SCENARIO_KNOBS else s.algorithm if k in _ALGORITHM_KNOBS else s.scheduler
         out.append((cfg.knobs[k.name], encode(k, getattr(holder, k.name))))
     written = set(s.written_locations())
     out += [(var, loc in written) for loc, var in cfg.written.items()]
@@ -142,6 +149,7 @@ def assignment(cfg: SymConfig, s: Scenario, lay: Layout) -> list[tuple[z3.ExprRe
 
 
 _SCENARIO_KNOBS = frozenset(model_knobs(Scenario))
+_ALGORITHM_KNOBS = frozenset(model_knobs(AlgorithmSpec))
 
 
 def _idle_phase(pv) -> list:

@@ -33,7 +33,7 @@ from .program import Program, ReadSlot, build
 from .solver import Answer, Budget, check, fresh_context, make_solver
 from .symconfig import GLOBAL_KNOBS, PHASE_KNOBS, RUNNER_KNOBS, SITES, Bounds, SymConfig, make_config
 
-MODES = {0: ForwardMode.DECODE, 1: ForwardMode.TARGET_VERIFY, 2: ForwardMode.DRAFT_EXTEND_V2}
+MODES = {0: ForwardMode.DECODE, 1: ForwardMode.TARGET_VERIFY, 2: ForwardMode.DRAFT_EXTEND_V2, 3: ForwardMode.EXTEND}
 KINDS = (StepKind.NORMAL, StepKind.IDLE, StepKind.FALLBACK)
 
 #: builds the query's constraints for one program: (cfg, prog) -> constraints (assumptions, the race, ...)
@@ -268,14 +268,15 @@ def to_scenario(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str) ->
         )
         for j in sorted(used)
     }
-    last = frozenset(MODES[m] for m in range(3) if bv(cfg.is_last[m]))
+    last = frozenset(MODES[m] for m in range(len(cfg.is_last)) if bv(cfg.is_last[m]))
     scenario = Scenario(
         name=name,
         description="Counterexample found by the fencecheck model (minimal in phases, steps and reads).",
         cites=("fencecheck model: docs/proofs.md",),
         backends=backends,
         runners=runners,
-        algorithm=AlgorithmSpec("counterexample", steps, publisher, last),
+        algorithm=AlgorithmSpec("counterexample", steps, publisher, last,
+                                **knobs(model_knobs(AlgorithmSpec), cfg.knobs)),
         scheduler=SchedulerSpec(
             writes=tuple(loc for loc, v in cfg.written.items() if bv(v)),
             **knobs(model_knobs(SchedulerSpec), cfg.knobs),

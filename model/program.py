@@ -30,6 +30,7 @@ from .symconfig import (
     ALWAYS_PRE,
     BREAKABLE,
     EAGER,
+    EXTEND,
     GATED,
     IN,
     JOIN_AFTER,
@@ -283,7 +284,7 @@ class _Builder:
         marker = select(p.runner, [r.marker for r in cfg.runners])
         fallback = self.d.If(cfg.resolution == POST_FALLBACK, POST, PRE)
         declared = self.d.If(self.d.And(p.decl == IN, self.d.Not(marker)), fallback, p.decl)
-        gated_unknown = self.d.Or(p.mode == OTHER, self.d.And(p.mode == VERIFY, self.d.Not(select(p.mode, cfg.is_last))))
+        gated_unknown = self.d.Or(p.mode == OTHER, p.mode == EXTEND, self.d.And(p.mode == VERIFY, self.d.Not(select(p.mode, cfg.is_last))))
         return self.d.If(self.d.And(cfg.resolution == GATED, gated_unknown), UNKNOWN, declared)
 
     def phase(self, step: int, i: int, p: PhaseVars) -> None:

@@ -8,7 +8,7 @@ locations each site reads (composite and hybrid backends are flattened by ``mode
 Knobs (the scenario fields declared with ``model=True``, ``fencecheck.fields``) get one variable each, named after
 the field and encoded by ``fields.encode``: Booleans as Booleans, a member of a vocabulary by its index in the enum,
 an integer within its bounds. The rest is structural: which phases are active, each phase's runner (an index),
-mode class (0 DECODE, 1 TARGET_VERIFY, 2 any other mode), declaration (1..4 = PRE_REPLAY..UNKNOWN), read sites and
+mode class (0 DECODE, 1 TARGET_VERIFY, 2 any other mode, 3 EXTEND), declaration (1..4 = PRE_REPLAY..UNKNOWN), read sites and
 worker reads per location; each runner's mailbox owner; the publisher per step; what ``is_last_shared_read_phase``
 answers per mode class; which locations the scheduler writes. All integers, no bit-vectors.
 """
@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import z3
 
 from fencecheck import fields as F
-from fencecheck.scenario import PhaseSpec, RunnerSpec, Scenario, SchedulerSpec
+from fencecheck.scenario import AlgorithmSpec, PhaseSpec, RunnerSpec, Scenario, SchedulerSpec
 from fencecheck.vocab import (
     COVERED_SITES,
     BarrierPlacement,
+    EventLoop,
     Execution,
     PlanJoin,
     PrepStream,
@@ -34,7 +35,8 @@ from fencecheck.vocab import (
 
 SITES = tuple(ReadSite)  # pre_replay, in_graph_before_marker, in_graph_after_marker, post_replay
 PRE, IN, POST, UNKNOWN = 1, 2, 3, 4
-DECODE, VERIFY, OTHER = 0, 1, 2
+DECODE, VERIFY, OTHER, EXTEND = 0, 1, 2, 3
+MODE_CLASSES = 4
 
 
 def index(member) -> int:
@@ -43,8 +45,11 @@ def index(member) -> int:
 
 
 GRAPH, BREAKABLE, EAGER = (index(e) for e in (Execution.GRAPH, Execution.BREAKABLE_GRAPH, Execution.EAGER))
-RESOLVE, ALWAYS_PRE, NEVER = (index(p) for p in (PublishPolicy.RESOLVE, PublishPolicy.ALWAYS_PRE_REPLAY,
-                                                  PublishPolicy.NEVER))
+RESOLVE, ALWAYS_PRE, NEVER, CLEAR_THEN_RESOLVE, PREFILL = (
+    index(p) for p in (PublishPolicy.RESOLVE, PublishPolicy.ALWAYS_PRE_REPLAY, PublishPolicy.NEVER,
+                       PublishPolicy.CLEAR_THEN_RESOLVE, PublishPolicy.PREFILL))
+LOOP_OVERLAP, LOOP_NORMAL, LOOP_PP, LOOP_DISAGG_PREFILL = (
+    index(e) for e in (EventLoop.OVERLAP, EventLoop.NORMAL, EventLoop.PP, EventLoop.DISAGG_PREFILL))
 JOIN_BEFORE, JOIN_AFTER, JOIN_NONE = (index(j) for j in (PlanJoin.BEFORE_REPLAY, PlanJoin.AFTER_REPLAY, PlanJoin.NONE))
 ON_PLAN = index(PrepStream.PLAN)
 LOOP_TOP = index(BarrierPlacement.LOOP_TOP)
@@ -57,7 +62,7 @@ COVERS = {int(d): {SITES.index(s) for s in sites} for d, sites in COVERED_SITES.
 #: The knobs of each level, in declaration order.
 PHASE_KNOBS = F.model_knobs(PhaseSpec)
 RUNNER_KNOBS = F.model_knobs(RunnerSpec)
-GLOBAL_KNOBS = F.model_knobs(Scenario) + F.model_knobs(SchedulerSpec)
+GLOBAL_KNOBS = F.model_knobs(Scenario) + F.model_knobs(SchedulerSpec) + F.model_knobs(AlgorithmSpec)
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,7 @@ class SymConfig(_Knobs):
     runners: list[RunnerVars]
     is_last: list[z3.BoolRef]  # per mode class: is_last_shared_read_phase(mode)
     written: dict[str, z3.BoolRef]
-    knobs: dict  # Scenario and SchedulerSpec field name -> variable (resolution, barrier, placement, ...)
+    knobs: dict  # Scenario, SchedulerSpec and AlgorithmSpec field name -> variable (resolution, barrier, loop, ...)
     domain: list[z3.BoolRef] = field(default_factory=list)
 
     @property
@@ -190,7 +195,7 @@ def make_config(bounds: Bounds, tag: str = "", ctx: z3.Context | None = None) ->
                 worker={loc: Bool(f"{pre}.worker.{loc}") for loc in bounds.locations},
                 knobs=_knob_vars(PHASE_KNOBS, f"{pre}.", bounds, dom, ctx),
             )
-            dom += [_in(pv.runner, 0, bounds.runners - 1), _in(pv.mode, 0, 2), _in(pv.decl, 1, 4)]
+            dom += [_in(pv.runner, 0, bounds.runners - 1), _in(pv.mode, 0, MODE_CLASSES - 1), _in(pv.decl, 1, 4)]
             if i == 0:
                 dom.append(pv.active)  # every step runs at least one phase
             else:
@@ -205,7 +210,7 @@ def make_config(bounds: Bounds, tag: str = "", ctx: z3.Context | None = None) ->
         phases=phases,
         publisher=publisher,
         runners=runners,
-        is_last=[Bool(f"{t}is_last.{m}") for m in range(3)],
+        is_last=[Bool(f"{t}is_last.{m}") for m in range(MODE_CLASSES)],
         written={loc: Bool(f"{t}written.{loc}") for loc in bounds.locations},
         knobs=_knob_vars(GLOBAL_KNOBS, t, bounds, dom, ctx),
         domain=dom,

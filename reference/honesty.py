@@ -51,7 +51,7 @@ def _audit(registry: dict[str, AttentionBackend], name: str, mode: ForwardMode, 
 def honesty_findings(scenario: Scenario) -> tuple[Finding, ...]:
     """Every read of every phase's backend (and its children) outside what the reading backend's declaration for the
     phase's mode covers, once per (phase, mode, backend, site, location), in phase order."""
-    registry = build_backends(dict(scenario.backends))
+    registry = build_backends(dict(scenario.effective_backends))
     out: dict = {}
     for kind in scenario.step_kinds:
         for phase in scenario.algorithm.steps.get(kind, ()):
@@ -66,7 +66,7 @@ def readers(scenario: Scenario, step: int, phase: str, site: str, location: str)
     spec = next((p for p in phases if p.name == phase), None)
     if spec is None:
         return ()
-    registry = build_backends(dict(scenario.backends))
+    registry = build_backends(dict(scenario.effective_backends))
     try:
         rsite = ReadSite(site)
     except ValueError:  # the worker's reads are not a backend's

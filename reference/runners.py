@@ -40,6 +40,14 @@ from .device import Device
 from .resolution import resolve_shared_read_ends
 
 
+def phase_sites(phase: PhaseSpec, backend: AttentionBackend) -> dict[ReadSite, tuple[str, ...]]:
+    """What ``phase`` reads at each site: its backend's reads and the phase's reads by other work."""
+    sites = dict(backend.read_sites(phase.mode))
+    for site, locs in phase.other_reads.items():
+        sites[site] = tuple(sorted(set(sites.get(site, ())) | set(locs)))
+    return sites
+
+
 class EventRing:
     """``shared_read_done_events``: reusable events handed out round robin (docs/sglang-mechanism.md#the-mailbox-and-the-event-ring)."""
 
@@ -131,7 +139,7 @@ class CudaGraphRunner:
         """Capture every graph ``phase`` will replay (SGLang captures at start-up, before the first step)."""
         if phase.execution is Execution.EAGER:
             return
-        sites = backend.read_sites(phase.mode)
+        sites = phase_sites(phase, backend)
         segments = phase.segments if phase.execution is Execution.BREAKABLE_GRAPH else 1
         for seg in range(segments):
             self._graph(phase, seg, sites, step=0)
@@ -152,7 +160,7 @@ class CudaGraphRunner:
     def run(self, phase: PhaseSpec, backend: AttentionBackend, step: int) -> SharedReadEnds | None:
         """Run ``phase`` for ``step``; returns the resolved publish point (None when nothing was resolved)."""
         dev, s, f = self.device, self.streams["S"], self.streams["F"]
-        sites = backend.read_sites(phase.mode)
+        sites = phase_sites(phase, backend)
         resolved: SharedReadEnds | None = None
         if phase.execution is not Execution.EAGER and self.spec.publish is PublishPolicy.RESOLVE:
             resolved = resolve_shared_read_ends(

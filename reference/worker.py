@@ -18,7 +18,7 @@ class ModelWorker:
         self.device = device
         self.scenario = scenario
         self.streams = streams
-        self.backends = build_backends(dict(scenario.backends))
+        self.backends = build_backends(dict(scenario.effective_backends))
         self.model_runners: dict[str, ModelRunner] = {}
         for spec in scenario.runners.values():
             owner = spec.mailbox_owner
@@ -42,7 +42,7 @@ class ModelWorker:
 
     def last_shared_read_runner(self, kind: StepKind) -> ModelRunner:
         """The model runner whose mailbox the scheduler's barrier reads after a step of ``kind``."""
-        runner = self.runners[self.scenario.algorithm.publisher[kind]]
+        runner = self.runners[self.scenario.publisher_of(kind)]
         return runner.model_runner
 
     def run_batch(self, step: int, kind: StepKind) -> None:

@@ -56,7 +56,7 @@ CASES = [
     Case("trace-huge-integer.json", "check", 2, "{path}: line 4: a number of more than 4300 digits"),
     # what an error quotes is escaped: a key holding a newline stays on one line
     Case("scenario-newline-in-key.toml", "check", 2,
-         "{path}: runners.target.mark\\ner: unknown key (expected one of: mailbox, marker, publish, ring_depth)"),
+         "{path}: runners.target.mark\\ner: unknown key (expected one of: fresh_events, mailbox, marker, publish, ring_depth)"),
     # scenario values: limits and strict types
     Case("scenario-float-steps.toml", "check", 2, "{path}: steps: expected integer, got float 3.0"),
     Case("scenario-float-ring-depth.toml", "check", 2,

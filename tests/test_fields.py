@@ -50,8 +50,9 @@ def test_writer_spells_every_plain_field():
     s = next(x for x in load_catalog() if x.name == "dspark")
     d = scenario_to_dict(s)
     phase = d["algorithm"]["steps"]["normal"][0]
-    assert set(phase) == {e.name for e in F.entries(PhaseSpec)}
-    assert set(d["runners"]["target"]) == {e.name for e in F.entries(RunnerSpec) if not e.info.key}
+    assert set(phase) == {e.name for e in F.entries(PhaseSpec) if not e.info.omit_empty}
+    assert set(d["runners"]["target"]) == {e.name for e in F.entries(RunnerSpec)
+                                           if not e.info.key and not e.info.omit_empty}
     assert set(d["scheduler"]) == {e.name for e in F.entries(SchedulerSpec)}
 
 
@@ -86,6 +87,6 @@ def test_pinning_sets_every_knob_and_decoding_gives_the_scenario_back():
             for k in PHASE_KNOBS:
                 assert getattr(got, k.name) == getattr(want, k.name), (s.name, k.name)
         for k in GLOBAL_KNOBS:
-            holder_got = back if hasattr(back, k.name) else back.scheduler
-            holder_want = s if hasattr(s, k.name) else s.scheduler
+            holder_got = next(h for h in (back, back.algorithm, back.scheduler) if hasattr(h, k.name))
+            holder_want = next(h for h in (s, s.algorithm, s.scheduler) if hasattr(h, k.name))
             assert getattr(holder_got, k.name) == getattr(holder_want, k.name), (s.name, k.name)
