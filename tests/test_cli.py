@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import catalog_paths
+from fencecheck.catalog import PR_ERA, catalog_paths
 from fencecheck.cli import main
 
-PATHS = {p.stem: str(p) for p in catalog_paths()}
+PATHS = {p.stem: str(p) for p in catalog_paths(PR_ERA)}
 PACKAGE_ROOT = Path(__import__("fencecheck").__file__).resolve().parent.parent
 
 
@@ -46,7 +46,7 @@ def test_check_json():
 
 
 def test_catalog_command_agrees_with_every_expectation():
-    code, out, _ = run("catalog")
+    code, out, _ = run("catalog", PR_ERA)
     assert code == 0
     assert f"{len(PATHS)} scenarios, {len(PATHS)} as expected" in out
 
