@@ -185,6 +185,19 @@ def test_simulator_lacks_only_event_loops():
     assert SIMULATOR_LACKS <= set(RELEASED)
 
 
+@pytest.mark.slow
+def test_the_model_and_the_simulator_decide_the_release_alike():
+    """Both oracles on every release configuration, race for race (the expectation is the other test's)."""
+    from fencecheck.model.check import model_check
+
+    differ = []
+    for name, s in sorted(RELEASED.items()):
+        m, r = model_check(s), check_scenario(s)
+        if m.verdict is not r.verdict or set(m.races) != {x.id for x in r.races}:
+            differ.append(name)
+    assert differ == []
+
+
 def test_the_two_hazards_sglang_documents():
     no_marker = check_scenario(SCENARIOS["restored-graph-no-marker"])
     (race,) = no_marker.distinct()
