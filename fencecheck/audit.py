@@ -419,7 +419,7 @@ def release_document(part: Part, state: dict) -> str:
     from .catalog import RELEASE, catalog_file
 
     decided: list[Decided] = state.get("release", [])
-    races = [d for d in decided if d.scenario.expect.verdict is Verdict.COUNTEREXAMPLE or not d.report.safe]
+    races = [d for d in decided if d.scenario.expect.verdict is Verdict.COUNTEREXAMPLE]
     disagree = [d for d in decided if not d.agree]
     n_race = sum(d.scenario.expect.verdict is Verdict.COUNTEREXAMPLE for d in decided)
     doc = [
@@ -446,7 +446,7 @@ def release_document(part: Part, state: dict) -> str:
         "",
     ]
     doc += ["## Races", "",
-            "Each race below is a read of a scheduler-shared map by step N that is not ordered before a scheduler "
+            "The configurations expected to race. Each race below is a read of a scheduler-shared map by step N that is not ordered before a scheduler "
             "write after step N's barrier: under overlap scheduling a request that finished at step N-1 is still in "
             "step N's forward, and after step N's barrier the scheduler frees its row and slots and may hand them to "
             "a new request. The chain lists the release's source locations by role; the witness is the tool's "
@@ -487,7 +487,10 @@ def release_document(part: Part, state: dict) -> str:
         else:
             doc += [f"Expected {s.expect.verdict.value}; the simulator gives {d.report.verdict.value}, the model "
                     f"{d.model_verdict.value}: they disagree with the expectation (file "
-                    f"{catalog_file(RELEASE, s.name)}).", ""]
+                    f"{catalog_file(RELEASE, s.name)})" + ("; [the expected race](#race-" + s.name + ")."
+                                                           if any(r.scenario is s for r in races) else "."), ""]
+            if not d.report.safe and not any(r.scenario is s for r in races):
+                doc += ["What the simulator reports:", "", "```", d.witness.rstrip("\n"), "```", ""]
     return "\n".join(doc).rstrip("\n") + "\n"
 
 
