@@ -124,11 +124,13 @@ def timings_text(parts: list[Part], state: dict) -> str:
     return json.dumps(data, indent=1) + "\n"
 
 
-def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings: Path | None = None) -> list[Part]:
+def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings: Path | None = None,
+              check_text: "CheckText | None" = None) -> list[Part]:
     """Run the four parts, then write the whole document set under ``docs`` (``proofs.md``, ``counterexamples/``,
     ``audit/``) in one swap: an interrupted audit leaves the old documents, never a mix. The corpus is written to
     ``corpus_dir``; times, rates and the machine go to ``timings`` (JSON), never into a document, so the documents
-    are the same bytes on every machine."""
+    are the same bytes on every machine. ``check_text`` renders ``fencecheck check FILE --witness`` for the release
+    document (the command line passes its own; without it the release part fails, saying so)."""
     from .catalog import PR_ERA, load_catalog
     from .corpus_commands import build_and_write, corpus_size
     from .corpus_io import read
@@ -211,7 +213,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
 
     stage(1, "proof obligations", prove)
     stage(2, "catalog", catalog)
-    stage(3, RELEASE_PART, lambda: release_part(state))
+    stage(3, RELEASE_PART, lambda: release_part(state, check_text))
     stage(4, "corpus", corpus)
     stage(5, "replay", replay_part)
     proofs = state.get("proof_files") or {"proofs.md": "# Proof obligations\n\nNot generated: the proof part of "
@@ -347,6 +349,10 @@ def release_catalog():
     return load_catalog(RELEASE)
 
 
+#: ``check_text(path) -> (text, exit status)``: what ``fencecheck check PATH --witness`` prints, and its exit status.
+CheckText = Callable[[Path], tuple[str, int]]
+
+
 @dataclass
 class Decided:
     """A release configuration decided by both oracles: the simulator's report and trace, the model's verdict and
@@ -360,15 +366,15 @@ class Decided:
     exit: int  # the exit status of ``fencecheck check`` on the scenario's file
 
 
-def release_part(state: dict) -> Part:
-    """Decide every release configuration with the simulator and the model, against its expectation."""
-    import io
-
-    from .cli import main
+def release_part(state: dict, check_text: CheckText | None) -> Part:
+    """Decide every release configuration with the simulator and the model, against its expectation; each
+    scenario's ``check --witness`` text comes from ``check_text`` (the library does not import the command line)."""
     from .catalog import RELEASE, catalog_paths
     from .model.check import model_check
     from .reference.check import check_scenario
 
+    if check_text is None:
+        raise ValueError("no renderer of `fencecheck check --witness` was given")
     paths = {p.stem: p for p in catalog_paths(RELEASE)}
     decided, rows, bad = [], [], 0
     for s in release_catalog():
@@ -376,9 +382,8 @@ def release_part(state: dict) -> Part:
         agree = (oracles_agree((sim.verdict, [r.id for r in sim.races]), (mod.verdict, mod.races))[0]
                  and agreement(s.expect, sim.verdict, [r.id for r in sim.races])[0])
         bad += not agree
-        out = io.StringIO()
-        code = main(["check", str(paths[s.name]), "--witness"], out, io.StringIO())
-        decided.append(Decided(s, sim, mod.verdict, agree, out.getvalue(), code))
+        text, code = check_text(paths[s.name])
+        decided.append(Decided(s, sim, mod.verdict, agree, text, code))
         keys = "; ".join(f"`{k.text()}`" for k in sorted({r.key() for r in sim.races})) or "-"
         rows.append(f"| [{s.name}](#{s.name}) | {s.expect.verdict.value} | {sim.verdict.value} | {mod.verdict.value} | "
                     f"{'yes' if agree else 'NO'} | {keys} |")

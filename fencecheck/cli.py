@@ -322,10 +322,21 @@ def cmd_trace(args, out: TextIO) -> int:
     return EXIT_OK
 
 
+def check_witness_text(path: Path) -> tuple[str, int]:
+    """What ``fencecheck check PATH --witness`` prints on stdout, and its exit status (the audit's release document
+    quotes it)."""
+    import io
+
+    out = io.StringIO()
+    code = main(["check", str(path), "--witness"], out, io.StringIO())
+    return out.getvalue(), code
+
+
 def cmd_audit(args, out: TextIO) -> int:
     from .audit import exit_code, run_audit
 
-    parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress, Path(args.timings))
+    parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress, Path(args.timings),
+                      check_text=check_witness_text)
     if args.json:
         json.dump({"passed": exit_code(parts) == 0, "exit_code": exit_code(parts),
                    "documents": str(Path(args.docs) / "audit"),

@@ -16,7 +16,7 @@ def one_record_corpus(folder: Path, scenario: str = "plain-decode") -> Path:
     from fencecheck.model import corpus as C
 
     real_catalog, real_families = catalog.load_catalog, C.FAMILIES
-    catalog.load_catalog = lambda: [s for s in real_catalog() if s.name == scenario]
+    catalog.load_catalog = lambda version=catalog.PR_ERA: [s for s in real_catalog(version) if s.name == scenario]
     C.FAMILIES = {}
     try:
         target, _, _ = build_and_write(folder)

@@ -16,7 +16,7 @@ from fencecheck import audit as A
 from fencecheck.atomic import write_tree
 from fencecheck.catalog import RELEASE, load_catalog
 from fencecheck.audit import DOCUMENT_SET
-from fencecheck.cli import main
+from fencecheck.cli import check_witness_text, main
 from fencecheck.errors import IOFailure
 from fencecheck.model import corpus as C
 from fencecheck.proofs import obligations as O
@@ -312,7 +312,7 @@ def test_the_release_document_gives_each_race_its_chain_condition_witness_and_fi
     keep = {"race-mamba-commit-after-verify", "loop-normal", "decode-triton"}
     monkeypatch.setattr(A, "release_catalog", lambda: [s for s in load_catalog(RELEASE) if s.name in keep])
     state: dict = {}
-    part = A.release_part(state)
+    part = A.release_part(state, check_witness_text)
     assert not part.ok and part.summary.startswith("2 of 3 configurations")
     doc = A.release_document(part, state)
     assert doc == A.release_document(part, state)

@@ -210,7 +210,7 @@ def test_the_two_hazards_sglang_documents():
 
 
 def test_the_releases_possible_races_wait_on_the_marker_they_outlive():
-    """Each race the release's code may have (docs/sglang-0.5.23.md section 10) is a read after the event the barrier
+    """Each race the release's code may have (docs/sglang-0.5.23.md#10-possible-races-in-the-shipping-code) is a read after the event the barrier
     waited on: the target's marker (QSA, MiniMax, DSpark, mamba) or the tree draft's marker (UNO tree, eager verify)."""
     for name in ("race-qsa-sparse-decode", "race-minimax-sparse-decode", "race-dspark-commit-in-graph",
                  "race-dspark-commit-after-verify", "race-mamba-commit-after-verify"):
