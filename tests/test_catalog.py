@@ -38,7 +38,7 @@ REQUIRED_RELEASE = {
     "decode-triton", "decode-flashinfer", "decode-fa3", "decode-trtllm-mha", "decode-mla", "decode-deepseek-v4",
     "decode-dsa", "decode-hpc-ops", "decode-minimax-nvfp4", "decode-eager", "decode-hybrid-linear",
     "prefill-trtllm-mha", "prefill-trtllm-mha-graph", "prefill-flashinfer", "prefill-publish-off-env",
-    "prefill-eagle-algorithm-gate", "prefill-hierarchical-cache",
+    "prefill-eagle-algorithm-gate", "prefill-hierarchical-cache", "prefill-dspark",
     "eagle", "standalone", "multi-layer-eagle-staged", "multi-layer-eagle-not-staged", "ngram", "dflash",
     "dspark-swa-ring", "uno-linear", "uno-tree", "frozen-kv-mtp",
     "deepseek-v4-verify-breakable", "hybrid-attn-verify-prefill-mode", "hybrid-attn-verify-decode-mode",
