@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import fencecheck
-from fencecheck.catalog import load_catalog
+from fencecheck.catalog import PR_ERA, load_catalog
 from fencecheck.cli import main as cli_main
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.races import check_trace
@@ -121,7 +121,7 @@ def whole_catalog(catalog) -> None:
 
 
 def main() -> int:
-    catalog = {s.name: s for s in load_catalog()}
+    catalog = {s.name: s for s in load_catalog(PR_ERA)}
     traces_of_10k_ops(catalog)
     safe_and_racy(catalog)
     whole_catalog(catalog)

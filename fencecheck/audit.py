@@ -1,4 +1,5 @@
-"""``fencecheck audit``: prove, check the catalog, generate and replay the corpus, and write docs/audit/.
+"""``fencecheck audit``: prove, check the catalog, decide the released SGLang, generate and replay the corpus, and
+write docs/audit/.
 
 Each part is run whatever the others did, and its outcome is reported in the summary table: a failing part fails the
 audit (exit 1; 3 when the only shortfall is an unknown verdict), it is never left out.
@@ -123,12 +124,14 @@ def timings_text(parts: list[Part], state: dict) -> str:
     return json.dumps(data, indent=1) + "\n"
 
 
-def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings: Path | None = None) -> list[Part]:
+def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings: Path | None = None,
+              check_text: "CheckText | None" = None) -> list[Part]:
     """Run the four parts, then write the whole document set under ``docs`` (``proofs.md``, ``counterexamples/``,
     ``audit/``) in one swap: an interrupted audit leaves the old documents, never a mix. The corpus is written to
     ``corpus_dir``; times, rates and the machine go to ``timings`` (JSON), never into a document, so the documents
-    are the same bytes on every machine."""
-    from .catalog import load_catalog
+    are the same bytes on every machine. ``check_text`` renders ``fencecheck check FILE --witness`` for the release
+    document (the command line passes its own; without it the release part fails, saying so)."""
+    from .catalog import PR_ERA, load_catalog
     from .corpus_commands import build_and_write, corpus_size
     from .corpus_io import read
     from .proofs.report import doc_table
@@ -137,7 +140,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
     from .reference.replay import replay
 
     parts: list[Part] = []
-    stages = 4
+    stages = 5
 
     def stage(n: int, name: str, fn: Callable[[], Part]) -> None:
         err.write(f"[{n}/{stages}] {name} ...\n")
@@ -165,7 +168,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
         from .model.check import model_check
 
         rows, bad = [], 0
-        for s in load_catalog():
+        for s in load_catalog(PR_ERA):
             sim, mod = check_scenario(s), model_check(s)
             want = s.expect.verdict.value if s.expect else "-"
             got = sim.verdict.value
@@ -210,8 +213,9 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
 
     stage(1, "proof obligations", prove)
     stage(2, "catalog", catalog)
-    stage(3, "corpus", corpus)
-    stage(4, "replay", replay_part)
+    stage(3, RELEASE_PART, lambda: release_part(state, check_text))
+    stage(4, "corpus", corpus)
+    stage(5, "replay", replay_part)
     proofs = state.get("proof_files") or {"proofs.md": "# Proof obligations\n\nNot generated: the proof part of "
                                                         "`fencecheck audit` failed (see audit/README.md).\n"}
     write_tree(docs, {**proofs, **audit_documents(parts, state)}, names=DOCUMENT_SET)
@@ -237,7 +241,8 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
               "build/timings.json`), not here: these documents are the same bytes on every machine.", "",
               "- [Proof obligations and their assumptions](obligations.md) (full statements: [../proofs.md](../proofs.md))",
               "- [Counterexamples, with happens-before diagrams](counterexamples.md)",
-              "- [Catalog verdicts](catalog.md)",
+              "- [Catalog verdicts](catalog.md) (SGLang at PR #35059)",
+              f"- [SGLang {RELEASE_VERSION} as released: verdicts, races, witnesses, fixes]({RELEASE_DOC})",
               "- [Trace corpus and replay](corpus.md)",
               "- [Versions](versions.md)", ""]
     files["audit/README.md"] = "\n".join(index) + "\n"
@@ -259,6 +264,7 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
                + (", ".join(f"`{n}`" for n in r.obligation.assumptions) or "none") + ".", ""]
     files["audit/obligations.md"] = "\n".join(ob) + "\n"
 
+    from .catalog import PR_ERA, catalog_file
     from .proofs.report import DOCS, ce_paths
     from .reference.sim.races import check_trace
 
@@ -283,7 +289,7 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
         ce += ["## Catalog scenarios that race", ""]
     for name, races in catalog_races.items():
         ce += [f"### catalog/{name}", "",
-               f"Check with `fencecheck check fencecheck/catalog/{name}.toml` (exit status 1: the race).", ""]
+               f"Check with `fencecheck check {catalog_file(PR_ERA, name)}` (exit status 1: the race).", ""]
         for race in races:
             ce += race_section(race)
     files["audit/counterexamples.md"] = "\n".join(ce) + "\n"
@@ -315,10 +321,182 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
         corpus += by["replay"].lines
     files["audit/corpus.md"] = "\n".join(corpus) + "\n"
 
+    if RELEASE_PART in by:
+        files[f"audit/{RELEASE_DOC}"] = release_document(by[RELEASE_PART], state)
+
     ver = ["# Versions", "", "| component | version |", "| --- | --- |"]
     ver += [f"| {k} | {v} |" for k, v in versions()]
     files["audit/versions.md"] = "\n".join(ver) + "\n"
     return files
+
+
+# -- the released SGLang -------------------------------------------------------------------------------------------
+
+#: The audit part that decides the release catalog, and the document it writes under audit/.
+RELEASE_PART = "sglang-0.5.23"
+RELEASE_VERSION = "0.5.23"
+RELEASE_DOC = "sglang-0.5.23.md"
+#: The parts of a release race scenario's description, in order: what races, then these (tests/test_catalog.py).
+RACE_PARTS = ("Runtime condition: ", "Default configuration: ", "Fix: ")
+#: The roles of a release cite (``path:function:lines: role: fact``), in the order a chain is read.
+CHAIN_ROLES = ("declaration", "read", "publish", "publisher", "barrier", "step", "condition")
+
+
+def release_catalog():
+    """The scenarios of the released SGLang's catalog."""
+    from .catalog import RELEASE, load_catalog
+
+    return load_catalog(RELEASE)
+
+
+#: ``check_text(path) -> (text, exit status)``: what ``fencecheck check PATH --witness`` prints, and its exit status.
+CheckText = Callable[[Path], tuple[str, int]]
+
+
+@dataclass
+class Decided:
+    """A release configuration decided by both oracles: the simulator's report and trace, the model's verdict and
+    races, whether all three (simulator, model, expectation) agree, and the text of ``fencecheck check --witness``."""
+
+    scenario: object
+    report: object
+    model_verdict: Verdict
+    agree: bool
+    witness: str
+    exit: int  # the exit status of ``fencecheck check`` on the scenario's file
+
+
+def release_part(state: dict, check_text: CheckText | None) -> Part:
+    """Decide every release configuration with the simulator and the model, against its expectation; each
+    scenario's ``check --witness`` text comes from ``check_text`` (the library does not import the command line)."""
+    from .catalog import RELEASE, catalog_paths
+    from .model.check import model_check
+    from .reference.check import check_scenario
+
+    if check_text is None:
+        raise ValueError("no renderer of `fencecheck check --witness` was given")
+    paths = {p.stem: p for p in catalog_paths(RELEASE)}
+    decided, rows, bad = [], [], 0
+    for s in release_catalog():
+        sim, mod = check_scenario(s), model_check(s)
+        agree = (oracles_agree((sim.verdict, [r.id for r in sim.races]), (mod.verdict, mod.races))[0]
+                 and agreement(s.expect, sim.verdict, [r.id for r in sim.races])[0])
+        bad += not agree
+        text, code = check_text(paths[s.name])
+        decided.append(Decided(s, sim, mod.verdict, agree, text, code))
+        keys = "; ".join(f"`{k.text()}`" for k in sorted({r.key() for r in sim.races})) or "-"
+        rows.append(f"| [{s.name}](#{s.name}) | {s.expect.verdict.value} | {sim.verdict.value} | {mod.verdict.value} | "
+                    f"{'yes' if agree else 'NO'} | {keys} |")
+    state["release"] = decided
+    return Part(RELEASE_PART, bad == 0, f"{len(rows) - bad} of {len(rows)} configurations: simulator, model and "
+                "expectation agree", 0.0, lines=rows)
+
+
+def _split(description: str) -> tuple[str, dict[str, str]]:
+    """A race scenario's description as its lead and its named parts (``Runtime condition``, ...)."""
+    marks = [(description.find(p), p) for p in RACE_PARTS if p in description]
+    marks.sort()
+    lead = description[:marks[0][0]].strip() if marks else description
+    parts = {}
+    for i, (at, p) in enumerate(marks):
+        end = marks[i + 1][0] if i + 1 < len(marks) else len(description)
+        text = description[at + len(p):end].strip()
+        parts[p.rstrip(": ")] = text[:1].upper() + text[1:]
+    return lead, parts
+
+
+def _chain(cites) -> list[str]:
+    """The cites of a scenario, grouped by role in ``CHAIN_ROLES`` order (a cite's order kept within its role)."""
+    import re
+
+    pattern = re.compile(r"^(\S+?:[\w.]+:[\d,-]+): (\w+): (.*)$")
+    by: dict[str, list[str]] = {}
+    for c in cites:
+        m = pattern.match(c)
+        if m:
+            by.setdefault(m.group(2), []).append(f"`{m.group(1)}`: {m.group(3)}")
+    return [f"- **{role}**: {item}" for role in CHAIN_ROLES for item in by.get(role, [])]
+
+
+def release_document(part: Part, state: dict) -> str:
+    """audit/sglang-0.5.23.md: per configuration its verdict; per race its chain of source locations, runtime
+    condition, witness, reproduction and fix."""
+    from .catalog import RELEASE, catalog_file
+
+    decided: list[Decided] = state.get("release", [])
+    races = [d for d in decided if d.scenario.expect.verdict is Verdict.COUNTEREXAMPLE]
+    disagree = [d for d in decided if not d.agree]
+    n_race = sum(d.scenario.expect.verdict is Verdict.COUNTEREXAMPLE for d in decided)
+    doc = [
+        f"# SGLang {RELEASE_VERSION} as released: the audit",
+        "",
+        "Generated by `fencecheck audit --docs docs` from the release catalog (`fencecheck/catalog/sglang-0.5.23/`, "
+        "one scenario file per configuration of the release that touches the shared-read fence); do not edit by hand. "
+        "Each configuration is decided by the CPU simulator and the SMT model and compared with its expectation, "
+        "derived by hand from the release's code. Every fact a scenario encodes cites the release as "
+        "`path:function:lines` (paths relative to the wheel's `sglang/` package); our reading of the release is "
+        "[../sglang-0.5.23.md](../sglang-0.5.23.md). Commands run from the repository root.",
+        "",
+        f"{len(decided)} configurations: {len(decided) - n_race} expected safe, {n_race} expected to race. "
+        + ("Simulator, model and expectation agree on all of them." if not disagree else
+           f"**{len(disagree)} disagree** (simulator or model against the expectation): "
+           + ", ".join(f"[{d.scenario.name}](#{d.scenario.name})" for d in disagree)
+           + "; the audit fails until they agree."),
+        "",
+        "## Verdict per configuration",
+        "",
+        "| configuration | expected | simulator | model | agree | races (location@phase/site) |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *part.lines,
+        "",
+    ]
+    doc += ["## Races", "",
+            "The configurations expected to race. Each race below is a read of a scheduler-shared map by step N that is not ordered before a scheduler "
+            "write after step N's barrier: under overlap scheduling a request that finished at step N-1 is still in "
+            "step N's forward, and after step N's barrier the scheduler frees its row and slots and may hand them to "
+            "a new request. The chain lists the release's source locations by role; the witness is the tool's "
+            "interleaving under which the read sees step N+1's data.", ""]
+    for d in races:
+        s = d.scenario
+        lead, parts = _split(s.description)
+        doc += [f"### Race: {s.name}", "", lead, ""]
+        for name in ("Runtime condition", "Default configuration"):
+            if name in parts:
+                doc += [f"**{name}.** {parts[name]}", ""]
+        doc += ["**Chain of source locations.**", "", *_chain(s.cites), ""]
+        if d.agree:
+            doc += ["**Witness**, as `fencecheck check " + catalog_file(RELEASE, s.name) + " --witness` (exit status 1) "
+                    "prints it:",
+                    "", "```", d.witness.rstrip("\n"), "```", ""]
+            for race in d.report.distinct():
+                doc += race_section(race)
+        else:
+            doc += [f"**Not decided as expected:** the simulator gives {d.report.verdict.value} and the model "
+                    f"{d.model_verdict.value}, the expectation is {s.expect.verdict.value}.", ""]
+            if not d.report.safe:
+                doc += ["```", d.witness.rstrip("\n"), "```", ""]
+        if "Fix" in parts:
+            doc += [f"**Fix.** {parts['Fix']}", ""]
+    doc += ["## Configurations", ""]
+    for d in decided:
+        s = d.scenario
+        lead = _split(s.description)[0]
+        doc += [f"### {s.name}", "", lead, ""]
+        if d.agree:
+            dishonest = [line.strip() for line in d.witness.splitlines() if line.strip().startswith("DISHONEST ")]
+            why = s.expect.verdict.value + (", and a dishonest declaration" if dishonest and d.report.safe else "")
+            doc += [f"`fencecheck check {catalog_file(RELEASE, s.name)}` (exit status {d.exit}: {why})"
+                    + (f"; [its race](#race-{s.name})." if any(r.scenario is s for r in races) else "."), ""]
+            if dishonest and d.report.safe:
+                doc += [f"Finding, not a race (the fence holds here): {dishonest[0]}.", ""]
+        else:
+            doc += [f"Expected {s.expect.verdict.value}; the simulator gives {d.report.verdict.value}, the model "
+                    f"{d.model_verdict.value}: they disagree with the expectation (file "
+                    f"{catalog_file(RELEASE, s.name)})" + ("; [the expected race](#race-" + s.name + ")."
+                                                           if any(r.scenario is s for r in races) else "."), ""]
+            if not d.report.safe and not any(r.scenario is s for r in races):
+                doc += ["What the simulator reports:", "", "```", d.witness.rstrip("\n"), "```", ""]
+    return "\n".join(doc).rstrip("\n") + "\n"
 
 
 def exit_code(parts: list[Part]) -> int:

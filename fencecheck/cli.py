@@ -102,8 +102,9 @@ def _run(s, steps: int | None):
     return run_scenario(s, steps)
 
 
-def _load_targets(paths: Sequence[str], use_catalog: bool, err: TextIO | None = None):
-    """Scenarios from files (``.toml``) plus the catalog, each with its file (None for the catalog's); traces
+def _load_targets(paths: Sequence[str], catalog: str | None, err: TextIO | None = None):
+    """Scenarios from files (``.toml``) plus the catalog of version ``catalog`` (none: no catalog), each with its
+    file (None for the catalog's); traces
     (``.json``) come back separately. A scenario file naming an unknown shared location gets a warning on ``err``."""
     from .atomic import read_input
     from .catalog import load_catalog
@@ -118,8 +119,8 @@ def _load_targets(paths: Sequence[str], use_catalog: bool, err: TextIO | None = 
             s = load(p)
             _warn_unknown_locations(s, p, err)
             scenarios.append((s, p))
-    if use_catalog:
-        scenarios.extend((s, None) for s in load_catalog())
+    if catalog is not None:
+        scenarios.extend((s, None) for s in load_catalog(catalog))
     return scenarios, traces
 
 
@@ -199,6 +200,18 @@ def _expect_line(s, report) -> tuple[bool, str]:
     return ok, (f"  expect: as expected: {want}" if ok else f"  expect: DIFFERS from [expect]: {why}")
 
 
+def _catalog_flag(targets: list[str], value: str | None) -> tuple[list[str], str | None]:
+    """``--catalog [VERSION]``: the targets and the catalog version to add (None: no catalog). A file name right
+    after a bare ``--catalog`` is a target, not a version."""
+    from .catalog import DEFAULT_VERSION, VERSIONS
+
+    if value is None or value in VERSIONS:
+        return targets, value
+    if value.endswith((".toml", ".json")):
+        return [value, *targets], DEFAULT_VERSION
+    raise InputError("<flags>", "--catalog", f"expected a catalog version ({', '.join(VERSIONS)}), got {value!r}")
+
+
 def cmd_check(args, out: TextIO) -> int:
     import dataclasses
 
@@ -206,7 +219,8 @@ def cmd_check(args, out: TextIO) -> int:
     from .reference.honesty import honesty_findings, readers
     from .reference.sim.races import check_trace
 
-    scenarios, traces = _load_targets(args.targets, args.catalog, args.err)
+    targets, catalog = _catalog_flag(list(args.targets), args.catalog)
+    scenarios, traces = _load_targets(targets, catalog, args.err)
     if not scenarios and not traces:
         raise InputError("<flags>", "SCENARIO", "expected at least one scenario or trace file, or --catalog")
     bar = progress_bar(len(scenarios) + len(traces), "checking", args.progress, args.err)
@@ -272,7 +286,7 @@ def cmd_catalog(args, out: TextIO) -> int:
     from .reference.sim.races import check_trace
 
     rows, ok = [], True
-    for s in load_catalog():
+    for s in load_catalog(args.catalog_version):
         report = check_trace(_run(s, args.steps))
         got = report.verdict.value
         want = s.expect.verdict.value if s.expect else "-"
@@ -308,10 +322,21 @@ def cmd_trace(args, out: TextIO) -> int:
     return EXIT_OK
 
 
+def check_witness_text(path: Path) -> tuple[str, int]:
+    """What ``fencecheck check PATH --witness`` prints on stdout, and its exit status (the audit's release document
+    quotes it)."""
+    import io
+
+    out = io.StringIO()
+    code = main(["check", str(path), "--witness"], out, io.StringIO())
+    return out.getvalue(), code
+
+
 def cmd_audit(args, out: TextIO) -> int:
     from .audit import exit_code, run_audit
 
-    parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress, Path(args.timings))
+    parts = run_audit(Path(args.docs), Path(args.corpus), args.err, args.progress, Path(args.timings),
+                      check_text=check_witness_text)
     if args.json:
         json.dump({"passed": exit_code(parts) == 0, "exit_code": exit_code(parts),
                    "documents": str(Path(args.docs) / "audit"),
@@ -358,6 +383,8 @@ def _outputs(*specs: tuple[str, bool]) -> dict:
 
 
 def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
+    from .catalog import DEFAULT_VERSION as CATALOG_DEFAULT, VERSIONS as CATALOG_VERSIONS
+
     parser = _Parser(prog="fencecheck", description="Prove SGLang's shared-read fence safe, or show the race.", out=out)
     parser.add_argument("--version", action="version", version=f"fencecheck {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=functools.partial(_Parser, out=out))
@@ -365,7 +392,9 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="check scenario files (.toml) or traces (.json) for write-after-read races",
                        description=CHECK_HELP, epilog=CHECK_EXIT_CODES)
     p.add_argument("targets", nargs="*", metavar="SCENARIO", help="scenario files (.toml) and trace files (.json)")
-    p.add_argument("--catalog", action="store_true", help="also check every scenario of the built-in catalog")
+    p.add_argument("--catalog", nargs="?", const=CATALOG_DEFAULT, default=None, metavar="VERSION",
+                   help=f"also check every scenario of the built-in catalog of VERSION ({', '.join(CATALOG_VERSIONS)}; "
+                        f"default {CATALOG_DEFAULT}, SGLang as released)")
     p.add_argument("--steps", type=_steps, default=None, help="steps to run (default: each scenario's own)")
     p.add_argument("--json", action="store_true", help="machine-readable reports (one object per scenario or trace)")
     p.add_argument("--witness", action="store_true",
@@ -374,6 +403,8 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("catalog", help="check the built-in catalog against its expected verdicts")
+    p.add_argument("catalog_version", nargs="?", default=CATALOG_DEFAULT, choices=CATALOG_VERSIONS, metavar="VERSION",
+                   help=f"the catalog's version ({', '.join(CATALOG_VERSIONS)}; default {CATALOG_DEFAULT})")
     p.add_argument("--steps", type=_steps, default=None, help="steps to run (default: each scenario's own)")
     p.add_argument("--json", action="store_true", help="machine-readable rows (scenario, verdict, expected, agrees)")
     p.set_defaults(func=cmd_catalog)

@@ -22,10 +22,10 @@ def progress_bar(total: int, desc: str, enabled: bool, stream: TextIO | None = N
 
 def corpus_size() -> int:
     """How many configurations ``build_and_write`` runs (the catalog and every family), for a progress bar."""
-    from .catalog import load_catalog
+    from .catalog import PR_ERA, load_catalog
     from .model.corpus import total_configurations
 
-    return total_configurations(len(load_catalog()))
+    return total_configurations(len(load_catalog(PR_ERA)))
 
 
 def build_and_write(directory: str | Path, progress: Callable[[int], None] | None = None) -> tuple[Path, dict, int]:
@@ -33,13 +33,13 @@ def build_and_write(directory: str | Path, progress: Callable[[int], None] | Non
     (``fencecheck.corpus_io.write``); ``progress(n)`` is called as configurations are run. Returns the file, the
     per-family statistics and the number of records. What ``fencecheck traces`` and ``fencecheck audit`` call."""
     from . import __version__
-    from .catalog import load_catalog
+    from .catalog import PR_ERA, load_catalog
     from .corpus_io import write
     from .model.corpus import FAMILIES, SEED, THREE_PHASE_SAMPLE, build_corpus
     from .model.solver import version
     from .scenario_io import scenario_to_dict
 
-    records, stats = build_corpus(load_catalog(), progress)
+    records, stats = build_corpus(load_catalog(PR_ERA), progress)
     header = {
         "fencecheck": __version__,
         "model": {"steps": 2, "locations": 1, "families": {name: " ".join((make.__doc__ or name).split())

@@ -165,12 +165,12 @@ def cmd_verify(args, out: TextIO) -> int:
     import json
     import sys
 
-    from .catalog import load_catalog
+    from .catalog import PR_ERA, load_catalog
     from .model.verify import ASSUMED, RULE, verify
     from .scenario_io import dump, load_backend
 
     backend = load_backend(args.backend)
-    catalog = load_catalog()
+    catalog = load_catalog(PR_ERA)  # the model's contexts: the catalog whose semantics the model gives
     bar = None
     err = getattr(args, "err", sys.stderr)
     if getattr(args, "progress", False) or (hasattr(err, "isatty") and err.isatty()):

@@ -113,16 +113,17 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 2
-    from fencecheck.catalog import load_catalog
+    from fencecheck.catalog import PR_ERA, VERSIONS, load_catalog
 
     rows = []
-    for s in load_catalog():
+    for version, s in ((v, s) for v in VERSIONS for s in load_catalog(v)):
         if s.expect is not None and s.expect.verdict is not Verdict.PROVED:
             continue
         fine, coarse = time_scenario(s, False, torch), time_scenario(s, True, torch)
-        rows.append({"scenario": s.name, "fine_us": round(fine, 1), "coarse_us": round(coarse, 1),
+        name = s.name if version == PR_ERA else f"{version}/{s.name}"
+        rows.append({"scenario": name, "fine_us": round(fine, 1), "coarse_us": round(coarse, 1),
                      "overlap_us": round(coarse - fine, 1), "ratio": round(coarse / fine, 2) if fine else None})
-        print(f"{s.name}: fine {fine:.1f} us, coarse {coarse:.1f} us, overlap {coarse - fine:.1f} us")
+        print(f"{name}: fine {fine:.1f} us, coarse {coarse:.1f} us, overlap {coarse - fine:.1f} us")
     costs = op_costs(torch)
     for k, v in costs.items():
         print(f"{k}: {v:.2f} us")

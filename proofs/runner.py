@@ -236,10 +236,10 @@ def _compare(ob: Obligation, res: Result, ctx: z3.Context) -> None:
 
 
 def _scenario(ob: Obligation, res: Result, ctx: z3.Context) -> None:
-    from fencecheck.catalog import load_catalog
+    from fencecheck.catalog import PR_ERA, load_catalog
     from fencecheck.reference.check import check_scenario
 
-    s = {x.name: x for x in load_catalog()}[ob.scenario]
+    s = {x.name: x for x in load_catalog(PR_ERA)}[ob.scenario]
     label = "race in the scenario's run"
     report = model_check(s, budget=query_budget(ob, label), ctx=ctx)
     res.verdict, res.reason = report.verdict, report.reason

@@ -16,7 +16,7 @@ def one_record_corpus(folder: Path, scenario: str = "plain-decode") -> Path:
     from fencecheck.model import corpus as C
 
     real_catalog, real_families = catalog.load_catalog, C.FAMILIES
-    catalog.load_catalog = lambda: [s for s in real_catalog() if s.name == scenario]
+    catalog.load_catalog = lambda version=catalog.PR_ERA: [s for s in real_catalog(version) if s.name == scenario]
     C.FAMILIES = {}
     try:
         target, _, _ = build_and_write(folder)
@@ -36,10 +36,10 @@ def rewrite_records(path: Path, edit) -> None:
 
 def trace_dict(scenario: str = "plain-decode", steps: int = 3) -> dict:
     """The reference's trace of a catalog scenario, as its JSON object."""
-    from fencecheck.catalog import load_catalog
+    from fencecheck.catalog import PR_ERA, load_catalog
     from fencecheck.reference.run import run_scenario
 
-    return run_scenario(next(s for s in load_catalog() if s.name == scenario), steps).to_dict()
+    return run_scenario(next(s for s in load_catalog(PR_ERA) if s.name == scenario), steps).to_dict()
 
 
 __all__ = ["FILENAME", "one_record_corpus", "rewrite_records", "trace_dict"]

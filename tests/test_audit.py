@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from fencecheck import atomic
+from fencecheck import audit as A
 from fencecheck.atomic import write_tree
+from fencecheck.catalog import RELEASE, load_catalog
 from fencecheck.audit import DOCUMENT_SET
-from fencecheck.cli import main
+from fencecheck.cli import check_witness_text, main
 from fencecheck.errors import IOFailure
 from fencecheck.model import corpus as C
 from fencecheck.proofs import obligations as O
@@ -26,6 +28,9 @@ def small(monkeypatch):
     keep = {"ngram_without_clear", "ngram_with_clear", "needs/barrier_on"}
     monkeypatch.setattr(O, "OBLIGATIONS", [o for o in O.OBLIGATIONS if o.name in keep])
     monkeypatch.setattr(O, "catalog_obligations", lambda: [])
+    keep_release = {"decode-flashinfer", "race-qsa-sparse-decode"}
+    release = [s for s in A.release_catalog() if s.name in keep_release]
+    monkeypatch.setattr(A, "release_catalog", lambda: release)
 
 
 @pytest.mark.slow
@@ -34,13 +39,17 @@ def test_audit_writes_the_documents(tmp_path, small):
     code = main(["audit", "--docs", str(tmp_path / "docs"), "--corpus", str(tmp_path / "corpus")], out, err)
     assert code == 0, out.getvalue()
     audit = tmp_path / "docs" / "audit"
-    for name in ("README.md", "obligations.md", "counterexamples.md", "catalog.md", "corpus.md", "versions.md"):
+    for name in ("README.md", "obligations.md", "counterexamples.md", "catalog.md", "corpus.md", "versions.md",
+                 "sglang-0.5.23.md"):
         assert (audit / name).exists(), name
+    release = (audit / "sglang-0.5.23.md").read_text()
+    assert "### Race: race-qsa-sparse-decode" in release and "**Fix.** Declare DECODE" in release
+    assert "| [decode-flashinfer](#decode-flashinfer) | proved | proved | proved | yes | - |" in release
     assert "```mermaid" in (audit / "counterexamples.md").read_text()
     assert "missing edge" in (audit / "counterexamples.md").read_text()
     readme = (audit / "README.md").read_text()
     assert "| replay | ok |" in readme and "| corpus | ok |" in readme
-    assert "[4/4] replay" in err.getvalue()  # progress is shown
+    assert "[5/5] replay" in err.getvalue()  # progress is shown
 
 
 @pytest.mark.slow
@@ -205,7 +214,10 @@ def test_the_pages_print_commands():
     audit = _commands((ROOT / "docs" / "audit" / "counterexamples.md").read_text())
     assert ("fencecheck check docs/counterexamples/needs__barrier_on.toml --witness", 1) in proofs
     assert ("fencecheck check docs/counterexamples/needs__barrier_on.toml --witness", 1) in audit
-    assert ("fencecheck check fencecheck/catalog/barrier-disabled.toml", 1) in audit
+    assert ("fencecheck check fencecheck/catalog/pr-35059/barrier-disabled.toml", 1) in audit
+    release = _commands((ROOT / "docs" / "audit" / "sglang-0.5.23.md").read_text())
+    assert ("fencecheck check fencecheck/catalog/sglang-0.5.23/race-qsa-sparse-decode.toml --witness", 1) in release
+    assert ("fencecheck check fencecheck/catalog/sglang-0.5.23/decode-flashinfer.toml", 0) in release
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_page_id)
@@ -225,8 +237,9 @@ def test_every_command_a_page_prints_runs_from_the_repository_root(page, monkeyp
         code = main(argv, out, err)
         if code != status:
             bad.append(f"{command}: exit {code}, documented {status}: {err.getvalue().strip()}")
-        elif argv[0] == "check" and status == 1 and "RACE read of" not in out.getvalue():
-            bad.append(f"{command}: exit 1 without a race")
+        elif argv[0] == "check" and status == 1 and not {"RACE read of", "DISHONEST "} & set(
+                re.findall(r"RACE read of|DISHONEST ", out.getvalue())):
+            bad.append(f"{command}: exit 1 without a race or a finding")
     assert not bad, "\n".join(bad)
 
 
@@ -287,3 +300,33 @@ def test_a_label_holds_its_text_whole_whatever_the_characters():
     assert labels == {node: text for node, _, text in race_nodes(race)}
     assert labels["R"] == race.read_text() and "graph target/decode/DECODE/flashinfer#0 node 0" in labels["R"]
     assert labels["W"] == race.write_text() and labels["K"] == race.synced_up_to and labels["V"] == race.via
+
+
+# -- the released SGLang ----------------------------------------------------------------------------------------------
+
+
+def test_the_release_document_gives_each_race_its_chain_condition_witness_and_fix(monkeypatch):
+    """A race the tools agree on: the chain of source locations by role, the condition and the default, the witness
+    as ``check --witness`` prints it, the fix; a configuration they disagree on is said to disagree, and fails the
+    part. The same state writes the same bytes."""
+    keep = {"race-mamba-commit-after-verify", "loop-normal", "decode-triton"}
+    monkeypatch.setattr(A, "release_catalog", lambda: [s for s in load_catalog(RELEASE) if s.name in keep])
+    state: dict = {}
+    part = A.release_part(state, check_witness_text)
+    assert not part.ok and part.summary.startswith("2 of 3 configurations")
+    doc = A.release_document(part, state)
+    assert doc == A.release_document(part, state)
+    race = doc[doc.index("### Race: race-mamba-commit-after-verify"):]
+    race = race[:race.index("\n### ")]
+    for text in ("**Runtime condition.** A mamba-style model", "**Default configuration.** Meets it",
+                 "- **declaration**: `srt/layers/attention/hybrid_linear_attn_backend.py:",
+                 "- **read**: `srt/speculative/spec_utils.py:commit_mamba_states_after_verify:1058,1098,1179`",
+                 "- **publish**: `srt/model_executor/runner/decode_cuda_graph_runner.py:DecodeCudaGraphRunner.execute:",
+                 "- **barrier**: `srt/managers/scheduler.py:Scheduler._apply_war_barrier:2017-2023`",
+                 "RACE read of req_index_to_mamba_index_mapping by step 1 phase 'verify' at worker_after",
+                 "```mermaid", "**Fix.** Read the mamba row map"):
+        assert text in race, text
+    assert race.index("**declaration**") < race.index("**read**") < race.index("**publish**") < race.index("**barrier**")
+    assert "| [loop-normal](#loop-normal) | proved | counterexample | counterexample | NO |" in doc
+    assert "**1 disagree**" in doc and "Expected proved; the simulator gives counterexample" in doc
+    assert "`fencecheck check fencecheck/catalog/sglang-0.5.23/loop-normal.toml`" not in doc  # no command to mislead

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import catalog_paths
+from fencecheck.catalog import PR_ERA, catalog_paths
 from fencecheck.cli import build_parser, main
 from fencecheck.reference.honesty import honesty_findings, readers
 from fencecheck.scenario_io import load
 from fencecheck.vocab import SHARED_LOCATIONS, closest_locations
 
-PATHS = {p.stem: str(p) for p in catalog_paths()}
+PATHS = {p.stem: str(p) for p in catalog_paths(PR_ERA)}
 
 HEAD = """
 [runners.target]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import catalog_paths
+from fencecheck.catalog import PR_ERA, catalog_paths
 from fencecheck.cli import main
 
-PATHS = {p.stem: str(p) for p in catalog_paths()}
+PATHS = {p.stem: str(p) for p in catalog_paths(PR_ERA)}
 PACKAGE_ROOT = Path(__import__("fencecheck").__file__).resolve().parent.parent
 
 
@@ -46,7 +46,7 @@ def test_check_json():
 
 
 def test_catalog_command_agrees_with_every_expectation():
-    code, out, _ = run("catalog")
+    code, out, _ = run("catalog", PR_ERA)
     assert code == 0
     assert f"{len(PATHS)} scenarios, {len(PATHS)} as expected" in out
 
@@ -311,3 +311,27 @@ def test_errors_quote_one_line_of_bounded_length():
     assert text.endswith("zz'\\r\\n\\x1b[2J")
     assert err.source == "a\nb.toml"  # the attributes keep what was given
     assert one_line("plain text") == "plain text"
+
+
+# -- the catalog by version ------------------------------------------------------------------------------------------
+
+
+def test_check_catalog_defaults_to_the_release_and_takes_a_version():
+    from fencecheck.catalog import RELEASE, load_catalog
+
+    code, out, _ = run("check", "--catalog", "--json")
+    names = [d["scenario"] for d in json.loads(out)]
+    assert names == [s.name for s in load_catalog(RELEASE)] and code == 1  # the release has races
+    code, out, _ = run("check", "--catalog", PR_ERA, "--json")
+    assert [d["scenario"] for d in json.loads(out)] == sorted(PATHS, key=lambda n: Path(PATHS[n]).name)
+
+
+def test_a_file_right_after_a_bare_catalog_flag_is_a_target():
+    code, out, _ = run("check", "--catalog", PATHS["plain-decode"], "--json")
+    assert json.loads(out)[0]["scenario"] == "plain-decode"
+
+
+@pytest.mark.parametrize("argv", [["check", "--catalog", "sglang-9"], ["catalog", "sglang-9"]])
+def test_an_unknown_catalog_version_is_one_line_exit_2(argv):
+    code, out, err = run(*argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "sglang-9" in err

@@ -9,7 +9,7 @@ import pytest
 import z3
 
 from fencecheck import fields as F
-from fencecheck.catalog import load_catalog
+from fencecheck.catalog import PR_ERA, VERSIONS, load_catalog
 from fencecheck.model.concrete import assignment, layout
 from fencecheck.model.counterexample import to_scenario
 from fencecheck.model.program import build
@@ -47,7 +47,7 @@ def test_schema_has_exactly_the_declared_keys(cls):
 
 
 def test_writer_spells_every_plain_field():
-    s = next(x for x in load_catalog() if x.name == "dspark")
+    s = next(x for x in load_catalog(PR_ERA) if x.name == "dspark")
     d = scenario_to_dict(s)
     phase = d["algorithm"]["steps"]["normal"][0]
     assert set(phase) == {e.name for e in F.entries(PhaseSpec) if not e.info.omit_empty}
@@ -72,7 +72,7 @@ def test_encode_decode_round_trip(knob):
 
 def test_pinning_sets_every_knob_and_decoding_gives_the_scenario_back():
     """Pin a catalog scenario, solve, decode: every model knob of every phase, runner and the scheduler round-trips."""
-    for s in load_catalog():
+    for s in (s for v in VERSIONS for s in load_catalog(v)):
         lay = layout(s, 1)
         cfg = make_config(lay.bounds(s))
         pinned = {var.get_id() for var, _ in assignment(cfg, s, lay)}

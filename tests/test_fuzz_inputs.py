@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from fencecheck.catalog import catalog_paths
+from fencecheck.catalog import PR_ERA, catalog_paths
 from fencecheck.cli import main
 
 MAX_AT_TEST = 1000
@@ -32,7 +32,7 @@ def _scenarios() -> list[dict]:
     integer and flag of the format is there to mutate)."""
     from fencecheck.scenario_io import load, scenario_to_dict
 
-    paths = sorted(catalog_paths())
+    paths = sorted(catalog_paths(PR_ERA))
     return [tomllib.loads(p.read_text()) for p in paths] + [scenario_to_dict(load(p)) for p in paths]
 
 
@@ -40,11 +40,11 @@ SCENARIOS = _scenarios()
 
 
 def _traces() -> list[dict]:
-    from fencecheck.catalog import load_catalog
+    from fencecheck.catalog import PR_ERA, load_catalog
     from fencecheck.reference.run import run_scenario
 
     chosen = {"plain-decode", "ngram-no-clear", "eagle-v2", "restored-graph-no-marker"}
-    return [run_scenario(s, 2).to_dict() for s in load_catalog() if s.name in chosen]
+    return [run_scenario(s, 2).to_dict() for s in load_catalog(PR_ERA) if s.name in chosen]
 
 
 TRACES = _traces()

@@ -205,7 +205,10 @@ def test_the_probe_sees_a_second_name(tmp_path):
 @pytest.mark.slow
 def test_built_wheel_imports_from_outside_the_checkout(wheel, tmp_path):
     site, names = wheel
-    assert any(n.startswith("fencecheck/catalog/") and n.endswith(".toml") for n in names)
+    from fencecheck.catalog import VERSIONS, catalog_paths
+
+    for version in VERSIONS:  # every version's scenario files ship in the wheel
+        assert {f"fencecheck/catalog/{version}/{p.name}" for p in catalog_paths(version)} <= set(names), version
     modules = sorted(set(_folders().values()))
     code = (
         "import importlib\n"
@@ -214,6 +217,8 @@ def test_built_wheel_imports_from_outside_the_checkout(wheel, tmp_path):
         f"    assert mod.__file__.startswith({str(site)!r}), (m, mod.__file__)\n"
         "from fencecheck.catalog import load_catalog\n"
         "from fencecheck.reference import check_scenario\n"
+        "from fencecheck.catalog import VERSIONS\n"
+        "assert all(load_catalog(v) for v in VERSIONS)\n"
         "print(len(load_catalog()), check_scenario(load_catalog()[0]).verdict.value)\n"
     )
     proc = subprocess.run([*_isolated(site), code], capture_output=True, text=True, cwd=tmp_path)

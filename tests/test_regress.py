@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fencecheck
-from fencecheck.catalog import load_catalog
+from fencecheck.catalog import PR_ERA, load_catalog
 from fencecheck.cli import main
 from fencecheck.corpus_io import write
 from fencecheck.model.traces import generate
@@ -42,7 +42,7 @@ class DropsTheWait:
 def catalog_corpus(directory: Path) -> int:
     """A corpus of the catalog records alone (the records ``fencecheck traces`` writes first), in its format."""
     records = []
-    for s in load_catalog():
+    for s in load_catalog(PR_ERA):
         mt = generate(s)
         records.append({
             "id": f"catalog/{s.name}", "family": "catalog", "configurations": 1, "scenario": scenario_to_dict(s),

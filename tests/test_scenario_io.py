@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import catalog_paths
+from fencecheck.catalog import PR_ERA, VERSIONS, catalog_paths
 from fencecheck.errors import ScenarioError
 from fencecheck.scenario_io import dumps, load, loads, scenario_to_dict
 from fencecheck.schema import SCENARIO_SCHEMA
@@ -16,7 +16,8 @@ from fencecheck.schema import SCENARIO_SCHEMA
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("path", catalog_paths(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for v in VERSIONS for p in catalog_paths(v)],
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_round_trip(path):
     s = load(path)
     text = dumps(s)
@@ -38,7 +39,7 @@ def test_documented_examples_load():
     assert verdicts == [False, True, False, True]  # what the prose around each example says
 
 
-GOOD = next(p for p in catalog_paths() if p.stem == "plain-decode").read_text()
+GOOD = next(p for p in catalog_paths(PR_ERA) if p.stem == "plain-decode").read_text()
 
 
 def _mutate(edit):
@@ -117,7 +118,7 @@ def test_a_file_given_to_the_wrong_command_says_which_command_it_belongs_to(tmp_
     with pytest.raises(ScenarioError, match="this is a backend file, not a scenario: give it to `fencecheck verify`"):
         load(backend)
     with pytest.raises(ScenarioError, match="this is a scenario file, not a backend: give it to `fencecheck check`"):
-        load_backend(catalog_paths()[0])
+        load_backend(catalog_paths(PR_ERA)[0])
 
 
 def test_docs_tables_are_derived_from_the_declarations():
@@ -138,7 +139,7 @@ def test_not_toml_and_missing_file(tmp_path):
 
 
 def test_dump_spells_out_defaults():
-    s = load(catalog_paths()[0])
+    s = load(catalog_paths(PR_ERA)[0])
     d = scenario_to_dict(s)
     assert d["scheduler"]["placement"] == "after_run_batch"
     assert all("execution" in p for p in d["algorithm"]["steps"]["normal"])

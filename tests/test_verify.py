@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import load_catalog
+from fencecheck.catalog import PR_ERA, load_catalog
 from fencecheck.cli import main
 from fencecheck.model.symconfig import Bounds
 from fencecheck.model.verify import child_findings, mode_facts, verify
@@ -25,7 +25,7 @@ def run(*argv):
 
 
 def catalog(*names):
-    return [s for s in load_catalog() if s.name in names]
+    return [s for s in load_catalog(PR_ERA) if s.name in names]
 
 
 # -- the format ---------------------------------------------------------------------------------------------------
