@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from fencecheck.scenario import AlgorithmSpec, BackendSpec, PhaseSpec, RunnerSpec, Scenario, SchedulerSpec
 from fencecheck.vocab import (
     BarrierPlacement,
+    EventLoop,
     Execution,
     ForwardMode,
     PlanJoin,
@@ -19,7 +20,7 @@ from fencecheck.vocab import (
 )
 
 LOCATIONS = ("req_to_token", "swa_index_map")
-MODES = (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2)
+MODES = (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND)
 
 
 @st.composite
@@ -30,6 +31,15 @@ def site_reads(draw):
         if locs:
             out[site] = tuple(locs)
     return out
+
+
+def _staged(draw, runners, phases) -> dict:
+    """Sometimes a publisher staged by a subset of the phases (multi-layer EAGLE), else none."""
+    if not draw(st.booleans()):
+        return {}
+    names = [p.name for p in phases]
+    staged = draw(st.lists(st.sampled_from(names), unique=True, min_size=1, max_size=len(names)))
+    return {"staged_publisher": draw(st.sampled_from(sorted(runners))), "staged_phases": tuple(staged)}
 
 
 @st.composite
@@ -53,6 +63,7 @@ def scenarios(draw, max_phases: int = 4, max_runners: int = 3, fine_barrier: boo
             ring_depth=draw(st.integers(1, 3)),
             publish=draw(st.sampled_from(list(PublishPolicy))),
             mailbox=mailbox,
+            fresh_events=draw(st.booleans()),
         )
     phases = []
     for i in range(draw(st.integers(1, max_phases))):
@@ -70,6 +81,7 @@ def scenarios(draw, max_phases: int = 4, max_runners: int = 3, fine_barrier: boo
                 clear_mailbox_after=draw(st.booleans()),
                 consume_mailbox_before=draw(st.booleans()),
                 segments=draw(st.integers(1, 2)),
+                other_reads=draw(st.sampled_from([{}, {}, draw(site_reads())])),
             )
         )
     algorithm = AlgorithmSpec(
@@ -77,11 +89,17 @@ def scenarios(draw, max_phases: int = 4, max_runners: int = 3, fine_barrier: boo
         steps={StepKind.NORMAL: tuple(phases)},
         publisher={StepKind.NORMAL: draw(st.sampled_from(sorted(runners)))},
         last_shared_read_modes=frozenset(draw(st.lists(st.sampled_from(MODES), unique=True))),
+        prefill_publish_allowed=draw(st.booleans()),
+        **_staged(draw, runners, phases),
     )
     scheduler = SchedulerSpec(
         barrier=True if fine_barrier else draw(st.booleans()),
         placement=BarrierPlacement.AFTER_RUN_BATCH if fine_barrier else draw(st.sampled_from(list(BarrierPlacement))),
         force_coarse=False if fine_barrier else draw(st.booleans()),
+        loop=EventLoop.OVERLAP if fine_barrier else draw(st.sampled_from(list(EventLoop))),
+        results_touch_inflight=draw(st.booleans()),
+        prefill_read_done=draw(st.booleans()),
+        hierarchical_cache=draw(st.booleans()),
     )
     return Scenario(
         name="random",
