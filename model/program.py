@@ -113,6 +113,10 @@ class Program:
     #: returns, in host order (which one is issued depends on the loop and the mailbox).
     first_writes: dict[tuple[int, str], list[WriteSlot]] = field(default_factory=dict)
     resolved: dict[tuple[int, int], z3.ArithRef] = field(default_factory=dict)
+    #: (step, phase) -> the phase's runner puts an event in the mailbox (before, in or after its replay)
+    publishes: dict[tuple[int, int], z3.BoolRef] = field(default_factory=dict)
+    #: (step, phase) -> the phase's runner sets the mailbox to None before resolving (``clear_then_resolve``)
+    clears_before_resolve: dict[tuple[int, int], z3.BoolRef] = field(default_factory=dict)
     d: object = SYMBOLIC
     state_in: "State | None" = None
     state_out: "State | None" = None
@@ -350,6 +354,7 @@ class _Builder:
         self.op(join_before, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
         self.join("F", dict(self.clock["P"]), join_before, f"s{step}p{i}.join_before")  # R7
 
+        self.prog.clears_before_resolve[(step, i)] = ctr
         self.op(ctr, lambda env: env.clear_before_resolve(step, i))
         self.set_mailbox(owner, ctr, MB_NONE)
         self.op(self.d.Or(ctr, prefilling), lambda env: env.mark_resolve(step, i))
@@ -392,7 +397,9 @@ class _Builder:
         for loc in self.locs:
             self.kernel_read(self.d.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
-        self.ring_publish(self.d.And(by_rule, resolved == POST), owner, step, i, POST)
+        post_pub = self.d.And(by_rule, resolved == POST)
+        self.ring_publish(post_pub, owner, step, i, POST)
+        self.prog.publishes[(step, i)] = self.d.Or(pre_pub, in_pub, post_pub)
         # UNKNOWN publishes nothing: the mailbox keeps what it held (#unknown-publishes-nothing).
 
         for loc in self.locs:  # the worker's reads after the runner returns (#ngram-clears-the-mailbox)
