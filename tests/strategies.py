@@ -20,6 +20,9 @@ from fencecheck.vocab import (
 )
 
 LOCATIONS = ("req_to_token", "swa_index_map")
+#: Conditions of conditional declarations, and the settings a scenario may hold them under.
+CONDITIONS = ("spec_algorithm=EAGLE", "speculative_attention_mode=decode")
+SETTINGS = ({}, {"spec_algorithm": "EAGLE"}, {"spec_algorithm": "NGRAM", "speculative_attention_mode": "decode"})
 MODES = (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND)
 
 
@@ -51,7 +54,9 @@ def scenarios(draw, max_phases: int = 4, max_runners: int = 3, fine_barrier: boo
         name = f"b{i}"
         declares = draw(st.dictionaries(st.sampled_from(MODES), st.sampled_from(list(SharedReadEnds)), max_size=3))
         reads = {m.value: draw(site_reads()) for m in MODES}
-        backends[name] = BackendSpec(name, declares=declares, reads=reads)
+        when = draw(st.dictionaries(st.sampled_from(CONDITIONS), st.dictionaries(
+            st.sampled_from(MODES), st.sampled_from(list(SharedReadEnds)), min_size=1, max_size=2), max_size=1))
+        backends[name] = BackendSpec(name, declares=declares, reads=reads, declares_when=when)
     n_runners = draw(st.integers(1, max_runners))
     runners = {}
     for i in range(n_runners):
@@ -108,5 +113,6 @@ def scenarios(draw, max_phases: int = 4, max_runners: int = 3, fine_barrier: boo
         algorithm=algorithm,
         scheduler=scheduler,
         resolution=draw(st.sampled_from(list(ResolutionRule))),
+        settings=draw(st.sampled_from(SETTINGS)),
         steps=2,
     )

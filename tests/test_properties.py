@@ -28,7 +28,8 @@ def _rename(s: Scenario, tag: str) -> tuple[Scenario, dict]:
         reads = {m: {site: tuple(loc[x] for x in xs) for site, xs in sites.items()} for m, sites in b.reads.items()}
         backends[bn[n]] = BackendSpec(bn[n], declares=dict(b.declares), reads=reads,
                                       children=tuple(bn[c] for c in b.children),
-                                      delegate={m: bn[c] for m, c in b.delegate.items()})
+                                      delegate={m: bn[c] for m, c in b.delegate.items()},
+                                      declares_when=dict(b.declares_when))
     runners = {rn[n]: dataclasses.replace(r, name=rn[n], mailbox=rn[r.mailbox] if r.mailbox else "")
                for n, r in s.runners.items()}
     steps = {}
