@@ -45,16 +45,16 @@ MAIN_BOUNDS = Bounds(steps=2, phases=4, runners=3)
 
 #: rlimit of needs/<assumption>; the comment gives the measured need.
 NEEDS_RLIMIT = {
-    "named_runner_is_last_reader": 6_600_000,  # 1,632,786
-    "sound_fallback": 1_200_000,  # 288,042
+    "named_runner_is_last_reader": 4_200_000,  # 1,032,377
+    "sound_fallback": 1_200_000,  # 299,282
     "honest_declarations": 920_000,  # 228,458
-    "plan_stream_joined_before_replay": 1_200_000,  # 297,446
+    "plan_stream_joined_before_replay": 880_000,  # 219,973
     "barrier_on": 430_000,  # 105,856
-    "barrier_after_run_batch": 430_000,  # 107,156
+    "barrier_after_run_batch": 490_000,  # 120,288
     "deferred_barrier_results_untouched": 580_000,  # 144,073
-    "last_reader_resolves": 1_100_000,  # 272,966
-    "last_reader_publishes": 6_200_000,  # 1,527,628
-    "worker_reads_cleared": 560_000,  # 138,336
+    "last_reader_resolves": 1_100_000,  # 250,650
+    "last_reader_publishes": 8_100_000,  # 2,004,370
+    "worker_reads_cleared": 550_000,  # 135,751
 }
 #: rlimit of every catalog obligation (a pinned configuration; the costliest, multi-layer-eagle-first, needs 91,155).
 CATALOG_RLIMIT = 370_000
@@ -92,7 +92,7 @@ OBLIGATIONS: list[Obligation] = [
         "The rule as merged in #35059 (IN_REPLAY on a runner without its marker falls back to PRE_REPLAY) races "
         "when the backend reads inside the graph.",
         "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("sound_fallback"), ("rule_as_merged",),
-        rlimit=1_300_000,  # needs 316,915
+        rlimit=1_100_000,  # needs 268,623
     ),
     Obligation(
         "ngram_without_clear",
@@ -119,7 +119,7 @@ OBLIGATIONS: list[Obligation] = [
         "any phase, the other assumptions of the main theorem except the fallback, which both rules share as "
         "PRE_REPLAY), for a configuration that is race-free under the gated rule and races under the new one.",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
-        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), rlimit=1_600_000,  # needs 395,657
+        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), rlimit=1_500_000,  # needs 350,010
     ),
     Obligation(
         "gates_redundant_with_markers",
@@ -127,7 +127,7 @@ OBLIGATIONS: list[Obligation] = [
         "the new rule still race where the gated one did not?",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
         without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), ("all_markers",),
-        rlimit=9_800_000,  # needs 2,429,881
+        rlimit=11_000_000,  # needs 2,531,126
     ),
 ]
 

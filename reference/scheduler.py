@@ -73,7 +73,7 @@ class Scheduler:
         of F when run_batch returns (R7). ``pp``: an event recorded on F at run_batch's return and a host synchronize
         on it before result processing (R1, R8). ``disagg_prefill``: the fine barrier at once when the mailbox holds
         an event; otherwise result processing writes first (unfenced, unless ``results_touch_inflight`` is false),
-        then the coarse barrier, then the next batch's preparation."""
+        then the coarse barrier, then the next batch's preparation. ``placement`` applies to the overlap loop only."""
         sc = self.scenario
         spec = sc.scheduler
         dev, s, f = self.device, self.streams["S"], self.streams["F"]
