@@ -321,3 +321,29 @@ def test_staged_publisher_follows_the_execution_of_its_phases():
 
     assert _decide(scenario(Execution.GRAPH)) == set()  # the draft's mailbox is empty: coarse
     assert _decide(scenario(Execution.EAGER)) == _both_steps("draft_extend", AFTER)
+
+
+# -- reads by other work, and declarations under settings ---------------------------------------------------------------
+
+
+def test_reads_by_non_backend_work_race_where_the_backend_declaration_does_not_cover_them():
+    """A capture hook in the same graph reads after the marker: the backend's IN_REPLAY covers its own reads, not
+    the hook's, so the hook's read races at its site."""
+    b = BackendSpec("b", reads={"*": {IN_G: (LOC,)}})
+    phase = PhaseSpec("decode", "target", ForwardMode.DECODE, "b")
+    s = _scenario([phase], [RunnerSpec("target")], [b], "target")
+    assert _decide(s) == set()
+    hooked = _scenario([dataclasses.replace(phase, other_reads={AFTER: (LOC,)})], [RunnerSpec("target")], [b],
+                       "target")
+    assert _decide(hooked) == _both_steps("decode", AFTER)
+
+
+def test_a_setting_selects_the_declaration_and_flips_the_verdict():
+    """A backend whose DECODE declaration is PRE_REPLAY only under one speculative algorithm: under it, its
+    in-graph read races; under any other setting the base rule (IN_REPLAY) covers it."""
+    b = BackendSpec("b", reads={"*": {IN_G: (LOC,)}},
+                    declares_when={"spec_algorithm=EAGLE": {ForwardMode.DECODE: E.PRE_REPLAY}})
+    s = _scenario([PhaseSpec("decode", "target", ForwardMode.DECODE, "b")], [RunnerSpec("target")], [b], "target")
+    assert _decide(s) == set()
+    assert _decide(s.replace(settings={"spec_algorithm": "NGRAM"})) == set()
+    assert _decide(s.replace(settings={"spec_algorithm": "EAGLE"})) == _both_steps("decode", IN_G)
