@@ -166,6 +166,10 @@ def test_prefill_publishes_pre_replay_from_eager_and_graph_paths(execution):
     assert [(op.owner, op.point) for op in sets] == [("prefill", E.PRE_REPLAY)]
     assert [op.event for op in trace.ops if isinstance(op, BarrierFine)] == ["prefill.ring0"]
     assert _decide(_prefill(execution=execution, sites=(PRE,))) == set()  # honest: the fine barrier suffices
+    if execution is Execution.EAGER:  # an eager `resolve` runner never publishes: coarse, safe
+        resolving = s.replace(runners={"prefill": dataclasses.replace(s.runners["prefill"],
+                                                                      publish=PublishPolicy.RESOLVE)})
+        assert _decide(resolving) == set()
 
 
 @pytest.mark.parametrize("gate", [
