@@ -33,16 +33,12 @@ from .trace import (
     MailboxCleared,
     Read,
     ReadNode,
-    Record,
     RecordNode,
     Replay,
     RunBatchBegin,
     RunBatchReturn,
     StreamId,
     Trace,
-    WaitEvent,
-    WaitStream,
-    Write,
 )
 from .vocab import ForwardMode, ResolutionRule, SharedReadEnds, StepKind, Stream
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import z3
 
+from fencecheck.model import assumptions as A
 from fencecheck.model.check import model_check
 from fencecheck.model.concrete import concretize, layout
 from fencecheck.model.emit import emit
 from fencecheck.model.program import build
+from fencecheck.model.solver import Budget, check, fresh_context, make_solver
+from fencecheck.model.symconfig import LOOP_NORMAL, LOOP_PP, Bounds, make_config
 from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
 from fencecheck.report import RaceId, Verdict
@@ -351,3 +355,29 @@ def test_a_setting_selects_the_declaration_and_flips_the_verdict():
     assert _decide(s) == set()
     assert _decide(s.replace(settings={"spec_algorithm": "NGRAM"})) == set()
     assert _decide(s.replace(settings={"spec_algorithm": "EAGLE"})) == _both_steps("decode", IN_G)
+
+
+# -- the loops without a barrier, over every configuration of a small family --------------------------------------------
+
+
+def _symbolic(assumptions: tuple[str, ...], extra) -> Verdict:
+    """Whether some configuration of a small family (2 steps, 2 phases, 2 runners) under ``assumptions`` and
+    ``extra(cfg)`` races: COUNTEREXAMPLE if one does, PROVED if none can (each check needs under 0.5 M rlimit)."""
+    ctx = fresh_context()
+    cfg = make_config(Bounds(steps=2, phases=2, runners=2), ctx=ctx)
+    prog = build(cfg)
+    solver = make_solver(Budget(rlimit=4_000_000), ctx)
+    solver.add(*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, assumptions), extra(cfg), prog.any_race())
+    return check(solver).verdict
+
+
+@pytest.mark.slow
+def test_normal_and_pp_loops_need_only_the_plan_stream_join():
+    """In the non-overlap and pipeline-parallel loops no declaration, publisher, publish or barrier setting matters:
+    every configuration is race-free once a plan-stream prep is joined into F before the launch; without that join
+    one races."""
+    def no_barrier_loop(cfg):
+        return z3.Or(cfg.loop == LOOP_NORMAL, cfg.loop == LOOP_PP)
+
+    assert _symbolic(("plan_stream_joined_before_replay",), no_barrier_loop) is Verdict.PROVED
+    assert _symbolic((), no_barrier_loop) is Verdict.COUNTEREXAMPLE
