@@ -2,14 +2,14 @@
 
 A ``Trace`` lists streams, events (sorted by id; ``external`` ones can be recorded inside graphs), captured graphs
 (sorted by id; each a linear chain of nodes: reads, external record nodes, and internal records that capture turns
-into graph edges) and the host-ordered operations: device operations (records, waits, reads, writes, graph
-launches) and marks (host-side events with no device effect: run_batch boundaries, resolutions, mailbox changes,
-the barrier's choice).
+into graph edges) and the host-ordered operations: device operations (records, waits, host synchronizes, reads,
+writes, graph launches) and marks (host-side events with no device effect: run_batch boundaries, resolutions,
+mailbox changes, the barrier's choice).
 
-This module owns every name in a trace: ids are built only by ``stream_id``, ``ring_event``, ``marker_event`` and
-``graph_id``; a mark is one of a closed set of kinds (``MarkKind``), each with typed fields. The one free-text field
-is ``by`` (who issued an operation, for people): it is excluded from equality, so two traces are equal exactly when
-their protocols are (docs/regress.md states the contract).
+This module owns every name in a trace: ids are built only by ``stream_id``, ``ring_event``, ``fresh_event``,
+``forward_done_event``, ``marker_event`` and ``graph_id``; a mark is one of a closed set of kinds (``MarkKind``),
+each with typed fields. The one free-text field is ``by`` (who issued an operation, for people): it is excluded
+from equality, so two traces are equal exactly when their protocols are (docs/regress.md states the contract).
 
 JSON round trip: ``Trace.to_json`` / ``fencecheck.trace_json.parse_json`` (which validates a document as strictly
 as a scenario file: a malformed one raises ``TraceError`` naming the file and the key).
@@ -53,6 +53,18 @@ def ring_event(owner: str, i: int) -> EventId:
     return EventId(f"{owner}.ring{i}")
 
 
+def fresh_event(owner: str, n: int) -> EventId:
+    """The ``n``-th (from 0) fresh event recorded into model runner ``owner``'s mailbox by a runner with
+    ``fresh_events`` (a new ``torch.cuda.Event`` per publish instead of the next of the ring)."""
+    return EventId(f"{owner}.fresh{n}")
+
+
+def forward_done_event() -> EventId:
+    """The event the pipeline-parallel loop records on F when ``run_batch`` returns and the host synchronises on
+    before processing results (R8)."""
+    return EventId("scheduler.forward_done")
+
+
 def marker_event(runner: str) -> EventId:
     """CUDA-graph runner ``runner``'s in-graph marker ``in_graph_metadata_prep_done`` (an external event)."""
     return EventId(f"{runner}.marker")
@@ -75,6 +87,14 @@ class WritePurpose(str, enum.Enum):
     PREPARE = "prepare"
     PROCESS_AND_PREPARE = "process+prepare"
     PROCESS_RESULTS = "process results"
+    PROCESS_RESULTS_UNFENCED = "process results, before the deferred barrier"
+
+
+#: ``by`` of the schedule stream's wait on F in the non-overlap loop: the forward runs on S itself, so everything the
+#: scheduler issues after ``run_batch`` is stream-ordered after it (R7 is how the trace expresses that).
+BY_FORWARD_ON_S = f"{BY_SCHEDULER}:forward on S"
+#: ``by`` of the pipeline-parallel loop's record on F and host synchronize (R1, R8).
+BY_HOST_SYNC = f"{BY_SCHEDULER}:host synchronize before processing results"
 
 
 def write_by(purpose: WritePurpose) -> str:
@@ -160,6 +180,16 @@ class WaitStream:
 
 
 @dataclass(frozen=True)
+class HostSync:
+    """``event.synchronize()`` (``cudaEventSynchronize``): the host blocks until ``event``'s snapshot has completed,
+    so every operation the host issues afterwards, on any stream, starts after it (R8)."""
+
+    event: EventId
+    by: str = _prose()
+    kind: ClassVar[str] = "host_sync"
+
+
+@dataclass(frozen=True)
 class Read:
     """An out-of-graph kernel on ``stream`` reading ``location`` for ``step``'s ``phase`` at ``site``."""
 
@@ -213,12 +243,14 @@ class MarkKind(str, enum.Enum):
 
 class ClearReason(str, enum.Enum):
     """Why a mailbox was set to None: the worker consumed it before a phase (DSpark) or cleared it after one
-    (NGRAM), or the barrier reset it after reading it (docs/sglang-mechanism.md#the-war-barrier,
-    #one-decode-step-per-algorithm)."""
+    (NGRAM), the barrier reset it after reading it (docs/sglang-mechanism.md#the-war-barrier,
+    #one-decode-step-per-algorithm), or a ``clear_then_resolve`` runner cleared it after its out-of-graph prep,
+    before resolving (docs/sglang-0.5.23.md#47-the-eagle-draft-extend-runner)."""
 
     CONSUMED_BEFORE = "consumed_before"
     CLEARED_AFTER = "cleared_after"
     BARRIER_RESET = "barrier_reset"
+    CLEARED_BEFORE_RESOLVE = "cleared_before_resolve"
 
 
 class CoarseReason(str, enum.Enum):
@@ -359,9 +391,9 @@ class BarrierCoarse(Mark):
 BARRIER_MARKS: tuple[type, ...] = (BarrierDisabled, BarrierFine, BarrierCoarse)
 MARK_TYPES: dict[MarkKind, type] = {t.mark: t for t in (RunBatchBegin, RunBatchReturn, Resolve, MailboxSet,
                                                          MailboxCleared, BarrierDisabled, BarrierFine, BarrierCoarse)}
-DEVICE_OPS: tuple[type, ...] = (Record, WaitEvent, WaitStream, Read, Write, Replay)
+DEVICE_OPS: tuple[type, ...] = (Record, WaitEvent, WaitStream, HostSync, Read, Write, Replay)
 
-Op = Union[Record, WaitEvent, WaitStream, Read, Write, Replay, RunBatchBegin, RunBatchReturn, Resolve, MailboxSet,
+Op = Union[Record, WaitEvent, WaitStream, HostSync, Read, Write, Replay, RunBatchBegin, RunBatchReturn, Resolve, MailboxSet,
            MailboxCleared, BarrierDisabled, BarrierFine, BarrierCoarse]
 
 

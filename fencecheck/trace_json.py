@@ -16,6 +16,7 @@ import json
 
 from .errors import TraceError
 from .trace import (
+    DEVICE_OPS,
     FORMAT,
     MARK_TYPES,
     NODE_TYPES,
@@ -32,16 +33,12 @@ from .trace import (
     MailboxCleared,
     Read,
     ReadNode,
-    Record,
     RecordNode,
     Replay,
     RunBatchBegin,
     RunBatchReturn,
     StreamId,
     Trace,
-    WaitEvent,
-    WaitStream,
-    Write,
 )
 from .vocab import ForwardMode, ResolutionRule, SharedReadEnds, StepKind, Stream
 
@@ -56,7 +53,7 @@ MAX_PROSE = 1_000  # characters of a ``by`` text
 MAX_DEPTH = 64  # nesting of JSON arrays and objects
 
 _TOP = ("format", "scenario", "steps", "streams", "events", "graphs", "ops")
-_OP_TYPES: dict[str, type] = {t.kind: t for t in (Record, WaitEvent, WaitStream, Read, Write, Replay)}
+_OP_TYPES: dict[str, type] = {t.kind: t for t in DEVICE_OPS}
 _NODES: dict[str, type] = {t.kind: t for t in NODE_TYPES}
 _MARKS: dict[str, type] = {k.value: t for k, t in MARK_TYPES.items()}
 

@@ -119,6 +119,10 @@ class CudaDevice:
         self.rec.wait_stream(stream, other, by=by)
         self.streams[stream].wait_stream(self.streams[other])
 
+    def host_sync(self, event: EventId, *, by: str = "") -> None:
+        self.rec.host_sync(event, by=by)
+        self.events[event].synchronize()  # R8: cudaEventSynchronize
+
     def read(self, stream: StreamId, location: str, *, step: int, phase: str, site: str, by: str = "") -> None:
         self.rec.read(stream, location, step=step, phase=phase, site=site, by=by)
         torch = self.torch

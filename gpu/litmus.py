@@ -1,4 +1,4 @@
-"""GPU litmus tests for the CUDA rules the model relies on (R1-R7, restated in docs/gpu.md), written directly
+"""GPU litmus tests for the CUDA rules the model relies on (R1-R8, restated in docs/gpu.md), written directly
 against PyTorch so they check the rules independently of the reference and the model.
 
 Each test runs many trials. A shared int64 ``x`` starts at 0 in every trial; the scheduler-side stream S writes 1;
@@ -214,6 +214,17 @@ def tests(torch, trials: int, cycles: int = SPIN_CYCLES) -> list[Litmus]:
 
     out.append(_run(Litmus("wait_stream covers work enqueued so far", "R7", {"before": "never", "after": "mostly"}),
                     trials, rig, r7))
+
+    def r8(r):
+        e = Ev()
+        r.read(r.F, "before_record", spin=True)
+        e.record(r.F)
+        r.read(r.F, "after_record", spin=True)
+        e.synchronize()  # the host returns once the snapshot completed; S never waits on F
+        r.write()
+
+    out.append(_run(Litmus("a host synchronize orders later work after the snapshot", "R8",
+                           {"before_record": "never", "after_record": "mostly"}), trials, rig, r8))
 
     # Last: it provokes a CUDA error on purpose.
     def r4(r):

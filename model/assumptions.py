@@ -13,7 +13,21 @@ from typing import Callable
 import z3
 
 from .program import Program
-from .symconfig import COVERS, EAGER, JOIN_BEFORE, POST_FALLBACK, RESOLVE, SITES, UNKNOWN, PhaseVars, SymConfig, select
+from .symconfig import (
+    ALWAYS_PRE,
+    COVERS,
+    JOIN_BEFORE,
+    LOOP_DISAGG_PREFILL,
+    LOOP_NORMAL,
+    LOOP_OVERLAP,
+    LOOP_PP,
+    NEVER,
+    POST_FALLBACK,
+    SITES,
+    PhaseVars,
+    SymConfig,
+    select,
+)
 
 
 def last_reading(step: list[PhaseVars], i: int) -> z3.BoolRef:
@@ -56,11 +70,15 @@ def _plan_joined(cfg, prog):
 
 
 def _barrier_on(cfg, prog):
-    return cfg.barrier
+    return z3.Or(cfg.barrier, cfg.loop == LOOP_NORMAL, cfg.loop == LOOP_PP)
 
 
 def _after_run_batch(cfg, prog):
-    return z3.Not(cfg.loop_top())
+    return z3.Or(cfg.loop != LOOP_OVERLAP, z3.Not(cfg.loop_top()), z3.Not(cfg.results_touch_inflight))
+
+
+def _deferred_untouched(cfg, prog):
+    return z3.Implies(cfg.loop == LOOP_DISAGG_PREFILL, z3.Not(cfg.results_touch_inflight))
 
 
 def _last_resolves(cfg, prog):
@@ -68,7 +86,8 @@ def _last_resolves(cfg, prog):
     for step in cfg.phases:
         for i, p in enumerate(step):
             policy = select(p.runner, [r.publish for r in cfg.runners])
-            out.append(z3.Implies(last_reading(step, i), z3.Or(policy == RESOLVE, p.clear_mailbox_after)))
+            resolves = z3.And(policy != ALWAYS_PRE, policy != NEVER)
+            out.append(z3.Implies(last_reading(step, i), z3.Or(resolves, p.clear_mailbox_after)))
     return z3.And(*out)
 
 
@@ -76,8 +95,8 @@ def _last_publishes(cfg, prog):
     out = []
     for n, step in enumerate(cfg.phases):
         for i, p in enumerate(step):
-            publishes = z3.And(p.execution != EAGER, prog.resolved[(n + 1, i)] != UNKNOWN)
-            out.append(z3.Implies(last_reading(step, i), z3.Or(publishes, p.clear_mailbox_after)))
+            leaves = z3.Or(prog.publishes[(n + 1, i)], prog.clears_before_resolve[(n + 1, i)], p.clear_mailbox_after)
+            out.append(z3.Implies(last_reading(step, i), leaves))
     return z3.And(*out)
 
 
@@ -102,15 +121,29 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption("plan_stream_joined_before_replay",
                "a metadata prep on the plan stream is joined into F (F.wait_stream(P)) before the launch",
                "found by fencecheck (docs/sglang-mechanism.md#streams, #the-war-barrier)", _plan_joined),
-    Assumption("barrier_on", "the WAR barrier is enabled", "docs/sglang-mechanism.md#disabled-and-coarse-barriers", _barrier_on),
-    Assumption("barrier_after_run_batch", "the barrier is applied right after run_batch returns (PR #31687)",
+    Assumption("barrier_on", "the WAR barrier is enabled, or the event loop orders the scheduler's writes after the "
+               "forward without it (the non-overlap loop, pipeline parallel)",
+               "docs/sglang-mechanism.md#disabled-and-coarse-barriers, docs/sglang-0.5.23.md#13-every-event-loop",
+               _barrier_on),
+    Assumption("barrier_after_run_batch", "in the overlap loop the barrier is applied right after run_batch returns "
+               "(PR #31687), or result processing before it writes nothing the forward in flight reads",
                "docs/sglang-mechanism.md#barrier-placement", _after_run_batch),
+    Assumption("deferred_barrier_results_untouched",
+               "in the disaggregated-prefill loop, result processing (which runs before the deferred coarse "
+               "barrier) writes nothing the forward in flight reads",
+               "SGLang's comment on the deferred barrier, not verified against result processing "
+               "(docs/sglang-0.5.23.md#72-disaggregated-prefill-overlap-loop-the-deferred-barrier)",
+               _deferred_untouched),
     Assumption("last_reader_resolves",
-               "the runner of the last reading phase publishes by resolving its backend's declaration (not unconditionally before replay, not never), or the worker clears the mailbox after it",
+               "the runner of the last reading phase publishes by resolving its backend's declaration (resolve, "
+               "clear_then_resolve, prefill; not unconditionally before replay, not never), or the worker clears "
+               "the mailbox after it",
                "found by fencecheck: the EAGLE draft-extend runner publishes without asking (docs/sglang-mechanism.md#other-publishers)", _last_resolves),
     Assumption("last_reader_publishes",
-               "the last reading phase runs as a graph and does not resolve to UNKNOWN, or the worker clears the mailbox after it",
-               "found by fencecheck: UNKNOWN and eager phases leave the mailbox as it was (docs/sglang-mechanism.md#unknown-publishes-nothing)", _last_publishes),
+               "the last reading phase puts an event in the mailbox (a graph that does not resolve to UNKNOWN, or a "
+               "prefill that publishes, eager or graph), or its runner clears the mailbox before resolving, or the "
+               "worker clears the mailbox after it",
+               "found by fencecheck: UNKNOWN, eager and gated prefill phases leave the mailbox as it was (docs/sglang-mechanism.md#unknown-publishes-nothing, docs/sglang-0.5.23.md#45-prefill-extend-publishes)", _last_publishes),
     Assumption("worker_reads_cleared",
                "worker reads after the last reading phase come with a mailbox clear after it",
                "NGRAM's fix (docs/sglang-mechanism.md#ngram-clears-the-mailbox)", _worker_cleared),

@@ -153,7 +153,8 @@ def _preferences(cfg: SymConfig) -> list[z3.BoolRef]:
         prefs += [r.owner == j, *_plain(RUNNER_KNOBS, r.knobs)]
     for step in cfg.phases:
         for p in step:
-            prefs += [*_plain(PHASE_KNOBS, p.knobs), p.runner == 0, z3.And(*[z3.Not(v) for v in p.worker.values()])]
+            prefs += [*_plain(PHASE_KNOBS, p.knobs), p.runner == 0, p.mode == 0,  # DECODE
+                      z3.And(*[z3.Not(v) for v in p.worker.values()])]
     prefs += [*_plain(GLOBAL_KNOBS, cfg.knobs, skip=("resolution",)), *[z3.Not(v) for v in cfg.is_last]]
     return prefs
 

@@ -11,6 +11,7 @@ import z3
 
 from fencecheck.scenario import Scenario
 from fencecheck.trace import (
+    BY_HOST_SYNC,
     BY_SCHEDULER,
     BY_WORKER,
     BarrierCoarse,
@@ -21,6 +22,7 @@ from fencecheck.trace import (
     EventDecl,
     EventId,
     Graph,
+    HostSync,
     MailboxCleared,
     MailboxSet,
     Read,
@@ -36,12 +38,14 @@ from fencecheck.trace import (
     WaitEvent,
     WaitStream,
     Write,
+    forward_done_event,
+    fresh_event,
     graph_id,
     marker_event,
     ring_event,
     stream_id,
 )
-from fencecheck.vocab import Execution, PrepStream, SharedReadEnds, Stream
+from fencecheck.vocab import EventLoop, Execution, PrepStream, SharedReadEnds, Stream
 
 from .concrete import Layout, read_sites
 from .program import Program, ReadSlot, WriteSlot
@@ -65,7 +69,6 @@ class _Env:
     def __init__(self, prog: Program, model: z3.ModelRef, s: Scenario, lay: Layout):
         self.prog, self.model, self.s, self.lay = prog, model, s, lay
         self.ops: list = []
-        self.loop_top = self.b(prog.cfg.loop_top())
         owners = []
         for spec in s.runners.values():
             if spec.mailbox_owner not in owners:
@@ -73,7 +76,10 @@ class _Env:
         self.events: list[EventDecl] = [
             EventDecl(ring_event(o, i)) for o in owners for i in range(s.runners[o].ring_depth)
         ]
+        if s.scheduler.loop is EventLoop.PP:
+            self.events.append(EventDecl(forward_done_event()))
         self.ring_next = {o: 0 for o in owners}
+        self.fresh_next = {o: 0 for o in owners}
         self.mailbox: dict[str, EventId | None] = {o: None for o in owners}
         self.markers: dict[str, EventId] = {}
         self.graphs: dict[tuple, Graph] = {}
@@ -105,6 +111,8 @@ class _Env:
                 if ph.execution is Execution.EAGER:
                     continue
                 sites = read_sites(self.s, ph.backend, ph.mode)
+                for site, locs in ph.other_reads.items():  # work of the phase that is not the backend's
+                    sites[SITES.index(site)] |= set(locs)
                 segments = ph.segments if ph.execution is Execution.BREAKABLE_GRAPH else 1
                 for seg in range(segments):
                     key = (ph.runner, ph.name, ph.mode.value, ph.backend, seg)
@@ -155,11 +163,17 @@ class _Env:
         self.ops.append(Resolve(step, ph.name, ph.mode, resolved, ph.runner))
 
     def publish_ring(self, step: int, i: int, point: int) -> None:
-        """Record the owner's next ring event on F and publish it at ``point`` (a ``SharedReadEnds`` value)."""
+        """Record the owner's next ring event (a fresh event, for a runner with ``fresh_events``) on F and publish
+        it at ``point`` (a ``SharedReadEnds`` value)."""
         runner = self.runner_name(step, i)
         owner = self.owner(runner)
-        event = ring_event(owner, self.ring_next[owner])
-        self.ring_next[owner] = (self.ring_next[owner] + 1) % self.s.runners[owner].ring_depth
+        if self.s.runners[runner].fresh_events:
+            event = fresh_event(owner, self.fresh_next[owner])
+            self.fresh_next[owner] += 1
+            self.events.append(EventDecl(event))
+        else:
+            event = ring_event(owner, self.ring_next[owner])
+            self.ring_next[owner] = (self.ring_next[owner] + 1) % self.s.runners[owner].ring_depth
         self.ops.append(Record(stream_id(Stream.F), event, runner))
         self.mailbox[owner] = event
         self.ops.append(MailboxSet(step, owner, event, SharedReadEnds(point), runner))
@@ -184,6 +198,16 @@ class _Env:
     def consume_clear(self, step: int, i: int) -> None:
         ph = self.phase_spec(step, i)
         self._clear_mailbox(self.owner(ph.runner), step, ClearReason.CONSUMED_BEFORE, ph.name)
+
+    def clear_before_resolve(self, step: int, i: int) -> None:
+        ph = self.phase_spec(step, i)
+        self._clear_mailbox(self.owner(ph.runner), step, ClearReason.CLEARED_BEFORE_RESOLVE, ph.name, ph.runner)
+
+    def forward_done(self, step: int) -> None:
+        """The pipeline-parallel loop: record the forward-done event on F, then the host synchronizes on it."""
+        event = forward_done_event()
+        self.ops.append(Record(stream_id(Stream.F), event, BY_HOST_SYNC))
+        self.ops.append(HostSync(event, BY_HOST_SYNC))
 
     def clear_mailbox(self, step: int, i: int) -> None:
         ph = self.phase_spec(step, i)
@@ -249,7 +273,7 @@ def witness_schedule(prog: Program, model: z3.ModelRef | None, race: ReadSlot) -
     in host order. Writes are all on S, so the ones issued up to the racing write precede it; a read precedes it
     when the write's clock covers the read's position."""
     kernels = kernel_clocks(prog, model)
-    w = prog.first_writes[(race.step, race.location)]
+    w = prog.first_write(race, lambda g: truth(model, g))
     wvc = {y: value(model, v) for y, v in w.vc.items()}
     first, rest = [], []
     for index, (k, vc) in enumerate(kernels):

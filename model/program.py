@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 import z3
 
 from fencecheck.report import RaceId
-from fencecheck.trace import BY_WORKER, WritePurpose, write_by
+from fencecheck.trace import BY_FORWARD_ON_S, BY_WORKER, WritePurpose, write_by
 from fencecheck.vocab import WORKER_SITE
 
 from .domain import SYMBOLIC, domain_of
@@ -29,16 +29,22 @@ if TYPE_CHECKING:
 from .symconfig import (
     ALWAYS_PRE,
     BREAKABLE,
+    CLEAR_THEN_RESOLVE,
     EAGER,
     EXTEND,
     GATED,
     IN,
     JOIN_AFTER,
     JOIN_BEFORE,
+    LOOP_DISAGG_PREFILL,
+    LOOP_NORMAL,
+    LOOP_OVERLAP,
+    LOOP_PP,
     OTHER,
     POST,
     POST_FALLBACK,
     PRE,
+    PREFILL,
     RESOLVE,
     SITES,
     UNKNOWN,
@@ -103,8 +109,14 @@ class Program:
     constraints: list[z3.BoolRef] = field(default_factory=list)
     ops: list[OpSlot] = field(default_factory=list)
     reads: list[ReadSlot] = field(default_factory=list)
-    first_writes: dict[tuple[int, str], WriteSlot] = field(default_factory=dict)
+    #: (step, location) -> the write slots that can be the first write of the location after run_batch(step)
+    #: returns, in host order (which one is issued depends on the loop and the mailbox).
+    first_writes: dict[tuple[int, str], list[WriteSlot]] = field(default_factory=dict)
     resolved: dict[tuple[int, int], z3.ArithRef] = field(default_factory=dict)
+    #: (step, phase) -> the phase's runner puts an event in the mailbox (before, in or after its replay)
+    publishes: dict[tuple[int, int], z3.BoolRef] = field(default_factory=dict)
+    #: (step, phase) -> the phase's runner sets the mailbox to None before resolving (``clear_then_resolve``)
+    clears_before_resolve: dict[tuple[int, int], z3.BoolRef] = field(default_factory=dict)
     d: object = SYMBOLIC
     state_in: "State | None" = None
     state_out: "State | None" = None
@@ -113,9 +125,17 @@ class Program:
     # -- races -------------------------------------------------------------------------------------------------
 
     def race_of(self, r: ReadSlot) -> z3.BoolRef:
-        """``r`` is issued, its location is written after ``run_batch(r.step)`` returns, and not ordered before."""
-        w = self.first_writes[(r.step, r.location)]
-        return self.d.And(r.guard, w.guard, w.vc[r.stream] < r.pos)
+        """``r`` is issued, its location is written after ``run_batch(r.step)`` returns, and not ordered before.
+
+        Of the candidate first writes, any issued one not ordered after ``r`` is a race; S's clock only grows, so
+        that is exactly the first issued one not being ordered after it."""
+        ws = self.first_writes.get((r.step, r.location), [])
+        return self.d.And(r.guard, self.d.Or(*[self.d.And(w.guard, w.vc[r.stream] < r.pos) for w in ws]))
+
+    def first_write(self, r: ReadSlot, issued: Callable) -> WriteSlot | None:
+        """The first write of ``r``'s location after ``run_batch(r.step)`` that ``issued`` (a guard -> bool) says
+        is issued."""
+        return next((w for w in self.first_writes.get((r.step, r.location), []) if issued(w.guard)), None)
 
     def any_race(self, steps: list[int] | None = None) -> z3.BoolRef:
         return self.d.Or(*[self.race_of(r) for r in self.reads if steps is None or r.step in steps])
@@ -287,13 +307,29 @@ class _Builder:
         gated_unknown = self.d.Or(p.mode == OTHER, p.mode == EXTEND, self.d.And(p.mode == VERIFY, self.d.Not(select(p.mode, cfg.is_last))))
         return self.d.If(self.d.And(cfg.resolution == GATED, gated_unknown), UNKNOWN, declared)
 
+    def prefill_rule(self, p: PhaseVars):
+        """``resolve_prefill_shared_read_ends`` (docs/sglang-0.5.23.md#22-the-base-rule-and-the-prefill-resolution):
+        UNKNOWN when coarse is forced, prefill read-done is off, or the mode is not EXTEND; else the declaration (no
+        marker fallback)."""
+        cfg = self.cfg
+        ok = self.d.And(p.mode == EXTEND, self.d.Not(cfg.force_coarse), cfg.prefill_read_done)
+        return self.d.If(ok, p.decl, UNKNOWN)
+
     def phase(self, step: int, i: int, p: PhaseVars) -> None:
         cfg = self.cfg
         act = p.active
         graph = self.d.And(act, p.execution != EAGER)
         policy = select(p.runner, [r.publish for r in cfg.runners])
         resolving = self.d.And(graph, policy == RESOLVE)
-        resolved = self.fresh(self.d.If(resolving, self.resolve(p), 0), f"s{step}p{i}.resolved")
+        # clear_then_resolve (docs/sglang-0.5.23.md#47-the-eagle-draft-extend-runner): graphs only; clears after
+        # the prep, then resolves as resolve does.
+        ctr = self.d.And(graph, policy == CLEAR_THEN_RESOLVE)
+        # prefill (docs/sglang-0.5.23.md#45-prefill-extend-publishes): any execution; resolves with the prefill
+        # rule after the prep.
+        prefilling = self.d.And(act, policy == PREFILL)
+        by_rule = self.d.Or(resolving, ctr)
+        resolved = self.fresh(self.d.If(by_rule, self.resolve(p), self.d.If(prefilling, self.prefill_rule(p), 0)),
+                              f"s{step}p{i}.resolved")
         self.prog.resolved[(step, i)] = resolved
         owner = self.fresh(self.owner_of(p.runner), f"s{step}p{i}.owner")
         # DSpark (#one-decode-step-per-algorithm): before the phase, F waits on the mailbox's event, if any, and the mailbox is cleared.
@@ -318,15 +354,24 @@ class _Builder:
         self.op(join_before, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
         self.join("F", dict(self.clock["P"]), join_before, f"s{step}p{i}.join_before")  # R7
 
+        self.prog.clears_before_resolve[(step, i)] = ctr
+        self.op(ctr, lambda env: env.clear_before_resolve(step, i))
+        self.set_mailbox(owner, ctr, MB_NONE)
+        self.op(self.d.Or(ctr, prefilling), lambda env: env.mark_resolve(step, i))
+
+        # Out-of-graph publish right after the prep: PRE_REPLAY of a resolving runner, the draft-extend runner's
+        # unconditional one, or prefill's (eager or graph, behind its gates).
+        pre_pub = self.d.Or(
+            self.d.And(graph, self.d.Or(policy == ALWAYS_PRE, self.d.And(by_rule, resolved == PRE))),
+            self.d.And(prefilling, resolved == PRE, cfg.prefill_publish_allowed, self.d.Not(cfg.hierarchical_cache)),
+        )
+        self.ring_publish(pre_pub, owner, step, i, PRE)
+
         eager = self.d.And(act, p.execution == EAGER)
-        for s in (1, 2):  # eager: no graph, no marker, no publish
+        for s in (1, 2):  # eager: no graph, no marker
             for loc in self.locs:
                 self.kernel_read(self.d.And(eager, p.reads[(s, loc)]), "F", step, i, SITES[s].value, loc,
                                  lambda env, loc=loc, s=s: env.read("F", loc, step, i, SITES[s].value))
-
-        # Out-of-graph publish before the launch: PRE_REPLAY, or the draft-extend runner's unconditional one.
-        pre_pub = self.d.And(graph, self.d.Or(policy == ALWAYS_PRE, self.d.And(policy == RESOLVE, resolved == PRE)))
-        self.ring_publish(pre_pub, owner, step, i, PRE)
 
         # The launch (R5, R6): in-graph prep reads, the marker's record node, the kernels after it; a breakable
         # graph launches one graph per segment, the marker in the first, later segments re-reading after it.
@@ -342,7 +387,7 @@ class _Builder:
             launched = graph if seg == 0 else self.d.And(graph, p.execution == BREAKABLE, p.segments > seg)
             for loc in self.locs:
                 self.kernel_read(self.d.And(launched, p.reads[(2, loc)]), "F", step, i, SITES[2].value, loc, lambda env: None)
-        in_pub = self.d.And(resolving, resolved == IN)
+        in_pub = self.d.And(by_rule, resolved == IN)
         self.op(in_pub, lambda env: env.publish_marker(step, i))
         self.set_mailbox(owner, in_pub, MB_MARKER, marker=p.runner)
 
@@ -352,7 +397,9 @@ class _Builder:
         for loc in self.locs:
             self.kernel_read(self.d.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
-        self.ring_publish(self.d.And(resolving, resolved == POST), owner, step, i, POST)
+        post_pub = self.d.And(by_rule, resolved == POST)
+        self.ring_publish(post_pub, owner, step, i, POST)
+        self.prog.publishes[(step, i)] = self.d.Or(pre_pub, in_pub, post_pub)
         # UNKNOWN publishes nothing: the mailbox keeps what it held (#unknown-publishes-nothing).
 
         for loc in self.locs:  # the worker's reads after the runner returns (#ngram-clears-the-mailbox)
@@ -376,23 +423,46 @@ class _Builder:
         self.op(self.d.BoolVal(True), lambda env: env.run_batch_return(step))
 
     def run(self) -> Program:
-        cfg = self.cfg
-        lt = cfg.loop_top()
+        """The event loops as ``reference.scheduler.Scheduler.run`` states them (docs/sglang-0.5.23.md#13-every-event-loop,
+        docs/sglang-0.5.23.md#72-disaggregated-prefill-overlap-loop-the-deferred-barrier)."""
+        cfg, d = self.cfg, self.d
+        overlap, normal = cfg.loop == LOOP_OVERLAP, cfg.loop == LOOP_NORMAL
+        pp, disagg = cfg.loop == LOOP_PP, cfg.loop == LOOP_DISAGG_PREFILL
+        lt = d.And(overlap, cfg.loop_top())
         k = cfg.bounds.steps
-        self.writes(self.d.Not(lt), 1, lambda env: write_by(WritePurpose.PREPARE))
+        self.writes(d.Not(lt), 1, lambda env: write_by(WritePurpose.PREPARE))
         for n in range(1, k + 1):
             pub = cfg.publisher[n - 1]
             if n == 1:
                 self.barrier(lt, 0, None)
                 self.writes(lt, 1, lambda env: write_by(WritePurpose.PREPARE))
             self.run_batch(n)
-            self.barrier(self.d.Not(lt), n, pub)
-            first = self.writes(self.d.BoolVal(True), n + 1,
-                                lambda env: write_by(WritePurpose.PROCESS_RESULTS if env.loop_top else WritePurpose.PROCESS_AND_PREPARE))
-            for loc, w in first.items():
-                self.prog.first_writes[(n, loc)] = w
-            if n < k:
-                self.barrier(lt, n, pub)
-                self.writes(lt, n + 1, lambda env: write_by(WritePurpose.PREPARE))
+            # The non-overlap loop: the forward ran on S, so S is ordered after all of F (R7).
+            self.op(normal, lambda env: env.wait_stream("S", "F", BY_FORWARD_ON_S))
+            self.join("S", dict(self.clock["F"]), normal, f"normal{n}")
+            # Pipeline parallel: an event recorded on F now (R1), the host synchronizes on it (R8).
+            self.op(pp, lambda env, n=n: env.forward_done(n))
+            self.join("S", dict(self.clock["F"]), pp, f"hostsync{n}")
+            # Disaggregated prefill: the fine barrier at once when the publisher's mailbox holds an event (read
+            # without clearing it); otherwise result processing first, then the coarse barrier.
+            holds = select(self.fresh(self.owner_of(pub), f"peek{n}.owner"), self.mb_kind) != MB_NONE
+            deferred = self.fresh(d.And(disagg, cfg.barrier, d.Not(d.And(holds, d.Not(cfg.force_coarse)))),
+                                  f"deferred{n}")
+            self.barrier(d.Or(d.And(overlap, d.Not(lt)), d.And(disagg, d.Not(deferred))), n, pub)
+            unfenced = d.And(d.Or(lt, deferred), cfg.results_touch_inflight)
+
+            def why(env, lt=lt, deferred=deferred):
+                if env.b(lt):
+                    return write_by(WritePurpose.PROCESS_RESULTS)
+                if env.b(deferred):
+                    return write_by(WritePurpose.PROCESS_RESULTS_UNFENCED)
+                return write_by(WritePurpose.PROCESS_AND_PREPARE)
+
+            first = self.writes(d.Or(unfenced, d.And(d.Not(lt), d.Not(deferred))), n + 1, why)
+            later = d.Or(deferred, lt) if n < k else deferred
+            self.barrier(later, n, pub)
+            second = self.writes(later, n + 1, lambda env: write_by(WritePurpose.PREPARE))
+            for loc in self.locs:
+                self.prog.first_writes[(n, loc)] = [first[loc], second[loc]]
         self.prog.state_out = self.state()
         return self.prog

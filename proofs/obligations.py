@@ -45,36 +45,38 @@ MAIN_BOUNDS = Bounds(steps=2, phases=4, runners=3)
 
 #: rlimit of needs/<assumption>; the comment gives the measured need.
 NEEDS_RLIMIT = {
-    "named_runner_is_last_reader": 2_400_000,  # 595,069
-    "sound_fallback": 600_000,  # 149,240
-    "honest_declarations": 400_000,  # 99,252
-    "plan_stream_joined_before_replay": 540_000,  # 133,405
-    "barrier_on": 240_000,  # 59,551
-    "barrier_after_run_batch": 230_000,  # 55,832
-    "last_reader_resolves": 580_000,  # 142,699
-    "last_reader_publishes": 2_900_000,  # 722,448
-    "worker_reads_cleared": 310_000,  # 75,837
+    "named_runner_is_last_reader": 4_200_000,  # 1,032,377
+    "sound_fallback": 1_200_000,  # 299,282
+    "honest_declarations": 920_000,  # 228,458
+    "plan_stream_joined_before_replay": 880_000,  # 219,973
+    "barrier_on": 430_000,  # 105,856
+    "barrier_after_run_batch": 490_000,  # 120,288
+    "deferred_barrier_results_untouched": 580_000,  # 144,073
+    "last_reader_resolves": 1_100_000,  # 250,650
+    "last_reader_publishes": 8_100_000,  # 2,004,370
+    "worker_reads_cleared": 550_000,  # 135,751
 }
-#: rlimit of every catalog obligation (a pinned configuration; the costliest, multi-layer-eagle-first, needs 78,621).
-CATALOG_RLIMIT = 320_000
+#: rlimit of every catalog obligation (a pinned configuration; the costliest, multi-layer-eagle-first, needs 91,155).
+CATALOG_RLIMIT = 370_000
 
 OBLIGATIONS: list[Obligation] = [
     Obligation(
         "main_theorem",
         "Declaration-only resolution with the sound (POST_REPLAY) fallback is free of write-after-read races for "
         "every configuration within the bounds (every declaration, every set of read sites it covers, markers "
-        "present or absent, graph, breakable and eager execution, any runner of each phase, plan stream or not, "
-        "mailbox sharing, per-step phases and publisher) when the named runner is the runner of each step's last "
+        "present or absent, graph, breakable and eager execution, any runner of each phase and any publish policy "
+        "of each runner, prefill with its switches and gates, plan stream or not, mailbox sharing, per-step phases "
+        "and publisher, every event loop and barrier placement) when the named runner is the runner of each step's last "
         "reading phase, under the stated assumptions. One shared location stands for any number: reads and writes "
         "of different locations never order each other, and the scheduler writes every location at the same point.",
-        "safety", Verdict.PROVED, MAIN_BOUNDS, rlimit=30_000_000,  # needs 7,257,709
+        "safety", Verdict.PROVED, MAIN_BOUNDS, rlimit=220_000_000,  # needs 52,569,213
     ),
     Obligation(
         "unbounded_steps",
         "The main theorem for any number of steps: an invariant over what carries between steps (clocks, every "
         "mailbox, every marker's latest record) holds initially, is preserved by any step, and implies that the "
         "step is race-free under the assumptions.",
-        "induction", Verdict.PROVED, Bounds(steps=1, phases=4, runners=3), rlimit=20_000_000,  # needs 4,989,655
+        "induction", Verdict.PROVED, Bounds(steps=1, phases=4, runners=3), rlimit=22_000_000,  # needs 5,343,474
     ),
     *[
         Obligation(
@@ -90,25 +92,25 @@ OBLIGATIONS: list[Obligation] = [
         "The rule as merged in #35059 (IN_REPLAY on a runner without its marker falls back to PRE_REPLAY) races "
         "when the backend reads inside the graph.",
         "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("sound_fallback"), ("rule_as_merged",),
-        rlimit=450_000,  # needs 110,136
+        rlimit=1_100_000,  # needs 268,623
     ),
     Obligation(
         "ngram_without_clear",
         "NGRAM (target verify, then the worker's accept reads shared state) without its mailbox clear races.",
         "safety", Verdict.COUNTEREXAMPLE, Bounds(steps=2, phases=1, runners=1),
-        without("worker_reads_cleared"), ("ngram", "no_clear"), rlimit=58_000,  # needs 14,314
+        without("worker_reads_cleared"), ("ngram", "no_clear"), rlimit=220_000,  # needs 54,074
     ),
     Obligation(
         "ngram_with_clear",
         "NGRAM with the worker clearing the target runner's mailbox after verify is race-free.",
         "safety", Verdict.PROVED, Bounds(steps=2, phases=1, runners=1),
-        without("worker_reads_cleared"), ("ngram", "clear"), rlimit=120_000,  # needs 27,900
+        without("worker_reads_cleared"), ("ngram", "clear"), rlimit=880_000,  # needs 217,940
     ),
     Obligation(
         "publisher_not_last_reader",
         "Naming a runner other than the runner of the step's last reading phase races.",
         "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("named_runner_is_last_reader"), ("wrong_publisher",),
-        rlimit=3_000_000,  # needs 727,311
+        rlimit=7_100_000,  # needs 1,756,476
     ),
     Obligation(
         "gates_redundant_except_ngram",
@@ -117,7 +119,7 @@ OBLIGATIONS: list[Obligation] = [
         "any phase, the other assumptions of the main theorem except the fallback, which both rules share as "
         "PRE_REPLAY), for a configuration that is race-free under the gated rule and races under the new one.",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
-        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), rlimit=820_000,  # needs 204,729
+        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), rlimit=1_500_000,  # needs 350,010
     ),
     Obligation(
         "gates_redundant_with_markers",
@@ -125,7 +127,7 @@ OBLIGATIONS: list[Obligation] = [
         "the new rule still race where the gated one did not?",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
         without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), ("all_markers",),
-        rlimit=5_100_000,  # needs 1,252,385
+        rlimit=11_000_000,  # needs 2,531,126
     ),
 ]
 

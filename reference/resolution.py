@@ -1,7 +1,10 @@
-"""``_resolve_shared_read_ends``: the three rules of ``fencecheck.vocab.ResolutionRule`` (docs/sglang-mechanism.md#resolution)."""
+"""``_resolve_shared_read_ends``: the three rules of ``fencecheck.vocab.ResolutionRule`` (docs/sglang-mechanism.md#resolution),
+and the prefill paths' resolution and publish gates (docs/sglang-0.5.23.md#22-the-base-rule-and-the-prefill-resolution,
+docs/sglang-0.5.23.md#45-prefill-extend-publishes)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from fencecheck.vocab import ForwardMode, ResolutionRule, SharedReadEnds
@@ -32,3 +35,32 @@ def resolve_shared_read_ends(
             return SharedReadEnds.POST_REPLAY
         return SharedReadEnds.PRE_REPLAY
     return declared
+
+
+@dataclass(frozen=True)
+class PrefillSwitches:
+    """What the prefill paths' resolution and publish depend on besides the declaration: the scheduler's switches
+    and whether the speculative algorithm lets prefill publish (docs/sglang-0.5.23.md#12-switches,
+    docs/sglang-0.5.23.md#45-prefill-extend-publishes)."""
+
+    force_coarse: bool = False
+    prefill_read_done: bool = True
+    publish_allowed: bool = True
+    hierarchical_cache: bool = False
+
+
+def resolve_prefill_shared_read_ends(
+    mode: ForwardMode, ask_backend: Callable[[ForwardMode], SharedReadEnds], switches: PrefillSwitches
+) -> SharedReadEnds:
+    """``resolve_prefill_shared_read_ends``: UNKNOWN when coarse is forced, prefill read-done is switched off, or the
+    mode is not EXTEND (the backend is then not asked); else the backend's declaration for EXTEND, with no marker
+    fallback (a prefill path has no marker)."""
+    if switches.force_coarse or not switches.prefill_read_done or mode is not ForwardMode.EXTEND:
+        return SharedReadEnds.UNKNOWN
+    return ask_backend(mode)
+
+
+def prefill_publishes(resolved: SharedReadEnds, switches: PrefillSwitches) -> bool:
+    """``maybe_publish_prefill_shared_read_done``: only PRE_REPLAY publishes, and only when the algorithm allows it
+    and no hierarchical cache (HiCache storage, LMCache) is on."""
+    return resolved is SharedReadEnds.PRE_REPLAY and switches.publish_allowed and not switches.hierarchical_cache

@@ -20,6 +20,7 @@ from fencecheck.trace import (
     MailboxSet,
     Resolve,
     StreamId,
+    fresh_event,
     graph_id,
     marker_event,
     ring_event,
@@ -37,7 +38,12 @@ from fencecheck.vocab import (
 
 from .backends import AttentionBackend
 from .device import Device
-from .resolution import resolve_shared_read_ends
+from .resolution import (
+    PrefillSwitches,
+    prefill_publishes,
+    resolve_prefill_shared_read_ends,
+    resolve_shared_read_ends,
+)
 
 
 def phase_sites(phase: PhaseSpec, backend: AttentionBackend) -> dict[ReadSite, tuple[str, ...]]:
@@ -69,6 +75,13 @@ class ModelRunner:
         self.name = name
         self.shared_read_done_event: EventId | None = None
         self.shared_read_done_events = EventRing(device, name, ring_depth)
+        self._fresh = 0
+
+    def fresh_event(self) -> EventId:
+        """A new event for one publish (a runner with ``fresh_events``), numbered per model runner."""
+        event = self.device.event(fresh_event(self.name, self._fresh))
+        self._fresh += 1
+        return event
 
     def publish(self, event: EventId, point: SharedReadEnds, *, step: int, by: str) -> None:
         """Put ``event`` in the mailbox, published at ``point``; last write wins (docs/sglang-mechanism.md#publishing)."""
@@ -92,6 +105,7 @@ class CudaGraphRunner:
         streams: dict[str, StreamId],
         rule: ResolutionRule,
         is_last_shared_read_phase: Callable[[ForwardMode], bool],
+        prefill: PrefillSwitches = PrefillSwitches(),
     ):
         self.device = device
         self.spec = spec
@@ -99,6 +113,7 @@ class CudaGraphRunner:
         self.streams = streams
         self.rule = rule
         self.is_last_shared_read_phase = is_last_shared_read_phase
+        self.prefill = prefill
         self.in_graph_metadata_prep_done: EventId | None = None
         self._graphs: dict[tuple[str, str, str, int], GraphId] = {}
 
@@ -147,7 +162,8 @@ class CudaGraphRunner:
     # -- publish ----------------------------------------------------------------------------------------------
 
     def _publish_out_of_graph(self, step: int, point: SharedReadEnds) -> None:
-        event = self.model_runner.shared_read_done_events.next()
+        mr = self.model_runner
+        event = mr.fresh_event() if self.spec.fresh_events else mr.shared_read_done_events.next()
         self.device.record(event, self.streams["F"], by=self.name)
         self.model_runner.publish(event, point, step=step, by=self.name)
 
@@ -158,15 +174,20 @@ class CudaGraphRunner:
     # -- one phase --------------------------------------------------------------------------------------------
 
     def run(self, phase: PhaseSpec, backend: AttentionBackend, step: int) -> SharedReadEnds | None:
-        """Run ``phase`` for ``step``; returns the resolved publish point (None when nothing was resolved)."""
+        """Run ``phase`` for ``step``; returns the resolved publish point (None when nothing was resolved).
+
+        Per publish policy (``fencecheck.vocab.PublishPolicy``): ``resolve`` resolves before the prep and publishes
+        PRE before the launch, IN at the marker, POST after the replay; ``clear_then_resolve`` clears the mailbox
+        after the prep and then resolves and publishes as ``resolve`` does; ``prefill`` resolves with the prefill
+        rule after the prep and publishes only PRE_REPLAY, there, eager or graph alike; ``always_pre_replay``
+        publishes before every launch. Eager execution publishes only under ``prefill``."""
         dev, s, f = self.device, self.streams["S"], self.streams["F"]
         sites = phase_sites(phase, backend)
+        policy = self.spec.publish
+        graph = phase.execution is not Execution.EAGER
         resolved: SharedReadEnds | None = None
-        if phase.execution is not Execution.EAGER and self.spec.publish is PublishPolicy.RESOLVE:
-            resolved = resolve_shared_read_ends(
-                self.rule, phase.mode, backend.shared_read_ends, self.has_marker, self.is_last_shared_read_phase
-            )
-            dev.mark(Resolve(step, phase.name, phase.mode, resolved, self.name))
+        if graph and policy is PublishPolicy.RESOLVE:
+            resolved = self._resolve(phase, backend, step)
 
         # Load the batch: the out-of-graph metadata prep, on F or on the plan stream P.
         prep = f
@@ -180,13 +201,26 @@ class CudaGraphRunner:
         if joins_before:
             dev.wait_stream(f, prep, by=self.name)
 
-        if phase.execution is Execution.EAGER:
-            # Eager forward: no graph, no marker, and no publish (the fence lives in the graph runner's replay).
+        if graph and policy is PublishPolicy.CLEAR_THEN_RESOLVE:
+            # An UNKNOWN resolution must discard any earlier phase's event
+            # (docs/sglang-0.5.23.md#47-the-eagle-draft-extend-runner).
+            self.model_runner.clear(ClearReason.CLEARED_BEFORE_RESOLVE, step=step, phase=phase.name, by=self.name)
+            resolved = self._resolve(phase, backend, step)
+        if policy is PublishPolicy.PREFILL:
+            prefill = resolve_prefill_shared_read_ends(phase.mode, backend.shared_read_ends, self.prefill)
+            dev.mark(Resolve(step, phase.name, phase.mode, prefill, self.name))
+            # Right after the prep, before the forward or the replay; never clears
+            # (docs/sglang-0.5.23.md#45-prefill-extend-publishes).
+            if prefill_publishes(prefill, self.prefill):
+                self._publish_out_of_graph(step, SharedReadEnds.PRE_REPLAY)
+
+        if not graph:
+            # Eager forward: no graph, no marker; only the prefill policy publishes (above).
             for site in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER):
                 for loc in sites.get(site, ()):
                     dev.read(f, loc, step=step, phase=phase.name, site=site.value, by=self.name)
         else:
-            if self.spec.publish is PublishPolicy.ALWAYS_PRE_REPLAY or resolved is SharedReadEnds.PRE_REPLAY:
+            if policy is PublishPolicy.ALWAYS_PRE_REPLAY or resolved is SharedReadEnds.PRE_REPLAY:
                 self._publish_out_of_graph(step, SharedReadEnds.PRE_REPLAY)
             segments = phase.segments if phase.execution is Execution.BREAKABLE_GRAPH else 1
             for seg in range(segments):
@@ -201,4 +235,11 @@ class CudaGraphRunner:
         if resolved is SharedReadEnds.POST_REPLAY:
             self._publish_out_of_graph(step, SharedReadEnds.POST_REPLAY)
         # UNKNOWN publishes nothing: the mailbox keeps whatever it held (docs/sglang-mechanism.md#unknown-publishes-nothing).
+        return resolved
+
+    def _resolve(self, phase: PhaseSpec, backend: AttentionBackend, step: int) -> SharedReadEnds:
+        resolved = resolve_shared_read_ends(
+            self.rule, phase.mode, backend.shared_read_ends, self.has_marker, self.is_last_shared_read_phase
+        )
+        self.device.mark(Resolve(step, phase.name, phase.mode, resolved, self.name))
         return resolved

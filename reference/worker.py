@@ -8,6 +8,7 @@ from fencecheck.vocab import StepKind
 
 from .backends import build_backends
 from .device import Device
+from .resolution import PrefillSwitches
 from .runners import CudaGraphRunner, ModelRunner
 
 
@@ -25,6 +26,9 @@ class ModelWorker:
             if owner not in self.model_runners:
                 self.model_runners[owner] = ModelRunner(device, owner, scenario.runners[owner].ring_depth)
         last_modes = scenario.algorithm.last_shared_read_modes
+        sched = scenario.scheduler
+        prefill = PrefillSwitches(sched.force_coarse, sched.prefill_read_done,
+                                  scenario.algorithm.prefill_publish_allowed, sched.hierarchical_cache)
         self.runners = {
             name: CudaGraphRunner(
                 device,
@@ -33,6 +37,7 @@ class ModelWorker:
                 streams,
                 scenario.resolution,
                 lambda mode, _m=last_modes: mode in _m,
+                prefill,
             )
             for name, spec in scenario.runners.items()
         }

@@ -68,7 +68,8 @@ CASES = [
     Case("trace-op-is-a-list.json", "check", 2, "{path}: ops[0]: expected an object, got an array",
          make=lambda d: _ops(d).__setitem__(0, list(_ops(d)[0].values()))),
     Case("trace-op-kind-is-a-list.json", "check", 2,
-         "{path}: ops[0].op: expected one of record, wait_event, wait_stream, read, write, replay, mark, got an array",
+         "{path}: ops[0].op: expected one of record, wait_event, wait_stream, host_sync, read, write, replay, mark, "
+         "got an array",
          make=lambda d: _ops(d)[0].update(op=[_ops(d)[0]["op"]])),
     Case("trace-stream-is-a-list.json", "check", 2, "{path}: streams[0]: expected one of S, F, P, got an array",
          make=lambda d: d["streams"].__setitem__(0, [d["streams"][0]])),

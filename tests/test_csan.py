@@ -62,6 +62,20 @@ def test_wait_on_a_never_recorded_event_passes_through_for_both():
     assert csan.races(t) == _keys(t) == [("x", "p", "a", 1)]
 
 
+def test_host_sync_orders_for_both():
+    def build(d, s, f):
+        e = d.event("e")
+        d.read(f, "x", step=1, phase="p", site="a")
+        d.record(e, f)
+        d.read(f, "x", step=1, phase="p", site="b")
+        d.mark(RunBatchReturn(1))
+        d.host_sync(e)
+        d.write(s, "x", step=2)
+
+    t = _trace(build)
+    assert csan.races(t) == _keys(t) == [("x", "p", "b", 1)]
+
+
 def test_graph_traces_are_not_fed(catalog):
     t = generate(catalog["plain-decode"]).trace
     assert not csan.applicable(t) and csan.compare(t, []) == "n/a"

@@ -1,4 +1,4 @@
-"""One test per CUDA rule R1-R7 (docs/cuda-rules.md) as the simulator encodes it.
+"""One test per CUDA rule R1-R8 (docs/cuda-rules.md) as the simulator encodes it.
 
 Each test builds a tiny trace by hand on the simulator's device and asks whether a read happens before a write.
 Every test has a twin that shows the opposite outcome, so no rule test passes by ordering everything or nothing.
@@ -181,3 +181,37 @@ def test_happens_before_is_transitive_across_three_streams():
     d.write(s, "x", step=2)
     hb, (rp, rf), (w,) = _order(d)
     assert hb.hb(rp, rf) and hb.hb(rf, w) and hb.hb(rp, w)
+
+
+def test_r8_host_sync_orders_later_work_on_every_stream():
+    d, s, f, p = _dev()
+    e = d.event("e")
+    d.read(f, "x", step=1, phase="p", site="a")
+    d.record(e, f)
+    d.host_sync(e)
+    d.write(s, "x", step=2)  # issued after the host returned: after the read, with no stream wait at all
+    d.write(p, "x", step=2)
+    hb, (r,), (ws, wp) = _order(d)
+    assert hb.hb(r, ws) and hb.hb(r, wp)
+    # twin: the same without the synchronize leaves the write unordered
+    d2, s2, f2, _ = _dev()
+    e2 = d2.event("e")
+    d2.read(f2, "x", step=1, phase="p", site="a")
+    d2.record(e2, f2)
+    d2.write(s2, "x", step=2)
+    hb2, (r2,), (w2,) = _order(d2)
+    assert not hb2.hb(r2, w2)
+
+
+def test_r8_host_sync_covers_the_snapshot_only():
+    d, s, f, _ = _dev()
+    e, never = d.event("e"), d.event("never")
+    d.read(f, "x", step=1, phase="p", site="a")
+    d.record(e, f)
+    d.read(f, "x", step=1, phase="p", site="b")  # after the record: not in the snapshot the host waits for
+    d.host_sync(e)
+    d.host_sync(never)  # never recorded: completes at once, orders nothing
+    d.write(s, "x", step=2)
+    hb, (r1, r2), (w,) = _order(d)
+    assert hb.hb(r1, w)
+    assert not hb.hb(r2, w)

@@ -1,4 +1,5 @@
-"""Differential test: on random concrete scenarios the model's verdict and races equal the simulator's."""
+"""Differential test: on random concrete scenarios the model's verdict and races equal the simulator's, and the
+model's trace (its program run concretely) is the reference's, op for op."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import pytest
 from hypothesis import given, settings
 
 from fencecheck.model.check import model_check
+from fencecheck.model.concrete import concretize, layout
+from fencecheck.model.emit import emit
+from fencecheck.model.program import build
 from fencecheck.reference.check import check_scenario
+from fencecheck.reference.run import run_scenario
 from fencecheck.report import Verdict
 
 from strategies import scenarios
@@ -33,3 +38,11 @@ def test_model_equals_simulator_under_the_fine_barrier(s):
     """Every draw takes the barrier's fine path (barrier on, after run_batch, not forced coarse): the mailbox, its
     event and the markers decide each race."""
     _agree(s)
+
+
+@pytest.mark.slow
+@settings(max_examples=300)
+@given(scenarios())
+def test_model_emits_the_reference_trace(s):
+    lay = layout(s)
+    assert emit(build(concretize(s, lay)), None, s, lay) == run_scenario(s)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fencecheck.reference.check import check_scenario
-from fencecheck.scenario import AlgorithmSpec, BackendSpec, Scenario
-from fencecheck.vocab import BarrierPlacement, PlanJoin, PrepStream
+from fencecheck.scenario import BackendSpec, Scenario
+from fencecheck.vocab import BarrierPlacement, EventLoop, PlanJoin, PrepStream
 
 from strategies import LOCATIONS, scenarios
 
@@ -28,7 +28,8 @@ def _rename(s: Scenario, tag: str) -> tuple[Scenario, dict]:
         reads = {m: {site: tuple(loc[x] for x in xs) for site, xs in sites.items()} for m, sites in b.reads.items()}
         backends[bn[n]] = BackendSpec(bn[n], declares=dict(b.declares), reads=reads,
                                       children=tuple(bn[c] for c in b.children),
-                                      delegate={m: bn[c] for m, c in b.delegate.items()})
+                                      delegate={m: bn[c] for m, c in b.delegate.items()},
+                                      declares_when=dict(b.declares_when))
     runners = {rn[n]: dataclasses.replace(r, name=rn[n], mailbox=rn[r.mailbox] if r.mailbox else "")
                for n, r in s.runners.items()}
     steps = {}
@@ -37,13 +38,17 @@ def _rename(s: Scenario, tag: str) -> tuple[Scenario, dict]:
         for p in phases:
             ph[p.name] = f"{tag}phase_{p.name}"
             out.append(dataclasses.replace(p, name=ph[p.name], runner=rn[p.runner], backend=bn[p.backend],
-                                           worker_reads_after=tuple(loc[x] for x in p.worker_reads_after)))
+                                           worker_reads_after=tuple(loc[x] for x in p.worker_reads_after),
+                                           other_reads={site: tuple(loc[x] for x in xs)
+                                                        for site, xs in p.other_reads.items()}))
         steps[kind] = tuple(out)
-    algorithm = AlgorithmSpec("renamed", steps, {k: rn[v] for k, v in s.algorithm.publisher.items()},
-                              s.algorithm.last_shared_read_modes)
+    algorithm = dataclasses.replace(
+        s.algorithm, name="renamed", steps=steps, publisher={k: rn[v] for k, v in s.algorithm.publisher.items()},
+        staged_publisher=rn[s.algorithm.staged_publisher] if s.algorithm.staged_publisher else "",
+        staged_phases=tuple(ph[n] for n in s.algorithm.staged_phases))
     scheduler = dataclasses.replace(s.scheduler, writes=tuple(loc[x] for x in s.scheduler.writes))
-    return (Scenario(f"{tag}renamed", backends, runners, algorithm, scheduler, s.resolution, s.steps, s.step_kinds),
-            {"loc": loc, "phase": ph})
+    return (s.replace(name=f"{tag}renamed", backends=backends, runners=runners, algorithm=algorithm,
+                      scheduler=scheduler), {"loc": loc, "phase": ph})
 
 
 def _ids(s: Scenario) -> set:
@@ -79,7 +84,10 @@ def test_forcing_the_coarse_fence_only_takes_races_away(s):
 @settings(max_examples=100)
 @given(scenarios())
 def test_forcing_the_coarse_fence_only_takes_races_away_with_any_barrier(s):
-    """The same with the barrier off (forcing it coarse changes nothing) or at the loop top."""
+    """The same with the barrier off (forcing it coarse changes nothing), at the loop top, or in any event loop but
+    the disaggregated-prefill loop where result processing touches the forward in flight: there a coarse barrier is
+    deferred past result processing, so forcing it adds races (tests/test_release_semantics.py shows one)."""
+    assume(not (s.scheduler.loop is EventLoop.DISAGG_PREFILL and s.scheduler.results_touch_inflight))
     assert _ids(_coarse(s)) <= _ids(s)
 
 
@@ -104,7 +112,8 @@ def test_the_coarse_fence_leaves_exactly_the_unjoined_plan_stream_reads(s):
     """A coarse barrier after run_batch leaves only reads on the plan stream uncovered, and only when a phase preps
     on the plan stream without joining it before replay."""
     coarse = s.replace(scheduler=dataclasses.replace(s.scheduler, barrier=True, force_coarse=True,
-                                                     placement=BarrierPlacement.AFTER_RUN_BATCH))
+                                                     placement=BarrierPlacement.AFTER_RUN_BATCH,
+                                                     loop=EventLoop.OVERLAP))
     report = check_scenario(coarse)
     assert all(r.read_stream == "P" for r in report.races)
     phases = [p for ps in s.algorithm.steps.values() for p in ps]

@@ -71,6 +71,8 @@ def test_out_of_graph_publish_records_one_ring_event(catalog):
 
 
 def test_every_mailbox_writer_draws_from_the_ring_or_hands_over_the_marker(catalog):
+    """A publish hands over the runner's marker (IN_REPLAY) or records an event of its model runner: the next of the
+    ring, or a fresh one for a runner with ``fresh_events``."""
     for scenario in catalog.values():
         trace = run_scenario(scenario, steps=3)
         events = {e.id: e for e in trace.events}
@@ -78,7 +80,8 @@ def test_every_mailbox_writer_draws_from_the_ring_or_hands_over_the_marker(catal
             if op.point is SharedReadEnds.IN_REPLAY:
                 assert op.event == f"{op.by}.marker" and events[op.event].external, (scenario.name, op)
             else:
-                assert op.event.startswith(f"{op.owner}.ring") and not events[op.event].external, (scenario.name, op)
+                kind = "fresh" if scenario.runners[op.by].fresh_events else "ring"
+                assert op.event.startswith(f"{op.owner}.{kind}") and not events[op.event].external, (scenario.name, op)
 
 
 def test_ring_events_are_handed_out_round_robin(catalog):

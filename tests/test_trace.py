@@ -119,8 +119,8 @@ def test_an_op_that_is_a_list_is_one_line(rg):
 
 def test_an_op_tag_that_is_a_list_is_one_line(rg):
     rg["ops"][0]["op"] = ["write"]
-    assert _error(rg) == ("rg.json: ops[0].op: expected one of record, wait_event, wait_stream, read, write, replay, "
-                          "mark, got an array")
+    assert _error(rg) == ("rg.json: ops[0].op: expected one of record, wait_event, wait_stream, host_sync, read, "
+                          "write, replay, mark, got an array")
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_an_op_tag_that_is_a_list_is_one_line(rg):
         (lambda d: d["graphs"][0]["nodes"].append({"node": "record", "event": "target.ring0"}),
          "graphs[0].nodes[1].event: expected an external event for a record node, got 'target.ring0'"),
         (lambda d: d["ops"][0].update(op="teleport"),
-         'ops[0].op: expected one of record, wait_event, wait_stream, read, write, replay, mark, got a string '
+         'ops[0].op: expected one of record, wait_event, wait_stream, host_sync, read, write, replay, mark, got a string '
          '"teleport"'),
         (lambda d: d["ops"][0].update(step="one"), 'ops[0].step: expected an integer, got a string "one"'),
         (lambda d: d["ops"][0].update(step=1.0), "ops[0].step: expected an integer, got a number 1.0"),

@@ -1,6 +1,6 @@
 """Second oracle: PyTorch's CUDA stream sanitizer (``torch.cuda._sanitizer.EventHandler``) fed a trace.
 
-Its core is plain Python (per-stream vector clocks, R1-R3 and R7 as PyTorch implements them) and runs on a CPU-only
+Its core is plain Python (per-stream vector clocks, R1-R3, R7 and R8 as PyTorch implements them) and runs on a CPU-only
 torch with synthetic ids; as its own tests do, streams, events and tensors get ids from disjoint ranges (1000+,
 2000+, 3000+) so a mixed-up id cannot pass. It does not see CUDA graph replays (kernels in a graph bypass the
 dispatcher hooks), so only traces without a ``Replay`` are fed to it. ``wait_stream`` is fed as PyTorch performs
@@ -9,7 +9,7 @@ it: record a fresh event on the other stream, then wait on it (R7).
 
 from __future__ import annotations
 
-from fencecheck.trace import Read, Record, Replay, Trace, WaitEvent, WaitStream, Write
+from fencecheck.trace import HostSync, Read, Record, Replay, Trace, WaitEvent, WaitStream, Write
 
 STREAM_BASE, EVENT_BASE, TENSOR_BASE = 1000, 2000, 3000
 
@@ -49,6 +49,8 @@ def races(trace: Trace) -> list[tuple[str, str, str, int]]:
             handler._handle_event_record(events[op.event], streams[op.stream])
         elif isinstance(op, WaitEvent):
             handler._handle_event_wait(events[op.event], streams[op.stream])
+        elif isinstance(op, HostSync):
+            handler._handle_event_synchronization(events[op.event])
         elif isinstance(op, WaitStream):
             handler._handle_event_creation(next_event)
             handler._handle_event_record(next_event, streams[op.other])

@@ -1,4 +1,4 @@
-"""Happens-before of a trace by vector clocks: CUDA rules R1-R7 of docs/cuda-rules.md.
+"""Happens-before of a trace by vector clocks: CUDA rules R1-R8 of docs/cuda-rules.md.
 
 Only kernels (reads and writes) tick a stream's clock; records, waits and graph record nodes move clocks between
 streams. For a fixed host order every binding is decided by that order, so this is exact, not an approximation:
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from fencecheck.trace import (
     BARRIER_MARKS,
+    HostSync,
     InternalRecordNode,
     Mark,
     Read,
@@ -122,6 +123,12 @@ def analyze(trace: Trace) -> HappensBefore:
         elif isinstance(op, WaitStream):
             # R7: wait_stream = record a fresh event on `other` now and wait on it.
             join(op.stream, tuple(clock[op.other]), Sync(h, f"{op.stream}.wait_stream({op.other}) (op {h})"))
+        elif isinstance(op, HostSync):
+            # R8: the host blocks until the snapshot completed; everything it issues later, on any stream, follows.
+            snap = snapshot[op.event]
+            if snap is not None:
+                for s in streams:
+                    join(s, snap[0], Sync(h, f"host synchronized on {op.event} -> {snap[1].what}"))
         elif isinstance(op, Replay):
             # R6: a launch is ordered after prior work on its stream and after prior launches of the same graph.
             if op.graph in graph_done:

@@ -9,6 +9,7 @@ from fencecheck.trace import (
     EventId,
     Graph,
     GraphId,
+    HostSync,
     InternalRecordNode,
     Mark,
     Read,
@@ -73,6 +74,11 @@ class TraceDevice:
         if self._capturing(stream) is not None:
             raise FencecheckError("waits inside a capture are not part of the modelled protocol")
         self._ops.append(WaitStream(stream, other, by))
+
+    def host_sync(self, event: EventId, *, by: str = "") -> None:
+        if self._capture is not None:
+            raise FencecheckError("a host synchronize inside a capture is not part of the modelled protocol")
+        self._ops.append(HostSync(event, by))
 
     def read(self, stream: StreamId, location: str, *, step: int, phase: str, site: str, by: str = "") -> None:
         nodes = self._capturing(stream)
