@@ -17,7 +17,7 @@ from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import host_order, random_schedule, stale_reads, witness_schedule
 from fencecheck.reference.sim.races import find_races
-from fencecheck.vocab import EventLoop, PublishPolicy, ResolutionRule
+from fencecheck.vocab import PublishPolicy, ResolutionRule
 
 CATALOGS = {v: {s.name: s for s in load_catalog(v)} for v in VERSIONS}
 SCENARIOS = CATALOGS[PR_ERA]
@@ -50,7 +50,6 @@ REQUIRED_RELEASE = {
 
 #: Release scenarios whose expectation needs semantics the simulator does not give yet (event loops other than
 #: ``overlap``): expected to fail, strictly, so this set must be emptied when the loops are implemented.
-SIMULATOR_LACKS = {"loop-normal", "loop-pp", "race-disagg-prefill-claim-fails"}
 
 
 def test_catalog_covers_the_configurations_the_issue_names():
@@ -159,9 +158,7 @@ def test_release_races_name_their_condition_default_and_fix(name):
 
 
 def _params(version: str, names):
-    return [pytest.param(version, n, id=f"{version}/{n}",
-                         marks=pytest.mark.xfail(strict=True, reason="needs event-loop semantics")
-                         if version == RELEASE and n in SIMULATOR_LACKS else ()) for n in sorted(names)]
+    return [pytest.param(version, n, id=f"{version}/{n}") for n in sorted(names)]
 
 
 @pytest.mark.parametrize("version, name", [p for v in VERSIONS for p in _params(v, CATALOGS[v])])
@@ -176,13 +173,6 @@ def test_verdict_and_specific_races(version, name):
         runs_phase = {n for n in range(1, s.steps + 1) if key.phase in {p.name for p in s.algorithm.steps[s.step_kind(n)]}}
         assert {r.step for r in report.races if r.key() == key} == runs_phase
 
-
-def test_simulator_lacks_only_event_loops():
-    """The release scenarios expected to fail are exactly those whose loop is not the overlap loop's barrier or whose
-    disaggregated-prefill deferral writes before the barrier."""
-    for name in SIMULATOR_LACKS:
-        assert RELEASED[name].scheduler.loop is not EventLoop.OVERLAP
-    assert SIMULATOR_LACKS <= set(RELEASED)
 
 
 @pytest.mark.slow
