@@ -35,9 +35,9 @@ from fencecheck.vocab import (
 )
 
 from . import assumptions as A
-from .check import ModelReport, model_check
-from .concrete import layout, mode_class, pin
-from .counterexample import Counterexample, search_with
+from .check import ModelReport
+from .concrete import concretize, layout, mode_class
+from .counterexample import Counterexample, search_order, search_with
 from .program import build
 from .solver import Budget, check, fresh_context, make_solver
 from .symconfig import SITES, Bounds, make_config
@@ -204,22 +204,38 @@ def symbolic(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = B
     """(verdict, counterexample, reason) over the symbolic context family of the backend."""
     loc = bounds.locations[0]
     ctx = fresh_context()
+    return search_with(bounds, lambda b: _setup(b, facts, loc, ctx), budget, name)
 
-    def setup(b: Bounds):
-        cfg = make_config(b, ctx=ctx)
-        prog = build(cfg)
-        per_phase = []
-        uses_any = []
-        for n, step in enumerate(cfg.phases):
-            for i, p in enumerate(step):
-                u = z3.Bool(f"uses.s{n}.p{i}", ctx)
-                per_phase += [z3.Implies(u, _uses(p, facts, loc)), z3.Implies(z3.Not(u), _honest(p))]
-                uses_any.append(z3.And(p.active, u))
-        constraints = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, ASSUMED), *per_phase,
-                       z3.Or(*uses_any), prog.any_race()]
-        return cfg, prog, constraints
 
-    return search_with(bounds, setup, budget, name)
+def _setup(b: Bounds, facts: list[ModeFacts], loc: str, ctx: z3.Context):
+    """The symbolic family's query for bound ``b``: (cfg, program, constraints), a race among them."""
+    cfg = make_config(b, ctx=ctx)
+    prog = build(cfg)
+    per_phase = []
+    uses_any = []
+    for n, step in enumerate(cfg.phases):
+        for i, p in enumerate(step):
+            u = z3.Bool(f"uses.s{n}.p{i}", ctx)
+            per_phase += [z3.Implies(u, _uses(p, facts, loc)), z3.Implies(z3.Not(u), _honest(p))]
+            uses_any.append(z3.And(p.active, u))
+    constraints = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, ASSUMED), *per_phase,
+                   z3.Or(*uses_any), prog.any_race()]
+    return cfg, prog, constraints
+
+
+def symbolic_verdict(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = Budget()) -> Verdict:
+    """``symbolic``'s verdict alone (a proposed change's check needs no counterexample): the bounds in the same order,
+    each query in the same context, the first bound with a race a COUNTEREXAMPLE, the first unknown UNKNOWN."""
+    loc = bounds.locations[0]
+    ctx = fresh_context()
+    for b in search_order(bounds):
+        cfg, prog, constraints = _setup(b, facts, loc, ctx)
+        solver = make_solver(budget, ctx)
+        solver.add(*constraints)
+        verdict = check(solver).verdict
+        if verdict is not Verdict.PROVED:
+            return verdict
+    return Verdict.PROVED
 
 
 # -- catalog contexts ---------------------------------------------------------------------------------------------
@@ -268,53 +284,76 @@ class PhaseFacts:
     publisher: str  # the runner the step names
 
 
-def context_facts(s: Scenario, budget: Budget = Budget()) -> tuple[list[str], list[PhaseFacts]]:
+@dataclass(frozen=True)
+class Decision:
+    """The model's decision of one concrete context: the program run in the concrete domain (model/traces.py), the
+    same host program the symbolic proofs run, so its verdict and races are the solver's for the pinned scenario."""
+
+    report: ModelReport
+    resolved: dict  # (step, phase index) -> the publish point the phase resolves (0: none)
+    failed: tuple[str, ...]  # the named assumptions it fails, except sound_fallback and honest_declarations
+
+
+def _truth(x) -> bool:
+    return x if isinstance(x, bool) else z3.is_true(z3.simplify(x))
+
+
+def _decide(s: Scenario) -> Decision:
+    lay = layout(s)
+    cfg = concretize(s, lay)
+    prog = build(cfg)
+    races = tuple(r.race_id(s) for r in prog.reads if prog.race_of(r))
+    verdict = Verdict.COUNTEREXAMPLE if races else Verdict.PROVED
+    failed = tuple(n for n in A.BY_NAME if n not in ("sound_fallback", "honest_declarations")
+                   and not _truth(A.BY_NAME[n].build(cfg, prog)))
+    return Decision(ModelReport(s.name, lay.steps, verdict, races), dict(prog.resolved), failed)
+
+
+class Decisions:
+    """Each concrete context decided once: the same scenario (the backend swapped in, a change applied) asked again
+    gets the first answer."""
+
+    def __init__(self):
+        self._seen: dict[str, Decision] = {}
+
+    def __call__(self, s: Scenario) -> Decision:
+        key = repr(s)
+        if key not in self._seen:
+            self._seen[key] = _decide(s)
+        return self._seen[key]
+
+
+def _dishonest_context(sc: Scenario) -> bool:
+    """A backend of the context itself (not the backend under test) reads outside what its declaration covers."""
+    from .concrete import declared, read_sites
+    for kind in set(sc.step_kinds):
+        for p in sc.algorithm.steps[kind]:
+            if p.backend.startswith(PREFIX):
+                continue
+            d = declared(sc, p.backend, p.mode)
+            sites = read_sites(sc, p.backend, p.mode)
+            if any(locs and SITES[i] not in COVERED_SITES[d] for i, locs in sites.items()):
+                return True
+    return False
+
+
+def context_facts(s: Scenario, decide: Callable[[Scenario], Decision] | None = None
+                  ) -> tuple[list[str], list[PhaseFacts]]:
     """(the named assumptions ``s`` fails, the phases as the model resolves them). ``sound_fallback`` counts as
     failed only where the rule changes a publish point; ``honest_declarations`` only for the context's own
     backends (the backend under test is judged by its own facts)."""
-    def solve(sc: Scenario):
-        ctx = fresh_context()
-        lay = layout(sc)
-        cfg = make_config(lay.bounds(sc), ctx=ctx)
-        prog = build(cfg)
-        solver = make_solver(budget, ctx)
-        solver.add(*cfg.domain, *prog.constraints, *pin(cfg, sc, lay))
-        a = check(solver)
-        if a.verdict is not Verdict.COUNTEREXAMPLE:  # sat = the configuration exists
-            return None
-        m = solver.model()
-        resolved = {k: m.eval(v, model_completion=True).as_long() for k, v in prog.resolved.items()}
-        failed = [n for n in A.BY_NAME if n not in ("sound_fallback", "honest_declarations")
-                  and not z3.is_true(m.eval(A.BY_NAME[n].build(cfg, prog), model_completion=True))]
-        if n_dishonest(sc):
-            failed.append("honest_declarations")
-        return resolved, failed
-
-    def n_dishonest(sc: Scenario) -> bool:
-        from .concrete import declared, read_sites
-        for kind in set(sc.step_kinds):
-            for p in sc.algorithm.steps[kind]:
-                if p.backend.startswith(PREFIX):
-                    continue
-                d = declared(sc, p.backend, p.mode)
-                sites = read_sites(sc, p.backend, p.mode)
-                if any(locs and SITES[i] not in COVERED_SITES[d] for i, locs in sites.items()):
-                    return True
-        return False
-
-    got = solve(s)
-    if got is None:
-        return ["(the model found no run of this scenario)"], []
-    resolved, failed = got
-    if s.resolution is not RULE:
-        other = solve(s.replace(resolution=RULE))
-        if other is None or other[0] != resolved:
-            failed.insert(1, "sound_fallback")
+    decide = decide or _decide
+    got = decide(s)
+    failed = list(got.failed)
+    if _dishonest_context(s):
+        failed.append("honest_declarations")
+    if s.resolution is not RULE and decide(s.replace(resolution=RULE)).resolved != got.resolved:
+        failed.append("sound_fallback")
     phases = []
     for n in range(1, s.steps + 1):
         kind = s.step_kind(n)
         for i, p in enumerate(s.algorithm.steps[kind]):
-            r = resolved.get((n, i), 0)
+            r = got.resolved.get((n, i), 0)
             phases.append(PhaseFacts(n, kind.value, p.name, p.runner, p.mode, p.backend,
                                      SharedReadEnds(r) if r else None, s.algorithm.publisher[kind]))
     order = list(A.BY_NAME)
@@ -369,7 +408,11 @@ class Context:
 
 
 def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget: Budget = Budget(),
-                     tick: Callable[[str], None] | None = None, examine: bool = True) -> list[Context]:
+                     tick: Callable[[str], None] | None = None, examine: bool = True,
+                     decide: Callable[[Scenario], Decision] | None = None) -> list[Context]:
+    """Every catalog scenario with a phase in a mode of ``facts``, the backend swapped in and decided by the model
+    (``decide``: a ``Decisions`` shared across the report and its advice, so no context is decided twice)."""
+    decide = decide or Decisions()
     modes = {f.mode for f in facts}
     out = []
     for s in catalog:
@@ -378,9 +421,9 @@ def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget:
             continue
         own = s.expect.verdict if s.expect is not None else Verdict.PROVED
         races = s.expect.races if s.expect is not None else ()
-        c = Context(s.name, model_check(swapped, budget=budget), own, races, swapped=swapped)
+        c = Context(s.name, decide(swapped).report, own, races, swapped=swapped)
         if examine:
-            c.failed, c.phases = context_facts(swapped, budget)
+            c.failed, c.phases = context_facts(swapped, decide)
         out.append(c)
         if tick is not None:
             tick(s.name)
@@ -474,10 +517,10 @@ class VerifyReport:
         return self.verdict is Verdict.PROVED and all(c.safe for c in self.contexts)
 
 
-def _check(b, catalog, bounds, budget) -> Check:
+def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None) -> Check:
     facts = mode_facts(b)
-    verdict, _, _ = symbolic(facts, bounds, budget, "verify-advice")
-    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False))
+    verdict = symbolic_verdict(facts, bounds, budget)
+    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide))
 
 
 def _implicated(report: "VerifyReport") -> set[ForwardMode]:
@@ -499,16 +542,18 @@ def _implicated(report: "VerifyReport") -> set[ForwardMode]:
 
 
 def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BOUNDS, budget: Budget = Budget(),
-           tick: Callable[[str], None] | None = None) -> list[Advice]:
+           tick: Callable[[str], None] | None = None,
+           decide: Callable[[Scenario], Decision] | None = None) -> list[Advice]:
     """The smallest verified change for every race the backend brings, and for every declaration later than its
     reads need; else the component that must change."""
     out: list[Advice] = []
     racing = report.verdict is not Verdict.PROVED or any(not c.safe for c in report.contexts)
     tried: dict[str, Check] = {}
+    decide = decide or Decisions()
 
     def verified(label: str, cand) -> Check:
         if label not in tried:
-            tried[label] = _check(cand, catalog, bounds, budget)
+            tried[label] = _check(cand, catalog, bounds, budget, decide)
             if tick is not None:
                 tick(label)
         return tried[label]
@@ -593,7 +638,8 @@ def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds
         report.verdict, report.reason = Verdict.UNKNOWN, "the backend declares and reads nothing"
     if tick is not None:
         tick("symbolic")
-    report.contexts = catalog_contexts(b, facts, catalog, budget, tick)
+    decide = Decisions()
+    report.contexts = catalog_contexts(b, facts, catalog, budget, tick, decide=decide)
     report.findings = child_findings(b, facts)
     for f in facts:
         for site, loc in f.outside():
@@ -601,5 +647,5 @@ def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds
             report.findings.append(f"{f.mode.value}: {who} reads {loc} at {site.value}, outside what "
                                    f"{f.declared.name} (declared by {f.declared_by}) covers")
     if advice:
-        report.advice = advise(b, report, catalog, bounds, budget, tick)
+        report.advice = advise(b, report, catalog, bounds, budget, tick, decide)
     return report
