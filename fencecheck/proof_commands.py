@@ -141,7 +141,8 @@ def verify_json(report, explained: dict) -> dict:
                      else _explanation(_symbolic_race(ce))},
         "contexts": [{"scenario": c.scenario, "verdict": c.report.verdict.value, "safe": c.safe,
                       "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
-                      "races_with_any_backend": bool(c.any_backend),
+                      "races_with_any_backend": c.races_anyway,
+                      "component_change": None if c.component is None else c.component.to_dict(),
                       "races": [r.to_dict() for r in sorted(set(c.report.races), key=_race_order)],
                       "brought": [{**r.to_dict(), "phase_facts": _phase_text(report, c, r),
                                    "readers": list(_readers(report, c, r)),
@@ -154,7 +155,8 @@ def verify_json(report, explained: dict) -> dict:
                         "safe": a.check.safe, "symbolic": a.check.symbolic.value,
                         "contexts": len(a.check.contexts) + 1,
                         "racing": [c.scenario for c in a.check.contexts if not c.safe],
-                        "text": a.check.text()}} for a in report.advice],
+                        "text": a.check.text()},
+                    "component": None if a.component is None else a.component.to_dict()} for a in report.advice],
         "safe": report.safe,
     }
 
@@ -226,14 +228,18 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
     out.write(f"catalog contexts: {len(report.contexts)} scenarios with a phase in a mode it covers\n")
     for c in report.contexts:
         own = c.own_verdict is not Verdict.PROVED
-        status = c.report.verdict.text if not own else ("its reads safe" if c.safe else "COUNTEREXAMPLE")
-        if c.any_backend and c.report.verdict is Verdict.COUNTEREXAMPLE:
-            status = ("races with any backend: " + ", ".join(f"fails {n}" for n in c.any_backend)
-                      + "; the scheduler must change")
+        status = c.report.verdict.text if not own else ("adds no race" if c.safe else "COUNTEREXAMPLE")
+        if c.races_anyway:
+            status = "races with any backend" if c.safe else "COUNTEREXAMPLE: races with any backend"
         out.write(f"  {c.scenario}: {status}")
         if c.failed:
             out.write(f"  [outside the symbolic proof: fails {', '.join(c.failed)}]")
         out.write("\n")
+        if c.races_anyway:
+            locs = sorted({loc for f in report.modes for locs in f.sites.values() for loc in locs})
+            out.write(f"    every backend that reads {'/'.join(locs)} races here (each read site, each declaration "
+                      f"tried); " + (c.component.text() if c.component is not None
+                                     else "no named assumption it fails names the component to change") + "\n")
         if own:
             kept = ("; ".join(sorted({r.place().text() for r in c.kept}))
                     or "none (its racing reads were this backend's)")

@@ -65,10 +65,6 @@ COMPONENT = {
 }
 
 
-#: Assumptions without which every read of shared state races, whatever the backend declares: with the barrier off,
-#: or applied at the loop top (after the scheduler's writes), no event orders any read before the next write.
-ANY_BACKEND = ("barrier_on", "barrier_after_run_batch")
-
 
 # -- the backend's facts ------------------------------------------------------------------------------------------
 
@@ -371,6 +367,8 @@ class Context:
     failed: list[str] = field(default_factory=list)  # the named assumptions it fails
     phases: list[PhaseFacts] = field(default_factory=list)
     swapped: Scenario | None = None  # the scenario with the backend swapped in (for the simulator's explanation)
+    races_anyway: bool = False  # every stand-in backend's reads race here too (``races_whatever_the_backend``)
+    component: "ComponentChange | None" = None  # where ``races_anyway``: the change outside the backend, verified
 
     @property
     def brought(self) -> tuple[RaceId, ...]:
@@ -388,15 +386,14 @@ class Context:
         return tuple(r for r in sorted(set(self.report.races), key=_order) if r.place() in own)
 
     @property
-    def any_backend(self) -> list[str]:
-        """The failed assumptions under which every read of shared state races, whatever backend makes it."""
-        return [n for n in self.failed if n in ANY_BACKEND]
-
-    @property
     def safe(self) -> bool:
-        """The backend brings no race here: the context's own races are the context's, and where every read races
-        whatever the backend (``any_backend``) the backend is not at fault."""
-        return self.report.verdict is not Verdict.UNKNOWN and (not self.brought or bool(self.any_backend))
+        """The backend brings no race here: the context's own races are the context's, and in a context that races
+        on its own where every backend's reads race (``races_anyway``) the backend is not at fault. In a context
+        race-free on its own, a race the backend brings counts even where every backend's reads would race: the
+        context must change before this backend can run there (``component``)."""
+        if self.report.verdict is Verdict.UNKNOWN:
+            return False
+        return not self.brought or (self.races_anyway and self.own_verdict is Verdict.COUNTEREXAMPLE)
 
     @property
     def covered(self) -> bool:
@@ -409,9 +406,12 @@ class Context:
 
 def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget: Budget = Budget(),
                      tick: Callable[[str], None] | None = None, examine: bool = True,
-                     decide: Callable[[Scenario], Decision] | None = None) -> list[Context]:
+                     decide: Callable[[Scenario], Decision] | None = None,
+                     anyway: Mapping[str, bool] | None = None) -> list[Context]:
     """Every catalog scenario with a phase in a mode of ``facts``, the backend swapped in and decided by the model
-    (``decide``: a ``Decisions`` shared across the report and its advice, so no context is decided twice)."""
+    (``decide``: a ``Decisions`` shared across the report and its advice, so no context is decided twice).
+    ``anyway``: ``races_anyway`` per scenario when known (it depends on the modes and locations the backend reads,
+    which no proposed change alters); else found for each examined context."""
     decide = decide or Decisions()
     modes = {f.mode for f in facts}
     out = []
@@ -422,12 +422,202 @@ def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget:
         own = s.expect.verdict if s.expect is not None else Verdict.PROVED
         races = s.expect.races if s.expect is not None else ()
         c = Context(s.name, decide(swapped).report, own, races, swapped=swapped)
+        if anyway is not None:
+            c.races_anyway = anyway.get(s.name, False)
         if examine:
             c.failed, c.phases = context_facts(swapped, decide)
+            if anyway is None and ours(swapped, c.report.races):
+                c.races_anyway = races_whatever_the_backend(s, b, facts, decide)
+            if c.races_anyway:
+                c.component = component_change(swapped, c.failed, decide, s.name)
         out.append(c)
         if tick is not None:
             tick(s.name)
     return out
+
+
+# -- contexts that race whatever the backend does ------------------------------------------------------------------
+
+
+def ours(s: Scenario, races) -> tuple[RaceId, ...]:
+    """The races among ``races`` at a read of the backend under test (sorted, each once)."""
+    out = set()
+    sites = {site.value for site in ReadSite}
+    for r in races:
+        if r.site not in sites:
+            continue  # a worker's read, not the backend's
+        p = next((p for p in s.algorithm.steps[s.step_kind(r.step)] if p.name == r.phase), None)
+        if p is not None and p.backend.startswith(PREFIX):
+            out.add(r)
+    return tuple(sorted(out, key=_order))
+
+
+#: The declarations a stand-in backend is tried with: every value, UNKNOWN (publish nothing) included.
+STAND_IN_DECLARATIONS = (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY,
+                         SharedReadEnds.UNKNOWN)
+
+
+def stand_ins(b, facts: list[ModeFacts]) -> list[BackendSpec]:
+    """The backends that could replace ``b`` and still read what it reads: in every mode ``b`` speaks for, every
+    location it reads there, all at one site, with one declaration; every site and every declaration. Reading at
+    fewer sites never adds a race (each read races or not on its own), so these are the least a backend that reads
+    those locations can do."""
+    out = []
+    for site in SITES:
+        for d in STAND_IN_DECLARATIONS:
+            reads = {f.mode.value: {site: tuple(sorted({loc for locs in f.sites.values() for loc in locs}))}
+                     for f in facts if f.sites}
+            out.append(BackendSpec(_root(b), declares={f.mode: d for f in facts}, reads=reads))
+    return out
+
+
+def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
+                               decide: Callable[[Scenario], "Decision"]) -> bool:
+    """Catalog scenario ``s`` races at a phase of the backend whatever backend runs there: with every stand-in
+    (``stand_ins``) swapped in, the model finds a race at one of the stand-in's own reads."""
+    modes = {f.mode for f in facts}
+    for alt in stand_ins(b, facts):
+        sc = swap_into(s, alt, modes)
+        if sc is None or not ours(sc, decide(sc).report.races):
+            return False
+    return True
+
+
+# -- changes outside the backend -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ComponentChange:
+    """A change to a component of the context other than the backend, restoring the named assumptions it fails,
+    and what the model finds with it: the races left at the backend's phases (none: verified)."""
+
+    scenario: str
+    assumptions: tuple[str, ...]
+    component: str  # the scheduler, the algorithm, the runner, the worker
+    change: str  # the change, in SGLang's terms
+    races: tuple[RaceId, ...]  # the races at the backend's phases with the change made
+
+    @property
+    def verified(self) -> bool:
+        return not self.races
+
+    def text(self) -> str:
+        head = f"{self.component} must change: {self.change}"
+        if self.verified:
+            return f"{head}; verified: with it no read of this backend races in {self.scenario}"
+        left = "; ".join(sorted({r.place().text() for r in self.races}))
+        return f"{head}; not enough: with it this backend's reads still race in {self.scenario} at {left}"
+
+    def to_dict(self) -> dict:
+        return {"scenario": self.scenario, "assumptions": list(self.assumptions), "component": self.component,
+                "change": self.change, "verified": self.verified, "races": [r.to_dict() for r in self.races]}
+
+
+def _reads_shared(s: Scenario, p) -> bool:
+    from .concrete import read_sites
+    return any(read_sites(s, p.backend, p.mode).values()) or bool(p.worker_reads_after)
+
+
+def _last_readers(s: Scenario):
+    """(step kind, index, phase) of each step kind's last phase that reads shared state."""
+    out = []
+    for kind in dict.fromkeys(s.step_kinds):
+        phases = s.algorithm.steps[kind]
+        last = [i for i, p in enumerate(phases) if _reads_shared(s, p)]
+        if last:
+            out.append((kind, last[-1], phases[last[-1]]))
+    return out
+
+
+def _set_phase(s: Scenario, kind, i: int, **changes) -> Scenario:
+    steps = dict(s.algorithm.steps)
+    phases = list(steps[kind])
+    phases[i] = dataclasses.replace(phases[i], **changes)
+    steps[kind] = tuple(phases)
+    return s.replace(algorithm=dataclasses.replace(s.algorithm, steps=steps))
+
+
+def _fix(s: Scenario, name: str, decision: "Decision"):
+    """(component, change, scenario with the change made) restoring assumption ``name`` in ``s``; None where no
+    change of the context's own is known (another backend's declaration is the backend author's, not SGLang's)."""
+    from fencecheck.vocab import BarrierPlacement, Execution, PlanJoin, PrepStream, PublishPolicy
+
+    if name == "barrier_on":
+        return "the scheduler", "turn the WAR barrier on", s.replace(
+            scheduler=dataclasses.replace(s.scheduler, barrier=True))
+    if name == "barrier_after_run_batch":
+        return "the scheduler", "apply the WAR barrier right after run_batch returns", s.replace(
+            scheduler=dataclasses.replace(s.scheduler, placement=BarrierPlacement.AFTER_RUN_BATCH))
+    if name == "sound_fallback":
+        return ("the runner", "resolve IN_REPLAY on a runner without its marker to POST_REPLAY (resolution "
+                f"{RULE.value})", s.replace(resolution=RULE))
+    if name == "named_runner_is_last_reader":
+        publisher = dict(s.algorithm.publisher)
+        said = []
+        for kind, _, p in _last_readers(s):
+            if publisher[kind] != p.runner:
+                publisher[kind] = p.runner
+                said.append(f"{p.runner} in {kind.value} steps (the runner of {p.name}, the step's last reading "
+                            "phase)")
+        return ("the algorithm", "set last_shared_read_runner to " + ", ".join(said),
+                s.replace(algorithm=dataclasses.replace(s.algorithm, publisher=publisher)))
+    if name == "plan_stream_joined_before_replay":
+        said, out = [], s
+        for kind, phases in s.algorithm.steps.items():
+            for i, p in enumerate(phases):
+                if p.prep_stream is PrepStream.PLAN and p.plan_join is not PlanJoin.BEFORE_REPLAY:
+                    out = _set_phase(out, kind, i, plan_join=PlanJoin.BEFORE_REPLAY)
+                    said.append(f"{p.name} ({kind.value} steps)")
+        return ("the runner", "join the plan stream into F before the launch (F.wait_stream(P)) in "
+                + ", ".join(said), out)
+    if name == "last_reader_resolves":
+        runners, said = dict(s.runners), []
+        for kind, _, p in _last_readers(s):
+            r = runners[p.runner]
+            if r.publish is not PublishPolicy.RESOLVE and not p.clear_mailbox_after:
+                runners[p.runner] = dataclasses.replace(r, publish=PublishPolicy.RESOLVE)
+                said.append(f"runner {p.runner} (of {p.name}, {kind.value} steps)")
+        return ("the runner", "publish by resolving the backend's declaration (publish = resolve): "
+                + ", ".join(dict.fromkeys(said)), s.replace(runners=runners))
+    if name in ("last_reader_publishes", "worker_reads_cleared"):
+        said, out = [], s
+        for kind, i, p in _last_readers(s):
+            if p.clear_mailbox_after:
+                continue
+            steps = [n for n in range(1, s.steps + 1) if s.step_kind(n) is kind]
+            silent = p.execution is Execution.EAGER or any(
+                decision.resolved.get((n, i), 0) == int(SharedReadEnds.UNKNOWN) for n in steps)
+            if (silent if name == "last_reader_publishes" else bool(p.worker_reads_after)):
+                out = _set_phase(out, kind, i, clear_mailbox_after=True)
+                said.append(f"{p.name} ({kind.value} steps, runner {p.runner})")
+        return ("the worker", "clear the runner's mailbox after the step's last reading phase "
+                "(clear_mailbox_after): " + ", ".join(said), out)
+    return None
+
+
+def component_change(s: Scenario, failed: list[str], decide: Callable[[Scenario], "Decision"], name: str
+                     ) -> ComponentChange | None:
+    """The smallest change outside the backend that the model verifies in ``s`` (the backend swapped in): each
+    failed assumption's change alone, in the order of model/assumptions.py, then all of them together; else the
+    change of all of them with the races it leaves. None if ``s`` fails no assumption that names such a change."""
+    decision = decide(s)
+    fixes = [(n, f) for n in failed if (f := _fix(s, n, decision)) is not None]
+    if not fixes:
+        return None
+    tried = []
+    for n, (component, change, fixed) in fixes:
+        cc = ComponentChange(name, (n,), component, change, ours(fixed, decide(fixed).report.races))
+        if cc.verified:
+            return cc
+        tried.append(cc)
+    if len(fixes) == 1:
+        return tried[0]
+    both = s
+    for n, _ in fixes:
+        both = _fix(both, n, decide(both))[2]
+    return ComponentChange(name, tuple(n for n, _ in fixes),
+                           " and ".join(dict.fromkeys(c for _, (c, _, _) in fixes)),
+                           "; ".join(ch for _, (_, ch, _) in fixes), ours(both, decide(both).report.races))
 
 
 # -- advice -------------------------------------------------------------------------------------------------------
@@ -459,10 +649,13 @@ class Check:
 class Advice:
     change: str  # the change, in SGLang's terms
     why: str  # what it is for
-    check: Check | None  # its verification (None: a change outside the backend, not verifiable here)
+    check: Check | None  # its verification (None: no change to the backend is offered)
+    component: ComponentChange | None = None  # the change outside the backend, and what the model finds with it
 
     def text(self) -> str:
         tail = f": {self.check.text()}" if self.check is not None else ""
+        if self.component is not None:
+            tail += f"; {self.component.text()}"
         return f"{self.change}{tail} ({self.why})"
 
 
@@ -517,10 +710,15 @@ class VerifyReport:
         return self.verdict is Verdict.PROVED and all(c.safe for c in self.contexts)
 
 
-def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None) -> Check:
+def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None,
+           anyway: Mapping[str, bool] | None = None) -> Check:
     facts = mode_facts(b)
     verdict = symbolic_verdict(facts, bounds, budget)
-    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide))
+    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway))
+
+
+def _locations(report: "VerifyReport") -> list[str]:
+    return sorted({loc for f in report.modes for locs in f.sites.values() for loc in locs})
 
 
 def _implicated(report: "VerifyReport") -> set[ForwardMode]:
@@ -550,10 +748,11 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
     racing = report.verdict is not Verdict.PROVED or any(not c.safe for c in report.contexts)
     tried: dict[str, Check] = {}
     decide = decide or Decisions()
+    anyway = {c.scenario: c.races_anyway for c in report.contexts}
 
     def verified(label: str, cand) -> Check:
         if label not in tried:
-            tried[label] = _check(cand, catalog, bounds, budget, decide)
+            tried[label] = _check(cand, catalog, bounds, budget, decide, anyway)
             if tick is not None:
                 tick(label)
         return tried[label]
@@ -614,9 +813,15 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
     fixed = [a for a in out if a.check is not None and a.check.safe]
     if racing and not fixed:
         for c in report.contexts:
-            if c.safe:
+            if c.safe or c.swapped is None:
                 continue
-            if c.failed:
+            cc = component_change(c.swapped, c.failed, decide, c.scenario) if c.failed else None
+            if cc is not None:
+                said = ("no change to this backend fixes it: every backend that reads " + "/".join(_locations(report))
+                        + " races there (each read site, each declaration tried)" if c.races_anyway
+                        else "no change to this backend alone is verified to fix it")
+                out.append(Advice(f"{c.scenario}: {said}", "the context fails " + ", ".join(c.failed), None, cc))
+            elif c.failed:
                 parts = "; ".join(f"{n}: {COMPONENT[n]}" for n in c.failed if n in COMPONENT)
                 out.append(Advice(f"{c.scenario}: no change to this backend alone is verified to fix it; change "
                                   f"{parts}", "the context fails " + ", ".join(c.failed), None))
