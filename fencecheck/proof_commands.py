@@ -124,6 +124,7 @@ def verify_json(report, explained: dict) -> dict:
     from .model.verify import ASSUMED, RULE
 
     ce = report.counterexample
+    race = None if ce is None else _symbolic_race(ce)
     return {
         "backend": report.backend,
         "modes": [{"mode": f.mode.value, "declares": f.declared.name, "declared_by": f.declared_by,
@@ -137,8 +138,7 @@ def verify_json(report, explained: dict) -> dict:
                                 "runners": report.bounds.runners},
                      "reason": report.reason,
                      "races": [] if ce is None else [RaceId(*r).to_dict() for r in ce.races],
-                     "explanation": None if ce is None or _symbolic_race(ce) is None
-                     else _explanation(_symbolic_race(ce))},
+                     "explanation": None if race is None else _explanation(race)},
         "contexts": [{"scenario": c.scenario, "verdict": c.report.verdict.value, "safe": c.safe,
                       "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
                       "races_with_any_backend": c.races_anyway,
@@ -172,6 +172,12 @@ def cmd_verify(args, out: TextIO) -> int:
     from .scenario_io import dump, load_backend
 
     backend = load_backend(args.backend)
+    from .errors import ScenarioError
+    from .model.verify import mode_facts
+
+    if not mode_facts(backend):
+        raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
+                                              "(expected declares, reads, children or delegate)")
     catalog = load_catalog()
     bar = None
     err = getattr(args, "err", sys.stderr)
@@ -195,7 +201,7 @@ def cmd_verify(args, out: TextIO) -> int:
         _verify_text(args, report, explain_contexts(report), out, RULE, ASSUMED)
     if report.safe:
         return EXIT_OK
-    brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought for c in report.contexts)
+    brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought and not c.safe for c in report.contexts)
     return EXIT_RACE if brought else EXIT_UNKNOWN
 
 
@@ -212,6 +218,8 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
     out.write(f"symbolic contexts ({report.bounds.text()}): ")
     if report.verdict is Verdict.PROVED:
         out.write(f"proved race-free {under}\n")
+        if args.out:
+            out.write(f"  no counterexample: {args.out} not written\n")
     elif report.verdict is Verdict.UNKNOWN:
         out.write(f"UNKNOWN ({report.reason})\n")
     else:

@@ -327,3 +327,20 @@ def test_a_component_change_that_is_not_enough_says_what_still_races():
     assert not cc.verified
     assert cc.text() == ("the scheduler must change: turn the WAR barrier on; not enough: with it this backend's reads "
                          "still race in barrier-disabled at req_to_token@decode/in_graph_after_marker")
+
+
+def test_a_backend_that_speaks_for_no_mode_is_bad_input(tmp_path):
+    bad = tmp_path / "empty.toml"
+    bad.write_text('name = "x"\n')
+    code, out, err = run("verify", str(bad))
+    assert code == 2 and out == ""
+    assert err == f"fencecheck: error: {bad}: the backend declares and reads nothing in any mode: nothing to verify " \
+                  "(expected declares, reads, children or delegate)\n"
+
+
+def test_verify_help_gives_its_own_exit_codes():
+    code, out, _ = run("verify", "--help")
+    assert code == 0
+    assert "  1  race / counterexample the backend brings (in the symbolic family or a catalog context)\n" in out
+    assert "racing with any backend, with the component that must change" in out
+    assert "--out FILE.toml, -o FILE.toml" in out
