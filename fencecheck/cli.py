@@ -416,6 +416,9 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
                    help="write the symbolic counterexample as a scenario here, if there is one (replay it with "
                         "fencecheck check FILE.toml --witness)")
     p.add_argument("--json", action="store_true", help="machine-readable report (docs/verify.md)")
+    p.add_argument("--jobs", "-j", type=_positive, default=None, metavar="N",
+                   help="worker processes for the symbolic checks of the proposed changes (default: the CPUs); the "
+                        "report is the same for any N")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_verify, **_outputs(("out", False)))
 

@@ -234,6 +234,43 @@ def symbolic_verdict(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Bu
     return Verdict.PROVED
 
 
+class SymbolicVerdicts:
+    """``symbolic_verdict`` of each proposed change's facts, each asked once. With ``jobs`` > 1 the facts asked for
+    in advance (``prefetch``) are decided in that many worker processes; every query is built in a fresh context
+    there as here, so the verdicts are the same for any ``jobs``."""
+
+    def __init__(self, bounds: Bounds = BOUNDS, budget: Budget = Budget(), jobs: int = 1):
+        self.bounds, self.budget, self.jobs = bounds, budget, jobs
+        self._done: dict[str, Verdict] = {}
+        self._pending: dict = {}
+        self._pool = None
+
+    def prefetch(self, many: list[list[ModeFacts]]) -> None:
+        todo = {repr(f): f for f in many if repr(f) not in self._done and repr(f) not in self._pending}
+        if self.jobs <= 1 or len(todo) < 2:
+            return
+        import multiprocessing
+
+        self._pool = multiprocessing.get_context("spawn").Pool(min(self.jobs, len(todo)))
+        for key, facts in todo.items():
+            self._pending[key] = self._pool.apply_async(symbolic_verdict, (facts, self.bounds, self.budget))
+
+    def __call__(self, facts: list[ModeFacts]) -> Verdict:
+        key = repr(facts)
+        if key not in self._done:
+            pending = self._pending.pop(key, None)
+            self._done[key] = (pending.get() if pending is not None
+                               else symbolic_verdict(facts, self.bounds, self.budget))
+        return self._done[key]
+
+    def close(self) -> None:
+        """Stop the workers (those still deciding a change that was not needed after all)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+
 # -- catalog contexts ---------------------------------------------------------------------------------------------
 
 PREFIX = "verify:"
@@ -711,9 +748,9 @@ class VerifyReport:
 
 
 def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None,
-           anyway: Mapping[str, bool] | None = None) -> Check:
+           anyway: Mapping[str, bool] | None = None, verdicts: SymbolicVerdicts | None = None) -> Check:
     facts = mode_facts(b)
-    verdict = symbolic_verdict(facts, bounds, budget)
+    verdict = verdicts(facts) if verdicts is not None else symbolic_verdict(facts, bounds, budget)
     return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway))
 
 
@@ -741,9 +778,11 @@ def _implicated(report: "VerifyReport") -> set[ForwardMode]:
 
 def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BOUNDS, budget: Budget = Budget(),
            tick: Callable[[str], None] | None = None,
-           decide: Callable[[Scenario], Decision] | None = None) -> list[Advice]:
+           decide: Callable[[Scenario], Decision] | None = None, verdicts: SymbolicVerdicts | None = None,
+           plan: list | None = None) -> list[Advice]:
     """The smallest verified change for every race the backend brings, and for every declaration later than its
-    reads need; else the component that must change."""
+    reads need; else the component that must change. ``plan``: collect the facts of every change that could be
+    checked (each taken as unsafe, so none stops the search) instead of checking them."""
     out: list[Advice] = []
     racing = report.verdict is not Verdict.PROVED or any(not c.safe for c in report.contexts)
     tried: dict[str, Check] = {}
@@ -751,8 +790,11 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
     anyway = {c.scenario: c.races_anyway for c in report.contexts}
 
     def verified(label: str, cand) -> Check:
+        if plan is not None:
+            plan.append(mode_facts(cand))
+            return Check(Verdict.UNKNOWN, [])
         if label not in tried:
-            tried[label] = _check(cand, catalog, bounds, budget, decide, anyway)
+            tried[label] = _check(cand, catalog, bounds, budget, decide, anyway, verdicts)
             if tick is not None:
                 tick(label)
         return tried[label]
@@ -832,8 +874,9 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
 
 
 def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds = BOUNDS,
-           tick: Callable[[str], None] | None = None, advice: bool = True) -> VerifyReport:
-    """Check backend ``b`` (a ``scenario_io.BackendFile`` or a lone ``BackendSpec``) in every context."""
+           tick: Callable[[str], None] | None = None, advice: bool = True, jobs: int = 1) -> VerifyReport:
+    """Check backend ``b`` (a ``scenario_io.BackendFile`` or a lone ``BackendSpec``) in every context. ``jobs``:
+    worker processes for the symbolic checks of the proposed changes (the report is the same for any number)."""
     facts = mode_facts(b)
     report = VerifyReport(_root(b), facts, bounds=bounds)
     if facts:
@@ -852,5 +895,13 @@ def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds
             report.findings.append(f"{f.mode.value}: {who} reads {loc} at {site.value}, outside what "
                                    f"{f.declared.name} (declared by {f.declared_by}) covers")
     if advice:
-        report.advice = advise(b, report, catalog, bounds, budget, tick, decide)
+        verdicts = SymbolicVerdicts(bounds, budget, jobs)
+        try:
+            if jobs > 1:
+                wanted: list = []
+                advise(b, report, catalog, bounds, budget, None, decide, plan=wanted)
+                verdicts.prefetch(wanted)
+            report.advice = advise(b, report, catalog, bounds, budget, tick, decide, verdicts)
+        finally:
+            verdicts.close()
     return report

@@ -344,3 +344,12 @@ def test_verify_help_gives_its_own_exit_codes():
     assert "  1  race / counterexample the backend brings (in the symbolic family or a catalog context)\n" in out
     assert "racing with any backend, with the component that must change" in out
     assert "--out FILE.toml, -o FILE.toml" in out
+
+
+@pytest.mark.slow
+def test_the_advice_is_the_same_with_worker_processes():
+    bf = load_backend(EXAMPLES / "over-declared-backend.toml")
+    cat = catalog("dspark", "plain-decode")
+    one, two = verify(bf, cat, bounds=SMALL, jobs=1), verify(bf, cat, bounds=SMALL, jobs=2)
+    assert [a.text() for a in two.advice] == [a.text() for a in one.advice]
+    assert two.advice[0].change == "declare IN_REPLAY for TARGET_VERIFY" and two.advice[0].check.safe
