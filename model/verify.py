@@ -5,14 +5,17 @@ be honest) in which some phases run this backend, with its declaration and reads
 phases run any honest backend. The family fixes the resolution rule to ``declaration_only_post_fallback``
 (``sound_fallback``).
 
-Catalog contexts: every catalog scenario with this backend swapped into every phase whose mode it covers, each with
-the named assumptions it fails (where the symbolic proof says nothing) and the races it has on its own (catalog
-verdict counterexample) told apart from the races the backend brings.
+Catalog contexts: every catalog scenario with this backend swapped into every phase whose mode it covers, decided by
+the model's host program run on the scenario's values, each with the named assumptions it fails (where the symbolic
+proof says nothing) and the races it has on its own (catalog verdict counterexample) told apart from the races the
+backend brings. Where the backend's reads race, the context is also run with every stand-in backend (the same
+locations at one site, one declaration): when all of them race too, the context races whatever the backend does, and
+the change outside the backend that its failed assumptions point at is made and verified on the same context.
 
 Advice: for every race the backend brings, and for every declaration later than its reads need, the smallest change
 to the backend (an earlier or later declaration, a read moved out of the graph), each verified over the same
 symbolic and catalog contexts before it is offered; when no change to the backend alone removes a race, the
-component whose assumption the context fails.
+verified change to the component whose assumption the context fails.
 """
 
 from __future__ import annotations
@@ -576,7 +579,8 @@ def _set_phase(s: Scenario, kind, i: int, **changes) -> Scenario:
 
 def _fix(s: Scenario, name: str, decision: "Decision"):
     """(component, change, scenario with the change made) restoring assumption ``name`` in ``s``; None where no
-    change of the context's own is known (another backend's declaration is the backend author's, not SGLang's)."""
+    change of the context's own is known (another backend's declaration is the backend author's, not SGLang's). A
+    change that leaves ``s`` as it is is not offered (``component_change``)."""
     from fencecheck.vocab import BarrierPlacement, Execution, PlanJoin, PrepStream, PublishPolicy
 
     if name == "barrier_on":
@@ -638,7 +642,7 @@ def component_change(s: Scenario, failed: list[str], decide: Callable[[Scenario]
     failed assumption's change alone, in the order of model/assumptions.py, then all of them together; else the
     change of all of them with the races it leaves. None if ``s`` fails no assumption that names such a change."""
     decision = decide(s)
-    fixes = [(n, f) for n in failed if (f := _fix(s, n, decision)) is not None]
+    fixes = [(n, f) for n in failed if (f := _fix(s, n, decision)) is not None and repr(f[2]) != repr(s)]
     if not fixes:
         return None
     tried = []
