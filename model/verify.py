@@ -21,6 +21,7 @@ verified change to the component whose assumption the context fails.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -497,30 +498,38 @@ STAND_IN_DECLARATIONS = (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, Sh
                          SharedReadEnds.UNKNOWN)
 
 
-def stand_ins(b, facts: list[ModeFacts]) -> list[BackendSpec]:
-    """The backends that could replace ``b`` and still read what it reads: in every mode ``b`` speaks for, every
-    location it reads there, all at one site, with one declaration; every site and every declaration. Reading at
-    fewer sites never adds a race (each read races or not on its own), so these are the least a backend that reads
-    those locations can do."""
+def stand_ins(b, facts: list[ModeFacts]) -> list[tuple[tuple[SharedReadEnds, ...], ReadSite, BackendSpec]]:
+    """The backends that could replace ``b`` and still read what it reads, as (declaration per mode of ``facts``,
+    site, backend): in each mode, every location ``b`` reads there, all at one site; every declaration per mode and
+    every site. Reading at fewer sites never adds a race, and a read's race depends on the declarations and its own
+    site alone (a read publishes nothing), so these are the least a backend that reads those locations can do."""
     out = []
-    for site in SITES:
-        for d in STAND_IN_DECLARATIONS:
+    for decls in itertools.product(STAND_IN_DECLARATIONS, repeat=len(facts)):
+        for site in SITES:
             reads = {f.mode.value: {site: tuple(sorted({loc for locs in f.sites.values() for loc in locs}))}
                      for f in facts if f.sites}
-            out.append(BackendSpec(_root(b), declares={f.mode: d for f in facts}, reads=reads))
+            out.append((decls, site, BackendSpec(_root(b), declares={f.mode: d for f, d in zip(facts, decls)},
+                                                 reads=reads)))
     return out
 
 
 def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
                                decide: Callable[[Scenario], "Decision"]) -> bool:
-    """Catalog scenario ``s`` races at a phase of the backend whatever backend runs there: with every stand-in
-    (``stand_ins``) swapped in, the model finds a race at one of the stand-in's own reads."""
+    """Catalog scenario ``s`` races at a read of the backend whatever backend runs there: for every declaration per
+    mode (of the modes ``s`` runs), some mode's reads race at every site (``stand_ins``), so no backend reading
+    those locations is race-free there."""
     modes = {f.mode for f in facts}
-    for alt in stand_ins(b, facts):
-        sc = swap_into(s, alt, modes)
-        if sc is None or not ours(sc, decide(sc).report.races):
-            return False
-    return True
+    present = {p.mode for kind in set(s.step_kinds) for p in s.algorithm.steps[kind] if p.mode in modes}
+    here = [f for f in facts if f.mode in present]
+    racing: dict[tuple, list[set]] = {}
+    for decls, _, alt in stand_ins(b, here):
+        sc = swap_into(s, alt, present)
+        modes_racing = set()
+        for r in ours(sc, decide(sc).report.races):
+            modes_racing |= {p.mode for p in sc.algorithm.steps[sc.step_kind(r.step)] if p.name == r.phase}
+        racing.setdefault(decls, []).append(modes_racing)
+    # A declaration is race-free when every mode has a site its reads do not race at.
+    return not any(all(any(f.mode not in rs for rs in per_site) for f in here) for per_site in racing.values())
 
 
 # -- changes outside the backend -----------------------------------------------------------------------------------
