@@ -470,7 +470,8 @@ def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget:
             if anyway is None and ours(swapped, c.report.races):
                 c.races_anyway = races_whatever_the_backend(s, b, facts, decide)
             if c.races_anyway:
-                c.component = component_change(swapped, c.failed, decide, s.name)
+                c.component = component_change(swapped, c.failed, decide, s.name,
+                                               lambda sc: races_whatever_the_backend(sc, b, facts, decide))
         out.append(c)
         if tick is not None:
             tick(s.name)
@@ -537,24 +538,30 @@ def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
 
 @dataclass
 class ComponentChange:
-    """A change to a component of the context other than the backend, restoring the named assumptions it fails,
-    and what the model finds with it: the races left at the backend's phases (none: verified)."""
+    """A change to a component of the context other than the backend, restoring the named assumptions it fails, and
+    what the model finds with it. ``verified``: in a context that races with any backend, it no longer does (some
+    stand-in backend is race-free there); else no read of this backend races there. ``races``: the races left at
+    this backend's reads with the change made."""
 
     scenario: str
     assumptions: tuple[str, ...]
     component: str  # the scheduler, the algorithm, the runner, the worker
     change: str  # the change, in SGLang's terms
-    races: tuple[RaceId, ...]  # the races at the backend's phases with the change made
-
-    @property
-    def verified(self) -> bool:
-        return not self.races
+    verified: bool
+    races: tuple[RaceId, ...]  # the races at the backend's reads with the change made
+    anyway: bool = False  # judged as a context that races with any backend
 
     def text(self) -> str:
         head = f"{self.component} must change: {self.change}"
-        if self.verified:
-            return f"{head}; verified: with it no read of this backend races in {self.scenario}"
         left = "; ".join(sorted({r.place().text() for r in self.races}))
+        if self.verified and not self.races:
+            return f"{head}; verified: with it no read of this backend races in {self.scenario}"
+        if self.verified:
+            return (f"{head}; verified: with it a backend that reads the same locations can be race-free in "
+                    f"{self.scenario} (this one's reads still race there at {left}: see the advice)")
+        if self.anyway:
+            return f"{head}; not enough: with it every backend that reads the same locations still races in " \
+                   f"{self.scenario}"
         return f"{head}; not enough: with it this backend's reads still race in {self.scenario} at {left}"
 
     def to_dict(self) -> dict:
@@ -645,18 +652,26 @@ def _fix(s: Scenario, name: str, decision: "Decision"):
     return None
 
 
-def component_change(s: Scenario, failed: list[str], decide: Callable[[Scenario], "Decision"], name: str
-                     ) -> ComponentChange | None:
+def component_change(s: Scenario, failed: list[str], decide: Callable[[Scenario], "Decision"], name: str,
+                     anyway: Callable[[Scenario], bool] | None = None) -> ComponentChange | None:
     """The smallest change outside the backend that the model verifies in ``s`` (the backend swapped in): each
     failed assumption's change alone, in the order of model/assumptions.py, then all of them together; else the
-    change of all of them with the races it leaves. None if ``s`` fails no assumption that names such a change."""
+    change of all of them with what it leaves. ``anyway``: ``s`` races with any backend, and this tells whether a
+    scenario still does (a change is verified when it no longer does); None: verified when no read of this backend
+    races. None if ``s`` fails no assumption that names such a change."""
     decision = decide(s)
     fixes = [(n, f) for n in failed if (f := _fix(s, n, decision)) is not None and repr(f[2]) != repr(s)]
     if not fixes:
         return None
+
+    def judge(names, component, change, fixed) -> ComponentChange:
+        races = ours(fixed, decide(fixed).report.races)
+        ok = not anyway(fixed) if anyway is not None else not races
+        return ComponentChange(name, names, component, change, ok, races, anyway is not None)
+
     tried = []
     for n, (component, change, fixed) in fixes:
-        cc = ComponentChange(name, (n,), component, change, ours(fixed, decide(fixed).report.races))
+        cc = judge((n,), component, change, fixed)
         if cc.verified:
             return cc
         tried.append(cc)
@@ -665,9 +680,8 @@ def component_change(s: Scenario, failed: list[str], decide: Callable[[Scenario]
     both = s
     for n, _ in fixes:
         both = _fix(both, n, decide(both))[2]
-    return ComponentChange(name, tuple(n for n, _ in fixes),
-                           " and ".join(dict.fromkeys(c for _, (c, _, _) in fixes)),
-                           "; ".join(ch for _, (_, ch, _) in fixes), ours(both, decide(both).report.races))
+    return judge(tuple(n for n, _ in fixes), " and ".join(dict.fromkeys(c for _, (c, _, _) in fixes)),
+                 "; ".join(ch for _, (_, ch, _) in fixes), both)
 
 
 # -- advice -------------------------------------------------------------------------------------------------------
@@ -870,7 +884,8 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
         for c in report.contexts:
             if c.safe or c.swapped is None:
                 continue
-            cc = component_change(c.swapped, c.failed, decide, c.scenario) if c.failed else None
+            cc = (c.component if c.races_anyway
+                  else component_change(c.swapped, c.failed, decide, c.scenario) if c.failed else None)
             if cc is not None:
                 said = ("no change to this backend fixes it: every backend that reads " + "/".join(_locations(report))
                         + " races there (each read site, each declaration tried)" if c.races_anyway

@@ -353,3 +353,17 @@ def test_the_advice_is_the_same_with_worker_processes():
     one, two = verify(bf, cat, bounds=SMALL, jobs=1), verify(bf, cat, bounds=SMALL, jobs=2)
     assert [a.text() for a in two.advice] == [a.text() for a in one.advice]
     assert two.advice[0].change == "declare IN_REPLAY for TARGET_VERIFY" and two.advice[0].check.safe
+
+
+def test_in_a_context_racing_with_any_backend_the_change_is_judged_by_every_backend_not_this_ones_own_race():
+    bf = load_backend(EXAMPLES / "dishonest-backend.toml")
+    r = verify(bf, catalog("barrier-disabled"), bounds=SMALL, advice=False)
+    [c] = r.contexts
+    assert c.races_anyway and c.safe
+    assert c.component.verified and [x.text() for x in c.component.races] == [
+        "req_to_token@decode/in_graph_after_marker in step 1", "req_to_token@decode/in_graph_after_marker in step 2",
+        "req_to_token@decode/in_graph_after_marker in step 3"]
+    assert c.component.text() == (
+        "the scheduler must change: turn the WAR barrier on; verified: with it a backend that reads the same "
+        "locations can be race-free in barrier-disabled (this one's reads still race there at "
+        "req_to_token@decode/in_graph_after_marker: see the advice)")
