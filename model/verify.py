@@ -522,15 +522,16 @@ def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
     modes = {f.mode for f in facts}
     present = {p.mode for kind in set(s.step_kinds) for p in s.algorithm.steps[kind] if p.mode in modes}
     here = [f for f in facts if f.mode in present]
-    racing: dict[tuple, list[set]] = {}
+    free: dict[tuple, set] = {}  # declarations -> the modes with a site their reads do not race at
     for decls, _, alt in stand_ins(b, here):
         sc = swap_into(s, alt, present)
         modes_racing = set()
         for r in ours(sc, decide(sc).report.races):
             modes_racing |= {p.mode for p in sc.algorithm.steps[sc.step_kind(r.step)] if p.name == r.phase}
-        racing.setdefault(decls, []).append(modes_racing)
-    # A declaration is race-free when every mode has a site its reads do not race at.
-    return not any(all(any(f.mode not in rs for rs in per_site) for f in here) for per_site in racing.values())
+        free.setdefault(decls, set()).update(f.mode for f in here if f.mode not in modes_racing)
+        if len(free[decls]) == len(here):
+            return False  # these declarations, each mode at its own race-free site: a race-free backend
+    return True
 
 
 # -- changes outside the backend -----------------------------------------------------------------------------------
