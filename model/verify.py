@@ -321,14 +321,32 @@ class PhaseFacts:
     publisher: str  # the runner the step names
 
 
-@dataclass(frozen=True)
 class Decision:
     """The model's decision of one concrete context: the program run in the concrete domain (model/traces.py), the
     same host program the symbolic proofs run, so its verdict and races are the solver's for the pinned scenario."""
 
-    report: ModelReport
-    resolved: dict  # (step, phase index) -> the publish point the phase resolves (0: none)
-    failed: tuple[str, ...]  # the named assumptions it fails, except sound_fallback and honest_declarations
+    def __init__(self, s: Scenario):
+        self._s = s
+        cfg, prog = self._run()
+        races = tuple(r.race_id(s) for r in prog.reads if prog.race_of(r))
+        verdict = Verdict.COUNTEREXAMPLE if races else Verdict.PROVED
+        self.report = ModelReport(s.name, layout(s).steps, verdict, races)
+        #: (step, phase index) -> the publish point the phase resolves (0: none)
+        self.resolved: dict = dict(prog.resolved)
+        self._failed: tuple[str, ...] | None = None
+
+    def _run(self):
+        cfg = concretize(self._s, layout(self._s))
+        return cfg, build(cfg)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """The named assumptions it fails, except sound_fallback and honest_declarations (found when first asked)."""
+        if self._failed is None:
+            cfg, prog = self._run()
+            self._failed = tuple(n for n in A.BY_NAME if n not in ("sound_fallback", "honest_declarations")
+                                 and not _truth(A.BY_NAME[n].build(cfg, prog)))
+        return self._failed
 
 
 def _truth(x) -> bool:
@@ -336,14 +354,7 @@ def _truth(x) -> bool:
 
 
 def _decide(s: Scenario) -> Decision:
-    lay = layout(s)
-    cfg = concretize(s, lay)
-    prog = build(cfg)
-    races = tuple(r.race_id(s) for r in prog.reads if prog.race_of(r))
-    verdict = Verdict.COUNTEREXAMPLE if races else Verdict.PROVED
-    failed = tuple(n for n in A.BY_NAME if n not in ("sound_fallback", "honest_declarations")
-                   and not _truth(A.BY_NAME[n].build(cfg, prog)))
-    return Decision(ModelReport(s.name, lay.steps, verdict, races), dict(prog.resolved), failed)
+    return Decision(s)
 
 
 class Decisions:
