@@ -304,8 +304,17 @@ def test_no_backend_change_fixes_it_so_the_verified_component_change_is_the_advi
         "last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's last reading "
         "phase); verified: with it no read of this backend races in dspark-prefetch-reads-nothing (the context fails "
         "named_runner_is_last_reader, last_reader_publishes)"]
-    cc = r.advice[1].component
-    assert cc.verified and cc.assumptions == ("named_runner_is_last_reader",) and cc.component == "the algorithm"
+    from fencecheck.proof_commands import explain_contexts, verify_json
+
+    data = verify_json(r, explain_contexts(r))
+    assert data["safe"] is False and data["contexts"][0]["races_with_any_backend"] is True
+    assert data["advice"][1]["verification"] is None
+    assert data["advice"][1]["component"] == data["contexts"][0]["component_change"] == {
+        "scenario": "dspark-prefetch-reads-nothing", "assumptions": ["named_runner_is_last_reader"],
+        "component": "the algorithm",
+        "change": "set last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's "
+                  "last reading phase)",
+        "verified": True, "races": []}
     # The change is real: the context with that publisher, the backend swapped in, is race-free.
     import dataclasses
 
