@@ -376,3 +376,19 @@ def test_in_a_context_racing_with_any_backend_the_change_is_judged_by_every_back
         "the scheduler must change: turn the WAR barrier on; verified: with it a backend that reads the same "
         "locations can be race-free in barrier-disabled (this one's reads still race there at "
         "req_to_token@decode/in_graph_after_marker: see the advice)")
+
+
+@pytest.mark.slow
+def test_each_change_outside_the_backend_restores_the_assumption_it_is_for():
+    from fencecheck.model.verify import Decisions, _fix
+
+    decide = Decisions()
+    seen = set()
+    for s in load_catalog():
+        for n in decide(s).failed:
+            component, change, fixed = _fix(s, n, decide(s))
+            assert n not in decide(fixed).failed, (s.name, n, change)
+            seen.add(n)
+    assert seen == {"named_runner_is_last_reader", "plan_stream_joined_before_replay", "barrier_on",
+                    "barrier_after_run_batch", "last_reader_resolves", "last_reader_publishes",
+                    "worker_reads_cleared"}
