@@ -417,8 +417,8 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
                         "fencecheck check FILE.toml --witness)")
     p.add_argument("--json", action="store_true", help="machine-readable report (docs/verify.md)")
     p.add_argument("--jobs", "-j", type=_positive, default=None, metavar="N",
-                   help="worker processes for the symbolic checks of the proposed changes (default: the CPUs); the "
-                        "report is the same for any N")
+                   help="worker processes for the symbolic checks of the proposed changes (default: 1; more help "
+                        "only where cores are free); the report is the same for any N")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_verify, **_outputs(("out", False)))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TextIO
 
@@ -188,7 +187,7 @@ def cmd_verify(args, out: TextIO) -> int:
         bar = tqdm(desc=f"verify {backend.name}", unit="check", file=err, leave=False)
     tick = (lambda label: (bar.set_postfix_str(label[:40]), bar.update(1))) if bar is not None else None
     try:
-        report = verify(backend, catalog, tick=tick, jobs=args.jobs or os.cpu_count() or 1)
+        report = verify(backend, catalog, tick=tick, jobs=getattr(args, "jobs", None) or 1)
     finally:
         if bar is not None:
             bar.close()
