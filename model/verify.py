@@ -510,18 +510,18 @@ STAND_IN_DECLARATIONS = (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, Sh
                          SharedReadEnds.UNKNOWN)
 
 
-def stand_ins(b, facts: list[ModeFacts]) -> list[tuple[tuple[SharedReadEnds, ...], ReadSite, BackendSpec]]:
-    """The backends that could replace ``b`` and still read what it reads, as (declaration per mode of ``facts``,
-    site, backend): in each mode, every location ``b`` reads there, all at one site; every declaration per mode and
-    every site. Reading at fewer sites never adds a race, and a read's race depends on the declarations and its own
-    site alone (a read publishes nothing), so these are the least a backend that reads those locations can do."""
+def stand_ins(b, facts: list[ModeFacts]) -> list[tuple[tuple[SharedReadEnds, ...], BackendSpec]]:
+    """The backends that could replace ``b`` and still read what it reads, one per declaration per mode of ``facts``
+    (``STAND_IN_DECLARATIONS`` each): in each mode, every location ``b`` reads there, at every site. A read's race
+    depends on the declarations and its own site alone (a read publishes nothing, and no publish point depends on
+    where the backend reads), so one run tells, for every site, whether a backend reading only there races; and
+    reading at fewer sites never adds a race, so these cover every backend that reads those locations."""
     out = []
     for decls in itertools.product(STAND_IN_DECLARATIONS, repeat=len(facts)):
-        for site in SITES:
-            reads = {f.mode.value: {site: tuple(sorted({loc for locs in f.sites.values() for loc in locs}))}
-                     for f in facts if f.sites}
-            out.append((decls, site, BackendSpec(_root(b), declares={f.mode: d for f, d in zip(facts, decls)},
-                                                 reads=reads)))
+        reads = {f.mode.value: {site: tuple(sorted({loc for locs in f.sites.values() for loc in locs}))
+                                for site in SITES}
+                 for f in facts if f.sites}
+        out.append((decls, BackendSpec(_root(b), declares={f.mode: d for f, d in zip(facts, decls)}, reads=reads)))
     return out
 
 
@@ -533,15 +533,13 @@ def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
     modes = {f.mode for f in facts}
     present = {p.mode for kind in set(s.step_kinds) for p in s.algorithm.steps[kind] if p.mode in modes}
     here = [f for f in facts if f.mode in present]
-    free: dict[tuple, set] = {}  # declarations -> the modes with a site their reads do not race at
-    for decls, _, alt in stand_ins(b, here):
+    for _, alt in stand_ins(b, here):
         sc = swap_into(s, alt, present)
-        modes_racing = set()
+        racing = set()  # (mode, site) with a race
         for r in ours(sc, decide(sc).report.races):
-            modes_racing |= {p.mode for p in sc.algorithm.steps[sc.step_kind(r.step)] if p.name == r.phase}
-        free.setdefault(decls, set()).update(f.mode for f in here if f.mode not in modes_racing)
-        if len(free[decls]) == len(here):
-            return False  # these declarations, each mode at its own race-free site: a race-free backend
+            racing |= {(p.mode, r.site) for p in sc.algorithm.steps[sc.step_kind(r.step)] if p.name == r.phase}
+        if all(any((f.mode, site.value) not in racing for site in SITES) for f in here):
+            return False  # these declarations, each mode read at a site where it does not race: race-free
     return True
 
 

@@ -257,7 +257,8 @@ def test_a_context_that_races_with_any_backend_is_found_by_checking_every_stand_
     from fencecheck.model.verify import Decisions, mode_facts, races_whatever_the_backend, stand_ins, swap_into
 
     facts = mode_facts(DECODE_ONLY)
-    assert len(stand_ins(DECODE_ONLY, facts)) == 16  # each read site x each declaration, UNKNOWN included
+    assert [d for d, _ in stand_ins(DECODE_ONLY, facts)] == [(d,) for d in SharedReadEnds]  # UNKNOWN included
+    assert all(set(x.reads["DECODE"]) == set(ReadSite) for _, x in stand_ins(DECODE_ONLY, facts))
     decide = Decisions()
     [off] = catalog("barrier-disabled")
     assert races_whatever_the_backend(off, DECODE_ONLY, facts, decide)
