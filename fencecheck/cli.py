@@ -377,6 +377,22 @@ CHECK_EXIT_CODES = EXIT_CODES_HELP.replace(
     "  1  race / counterexample / a verdict differs from its expectation / a dishonest declaration (a finding)")
 
 
+VERIFY_HELP = """Check one attention backend's SharedReadEnds declarations against its reads in every context: the
+symbolic family (any configuration within the bounds, under the main theorem's assumptions) and every catalog
+scenario with the backend swapped in. Every race is explained and every proposed change (a declaration, a read moved
+out of the graph, or a change outside the backend where no backend change fixes it) is verified over the same
+contexts before it is printed. A context where every backend that reads the same locations races is reported as
+racing with any backend, with the component that must change."""
+
+VERIFY_EXIT_CODES = EXIT_CODES_HELP.replace(
+    "  0  safe / proved / all as expected",
+    "  0  safe / proved in every context (a context's own races, where any backend races too, do not count)").replace(
+    "  1  race / counterexample / a verdict differs from its expectation",
+    "  1  race / counterexample the backend brings (in the symbolic family or a catalog context)").replace(
+    "  2  bad input (one line naming the file, the key and what was expected)",
+    "  2  bad input (one line naming the file, the key and what was expected; a backend that speaks for no mode)")
+
+
 def _outputs(*specs: tuple[str, bool]) -> dict:
     """``set_defaults`` for a command that writes: (attribute, is a folder) of each output, checked before the work."""
     return {"outputs": specs}
@@ -423,11 +439,18 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.add_argument("--timings", default=None, metavar="FILE", help="write the run's times and rlimits here (JSON)")
     p.set_defaults(func=cmd_prove, **_outputs(("docs", True), ("timings", False)))
 
-    p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race")
-    p.add_argument("backend", metavar="BACKEND.toml", help="the backend file (docs/verify.md)")
-    p.add_argument("--out", "-o", default=None, help="write the symbolic counterexample scenario here, if there is one")
+    p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race",
+                       description=VERIFY_HELP, epilog=VERIFY_EXIT_CODES)
+    p.add_argument("backend", metavar="BACKEND.toml",
+                   help="the backend file: plain, composite or hybrid (docs/verify.md; fencecheck schema --kind backend)")
+    p.add_argument("--out", "-o", default=None, metavar="FILE.toml",
+                   help="write the symbolic counterexample as a scenario here, if there is one (replay it with "
+                        "fencecheck check FILE.toml --witness)")
     p.add_argument("--json", action="store_true", help="machine-readable report (docs/verify.md)")
-    p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
+    p.add_argument("--jobs", "-j", type=_positive, default=None, metavar="N",
+                   help="worker processes for the symbolic checks of the proposed changes (default: 1; more help "
+                        "only where cores are free); the report is the same for any N")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_verify, **_outputs(("out", False)))
 
     p = sub.add_parser("traces", help="generate the model's trace corpus (DIR/corpus.jsonl)")

@@ -124,6 +124,7 @@ def verify_json(report, explained: dict) -> dict:
     from .model.verify import ASSUMED, RULE
 
     ce = report.counterexample
+    race = None if ce is None else _symbolic_race(ce)
     return {
         "backend": report.backend,
         "modes": [{"mode": f.mode.value, "declares": f.declared.name, "declared_by": f.declared_by,
@@ -137,11 +138,11 @@ def verify_json(report, explained: dict) -> dict:
                                 "runners": report.bounds.runners},
                      "reason": report.reason,
                      "races": [] if ce is None else [RaceId(*r).to_dict() for r in ce.races],
-                     "explanation": None if ce is None or _symbolic_race(ce) is None
-                     else _explanation(_symbolic_race(ce))},
+                     "explanation": None if race is None else _explanation(race)},
         "contexts": [{"scenario": c.scenario, "verdict": c.report.verdict.value, "safe": c.safe,
                       "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
-                      "races_with_any_backend": bool(c.any_backend),
+                      "races_with_any_backend": c.races_anyway,
+                      "component_change": None if c.component is None else c.component.to_dict(),
                       "races": [r.to_dict() for r in sorted(set(c.report.races), key=_race_order)],
                       "brought": [{**r.to_dict(), "phase_facts": _phase_text(report, c, r),
                                    "readers": list(_readers(report, c, r)),
@@ -154,7 +155,8 @@ def verify_json(report, explained: dict) -> dict:
                         "safe": a.check.safe, "symbolic": a.check.symbolic.value,
                         "contexts": len(a.check.contexts) + 1,
                         "racing": [c.scenario for c in a.check.contexts if not c.safe],
-                        "text": a.check.text()}} for a in report.advice],
+                        "text": a.check.text()},
+                    "component": None if a.component is None else a.component.to_dict()} for a in report.advice],
         "safe": report.safe,
     }
 
@@ -170,6 +172,12 @@ def cmd_verify(args, out: TextIO) -> int:
     from .scenario_io import dump, load_backend
 
     backend = load_backend(args.backend)
+    from .errors import ScenarioError
+    from .model.verify import mode_facts
+
+    if not mode_facts(backend):
+        raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
+                                              "(expected declares, reads, children or delegate)")
     catalog = load_catalog(PR_ERA)  # the model's contexts: the catalog whose semantics the model gives
     bar = None
     err = getattr(args, "err", sys.stderr)
@@ -179,7 +187,7 @@ def cmd_verify(args, out: TextIO) -> int:
         bar = tqdm(desc=f"verify {backend.name}", unit="check", file=err, leave=False)
     tick = (lambda label: (bar.set_postfix_str(label[:40]), bar.update(1))) if bar is not None else None
     try:
-        report = verify(backend, catalog, tick=tick)
+        report = verify(backend, catalog, tick=tick, jobs=getattr(args, "jobs", None) or 1)
     finally:
         if bar is not None:
             bar.close()
@@ -193,7 +201,7 @@ def cmd_verify(args, out: TextIO) -> int:
         _verify_text(args, report, explain_contexts(report), out, RULE, ASSUMED)
     if report.safe:
         return EXIT_OK
-    brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought for c in report.contexts)
+    brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought and not c.safe for c in report.contexts)
     return EXIT_RACE if brought else EXIT_UNKNOWN
 
 
@@ -210,6 +218,8 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
     out.write(f"symbolic contexts ({report.bounds.text()}): ")
     if report.verdict is Verdict.PROVED:
         out.write(f"proved race-free {under}\n")
+        if args.out:
+            out.write(f"  no counterexample: {args.out} not written\n")
     elif report.verdict is Verdict.UNKNOWN:
         out.write(f"UNKNOWN ({report.reason})\n")
     else:
@@ -226,14 +236,18 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
     out.write(f"catalog contexts: {len(report.contexts)} scenarios with a phase in a mode it covers\n")
     for c in report.contexts:
         own = c.own_verdict is not Verdict.PROVED
-        status = c.report.verdict.text if not own else ("its reads safe" if c.safe else "COUNTEREXAMPLE")
-        if c.any_backend and c.report.verdict is Verdict.COUNTEREXAMPLE:
-            status = ("races with any backend: " + ", ".join(f"fails {n}" for n in c.any_backend)
-                      + "; the scheduler must change")
+        status = c.report.verdict.text if not own else ("adds no race" if c.safe else "COUNTEREXAMPLE")
+        if c.races_anyway:
+            status = "races with any backend" if c.safe else "COUNTEREXAMPLE: races with any backend"
         out.write(f"  {c.scenario}: {status}")
         if c.failed:
             out.write(f"  [outside the symbolic proof: fails {', '.join(c.failed)}]")
         out.write("\n")
+        if c.races_anyway:
+            locs = sorted({loc for f in report.modes for locs in f.sites.values() for loc in locs})
+            out.write(f"    every backend that reads {'/'.join(locs)} races here (each read site, each declaration "
+                      f"tried); " + (c.component.text() if c.component is not None
+                                     else "no named assumption it fails names the component to change") + "\n")
         if own:
             kept = ("; ".join(sorted({r.place().text() for r in c.kept}))
                     or "none (its racing reads were this backend's)")

@@ -5,19 +5,23 @@ be honest) in which some phases run this backend, with its declaration and reads
 phases run any honest backend. The family fixes the resolution rule to ``declaration_only_post_fallback``
 (``sound_fallback``).
 
-Catalog contexts: every catalog scenario with this backend swapped into every phase whose mode it covers, each with
-the named assumptions it fails (where the symbolic proof says nothing) and the races it has on its own (catalog
-verdict counterexample) told apart from the races the backend brings.
+Catalog contexts: every catalog scenario with this backend swapped into every phase whose mode it covers, decided by
+the model's host program run on the scenario's values, each with the named assumptions it fails (where the symbolic
+proof says nothing) and the races it has on its own (catalog verdict counterexample) told apart from the races the
+backend brings. Where the backend's reads race, the context is also run with every stand-in backend (the same
+locations at one site, one declaration): when all of them race too, the context races whatever the backend does, and
+the change outside the backend that its failed assumptions point at is made and verified on the same context.
 
 Advice: for every race the backend brings, and for every declaration later than its reads need, the smallest change
 to the backend (an earlier or later declaration, a read moved out of the graph), each verified over the same
 symbolic and catalog contexts before it is offered; when no change to the backend alone removes a race, the
-component whose assumption the context fails.
+verified change to the component whose assumption the context fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -35,9 +39,9 @@ from fencecheck.vocab import (
 )
 
 from . import assumptions as A
-from .check import ModelReport, model_check
-from .concrete import layout, mode_class, pin
-from .counterexample import Counterexample, search_with
+from .check import ModelReport
+from .concrete import concretize, layout, mode_class
+from .counterexample import Counterexample, search_order, search_with
 from .program import build
 from .solver import Budget, check, fresh_context, make_solver
 from .symconfig import SITES, Bounds, make_config
@@ -64,10 +68,6 @@ COMPONENT = {
     "worker_reads_cleared": "the worker (clear the mailbox after the phase its reads follow)",
 }
 
-
-#: Assumptions without which every read of shared state races, whatever the backend declares: with the barrier off,
-#: or applied at the loop top (after the scheduler's writes), no event orders any read before the next write.
-ANY_BACKEND = ("barrier_on", "barrier_after_run_batch")
 
 
 # -- the backend's facts ------------------------------------------------------------------------------------------
@@ -204,22 +204,75 @@ def symbolic(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = B
     """(verdict, counterexample, reason) over the symbolic context family of the backend."""
     loc = bounds.locations[0]
     ctx = fresh_context()
+    return search_with(bounds, lambda b: _setup(b, facts, loc, ctx), budget, name)
 
-    def setup(b: Bounds):
-        cfg = make_config(b, ctx=ctx)
-        prog = build(cfg)
-        per_phase = []
-        uses_any = []
-        for n, step in enumerate(cfg.phases):
-            for i, p in enumerate(step):
-                u = z3.Bool(f"uses.s{n}.p{i}", ctx)
-                per_phase += [z3.Implies(u, _uses(p, facts, loc)), z3.Implies(z3.Not(u), _honest(p))]
-                uses_any.append(z3.And(p.active, u))
-        constraints = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, ASSUMED), *per_phase,
-                       z3.Or(*uses_any), prog.any_race()]
-        return cfg, prog, constraints
 
-    return search_with(bounds, setup, budget, name)
+def _setup(b: Bounds, facts: list[ModeFacts], loc: str, ctx: z3.Context):
+    """The symbolic family's query for bound ``b``: (cfg, program, constraints), a race among them."""
+    cfg = make_config(b, ctx=ctx)
+    prog = build(cfg)
+    per_phase = []
+    uses_any = []
+    for n, step in enumerate(cfg.phases):
+        for i, p in enumerate(step):
+            u = z3.Bool(f"uses.s{n}.p{i}", ctx)
+            per_phase += [z3.Implies(u, _uses(p, facts, loc)), z3.Implies(z3.Not(u), _honest(p))]
+            uses_any.append(z3.And(p.active, u))
+    constraints = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, ASSUMED), *per_phase,
+                   z3.Or(*uses_any), prog.any_race()]
+    return cfg, prog, constraints
+
+
+def symbolic_verdict(facts: list[ModeFacts], bounds: Bounds = BOUNDS, budget: Budget = Budget()) -> Verdict:
+    """``symbolic``'s verdict alone (a proposed change's check needs no counterexample): the bounds in the same order,
+    each query in the same context, the first bound with a race a COUNTEREXAMPLE, the first unknown UNKNOWN."""
+    loc = bounds.locations[0]
+    ctx = fresh_context()
+    for b in search_order(bounds):
+        cfg, prog, constraints = _setup(b, facts, loc, ctx)
+        solver = make_solver(budget, ctx)
+        solver.add(*constraints)
+        verdict = check(solver).verdict
+        if verdict is not Verdict.PROVED:
+            return verdict
+    return Verdict.PROVED
+
+
+class SymbolicVerdicts:
+    """``symbolic_verdict`` of each proposed change's facts, each asked once. With ``jobs`` > 1 the facts asked for
+    in advance (``prefetch``) are decided in that many worker processes; every query is built in a fresh context
+    there as here, so the verdicts are the same for any ``jobs``."""
+
+    def __init__(self, bounds: Bounds = BOUNDS, budget: Budget = Budget(), jobs: int = 1):
+        self.bounds, self.budget, self.jobs = bounds, budget, jobs
+        self._done: dict[str, Verdict] = {}
+        self._pending: dict = {}
+        self._pool = None
+
+    def prefetch(self, many: list[list[ModeFacts]]) -> None:
+        todo = {repr(f): f for f in many if repr(f) not in self._done and repr(f) not in self._pending}
+        if self.jobs <= 1 or len(todo) < 2:
+            return
+        import multiprocessing
+
+        self._pool = multiprocessing.get_context("spawn").Pool(min(self.jobs, len(todo)))
+        for key, facts in todo.items():
+            self._pending[key] = self._pool.apply_async(symbolic_verdict, (facts, self.bounds, self.budget))
+
+    def __call__(self, facts: list[ModeFacts]) -> Verdict:
+        key = repr(facts)
+        if key not in self._done:
+            pending = self._pending.pop(key, None)
+            self._done[key] = (pending.get() if pending is not None
+                               else symbolic_verdict(facts, self.bounds, self.budget))
+        return self._done[key]
+
+    def close(self) -> None:
+        """Stop the workers (those still deciding a change that was not needed after all)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
 
 
 # -- catalog contexts ---------------------------------------------------------------------------------------------
@@ -268,53 +321,87 @@ class PhaseFacts:
     publisher: str  # the runner the step names
 
 
-def context_facts(s: Scenario, budget: Budget = Budget()) -> tuple[list[str], list[PhaseFacts]]:
+class Decision:
+    """The model's decision of one concrete context: the program run in the concrete domain (model/traces.py), the
+    same host program the symbolic proofs run, so its verdict and races are the solver's for the pinned scenario."""
+
+    def __init__(self, s: Scenario):
+        self._s = s
+        cfg, prog = self._run()
+        races = tuple(r.race_id(s) for r in prog.reads if prog.race_of(r))
+        verdict = Verdict.COUNTEREXAMPLE if races else Verdict.PROVED
+        self.report = ModelReport(s.name, layout(s).steps, verdict, races)
+        #: (step, phase index) -> the publish point the phase resolves (0: none)
+        self.resolved: dict = dict(prog.resolved)
+        self._failed: tuple[str, ...] | None = None
+
+    def _run(self):
+        cfg = concretize(self._s, layout(self._s))
+        return cfg, build(cfg)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """The named assumptions it fails, except sound_fallback and honest_declarations (found when first asked)."""
+        if self._failed is None:
+            cfg, prog = self._run()
+            self._failed = tuple(n for n in A.BY_NAME if n not in ("sound_fallback", "honest_declarations")
+                                 and not _truth(A.BY_NAME[n].build(cfg, prog)))
+        return self._failed
+
+
+def _truth(x) -> bool:
+    return x if isinstance(x, bool) else z3.is_true(z3.simplify(x))
+
+
+def _decide(s: Scenario) -> Decision:
+    return Decision(s)
+
+
+class Decisions:
+    """Each concrete context decided once: the same scenario (the backend swapped in, a change applied) asked again
+    gets the first answer."""
+
+    def __init__(self):
+        self._seen: dict[str, Decision] = {}
+
+    def __call__(self, s: Scenario) -> Decision:
+        key = repr(s)
+        if key not in self._seen:
+            self._seen[key] = _decide(s)
+        return self._seen[key]
+
+
+def _dishonest_context(sc: Scenario) -> bool:
+    """A backend of the context itself (not the backend under test) reads outside what its declaration covers."""
+    from .concrete import declared, read_sites
+    for kind in set(sc.step_kinds):
+        for p in sc.algorithm.steps[kind]:
+            if p.backend.startswith(PREFIX):
+                continue
+            d = declared(sc, p.backend, p.mode)
+            sites = read_sites(sc, p.backend, p.mode)
+            if any(locs and SITES[i] not in COVERED_SITES[d] for i, locs in sites.items()):
+                return True
+    return False
+
+
+def context_facts(s: Scenario, decide: Callable[[Scenario], Decision] | None = None
+                  ) -> tuple[list[str], list[PhaseFacts]]:
     """(the named assumptions ``s`` fails, the phases as the model resolves them). ``sound_fallback`` counts as
     failed only where the rule changes a publish point; ``honest_declarations`` only for the context's own
     backends (the backend under test is judged by its own facts)."""
-    def solve(sc: Scenario):
-        ctx = fresh_context()
-        lay = layout(sc)
-        cfg = make_config(lay.bounds(sc), ctx=ctx)
-        prog = build(cfg)
-        solver = make_solver(budget, ctx)
-        solver.add(*cfg.domain, *prog.constraints, *pin(cfg, sc, lay))
-        a = check(solver)
-        if a.verdict is not Verdict.COUNTEREXAMPLE:  # sat = the configuration exists
-            return None
-        m = solver.model()
-        resolved = {k: m.eval(v, model_completion=True).as_long() for k, v in prog.resolved.items()}
-        failed = [n for n in A.BY_NAME if n not in ("sound_fallback", "honest_declarations")
-                  and not z3.is_true(m.eval(A.BY_NAME[n].build(cfg, prog), model_completion=True))]
-        if n_dishonest(sc):
-            failed.append("honest_declarations")
-        return resolved, failed
-
-    def n_dishonest(sc: Scenario) -> bool:
-        from .concrete import declared, read_sites
-        for kind in set(sc.step_kinds):
-            for p in sc.algorithm.steps[kind]:
-                if p.backend.startswith(PREFIX):
-                    continue
-                d = declared(sc, p.backend, p.mode)
-                sites = read_sites(sc, p.backend, p.mode)
-                if any(locs and SITES[i] not in COVERED_SITES[d] for i, locs in sites.items()):
-                    return True
-        return False
-
-    got = solve(s)
-    if got is None:
-        return ["(the model found no run of this scenario)"], []
-    resolved, failed = got
-    if s.resolution is not RULE:
-        other = solve(s.replace(resolution=RULE))
-        if other is None or other[0] != resolved:
-            failed.insert(1, "sound_fallback")
+    decide = decide or _decide
+    got = decide(s)
+    failed = list(got.failed)
+    if _dishonest_context(s):
+        failed.append("honest_declarations")
+    if s.resolution is not RULE and decide(s.replace(resolution=RULE)).resolved != got.resolved:
+        failed.append("sound_fallback")
     phases = []
     for n in range(1, s.steps + 1):
         kind = s.step_kind(n)
         for i, p in enumerate(s.algorithm.steps[kind]):
-            r = resolved.get((n, i), 0)
+            r = got.resolved.get((n, i), 0)
             phases.append(PhaseFacts(n, kind.value, p.name, p.runner, p.mode, p.backend,
                                      SharedReadEnds(r) if r else None, s.algorithm.publisher[kind]))
     order = list(A.BY_NAME)
@@ -332,6 +419,8 @@ class Context:
     failed: list[str] = field(default_factory=list)  # the named assumptions it fails
     phases: list[PhaseFacts] = field(default_factory=list)
     swapped: Scenario | None = None  # the scenario with the backend swapped in (for the simulator's explanation)
+    races_anyway: bool = False  # every stand-in backend's reads race here too (``races_whatever_the_backend``)
+    component: "ComponentChange | None" = None  # where ``races_anyway``: the change outside the backend, verified
 
     @property
     def brought(self) -> tuple[RaceId, ...]:
@@ -349,15 +438,14 @@ class Context:
         return tuple(r for r in sorted(set(self.report.races), key=_order) if r.place() in own)
 
     @property
-    def any_backend(self) -> list[str]:
-        """The failed assumptions under which every read of shared state races, whatever backend makes it."""
-        return [n for n in self.failed if n in ANY_BACKEND]
-
-    @property
     def safe(self) -> bool:
-        """The backend brings no race here: the context's own races are the context's, and where every read races
-        whatever the backend (``any_backend``) the backend is not at fault."""
-        return self.report.verdict is not Verdict.UNKNOWN and (not self.brought or bool(self.any_backend))
+        """The backend brings no race here: the context's own races are the context's, and in a context that races
+        on its own where every backend's reads race (``races_anyway``) the backend is not at fault. In a context
+        race-free on its own, a race the backend brings counts even where every backend's reads would race: the
+        context must change before this backend can run there (``component``)."""
+        if self.report.verdict is Verdict.UNKNOWN:
+            return False
+        return not self.brought or (self.races_anyway and self.own_verdict is Verdict.COUNTEREXAMPLE)
 
     @property
     def covered(self) -> bool:
@@ -369,7 +457,14 @@ class Context:
 
 
 def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget: Budget = Budget(),
-                     tick: Callable[[str], None] | None = None, examine: bool = True) -> list[Context]:
+                     tick: Callable[[str], None] | None = None, examine: bool = True,
+                     decide: Callable[[Scenario], Decision] | None = None,
+                     anyway: Mapping[str, bool] | None = None) -> list[Context]:
+    """Every catalog scenario with a phase in a mode of ``facts``, the backend swapped in and decided by the model
+    (``decide``: a ``Decisions`` shared across the report and its advice, so no context is decided twice).
+    ``anyway``: ``races_anyway`` per scenario when known (it depends on the modes and locations the backend reads,
+    which no proposed change alters); else found for each examined context."""
+    decide = decide or Decisions()
     modes = {f.mode for f in facts}
     out = []
     for s in catalog:
@@ -378,13 +473,225 @@ def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget:
             continue
         own = s.expect.verdict if s.expect is not None else Verdict.PROVED
         races = s.expect.races if s.expect is not None else ()
-        c = Context(s.name, model_check(swapped, budget=budget), own, races, swapped=swapped)
+        c = Context(s.name, decide(swapped).report, own, races, swapped=swapped)
+        if anyway is not None:
+            c.races_anyway = anyway.get(s.name, False)
         if examine:
-            c.failed, c.phases = context_facts(swapped, budget)
+            c.failed, c.phases = context_facts(swapped, decide)
+            if anyway is None and ours(swapped, c.report.races):
+                c.races_anyway = races_whatever_the_backend(s, b, facts, decide)
+            if c.races_anyway:
+                c.component = component_change(swapped, c.failed, decide, s.name,
+                                               lambda sc: races_whatever_the_backend(sc, b, facts, decide))
         out.append(c)
         if tick is not None:
             tick(s.name)
     return out
+
+
+# -- contexts that race whatever the backend does ------------------------------------------------------------------
+
+
+def ours(s: Scenario, races) -> tuple[RaceId, ...]:
+    """The races among ``races`` at a read of the backend under test (sorted, each once)."""
+    out = set()
+    sites = {site.value for site in ReadSite}
+    for r in races:
+        if r.site not in sites:
+            continue  # a worker's read, not the backend's
+        p = next((p for p in s.algorithm.steps[s.step_kind(r.step)] if p.name == r.phase), None)
+        if p is not None and p.backend.startswith(PREFIX):
+            out.add(r)
+    return tuple(sorted(out, key=_order))
+
+
+#: The declarations a stand-in backend is tried with: every value, UNKNOWN (publish nothing) included.
+STAND_IN_DECLARATIONS = (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY,
+                         SharedReadEnds.UNKNOWN)
+
+
+def stand_ins(b, facts: list[ModeFacts]) -> list[tuple[tuple[SharedReadEnds, ...], BackendSpec]]:
+    """The backends that could replace ``b`` and still read what it reads, one per declaration per mode of ``facts``
+    (``STAND_IN_DECLARATIONS`` each): in each mode, every location ``b`` reads there, at every site. A read's race
+    depends on the declarations and its own site alone (a read publishes nothing, and no publish point depends on
+    where the backend reads), so one run tells, for every site, whether a backend reading only there races; and
+    reading at fewer sites never adds a race, so these cover every backend that reads those locations."""
+    out = []
+    for decls in itertools.product(STAND_IN_DECLARATIONS, repeat=len(facts)):
+        reads = {f.mode.value: {site: tuple(sorted({loc for locs in f.sites.values() for loc in locs}))
+                                for site in SITES}
+                 for f in facts if f.sites}
+        out.append((decls, BackendSpec(_root(b), declares={f.mode: d for f, d in zip(facts, decls)}, reads=reads)))
+    return out
+
+
+def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
+                               decide: Callable[[Scenario], "Decision"]) -> bool:
+    """Catalog scenario ``s`` races at a read of the backend whatever backend runs there: for every declaration per
+    mode (of the modes ``s`` runs), some mode's reads race at every site (``stand_ins``), so no backend reading
+    those locations is race-free there."""
+    modes = {f.mode for f in facts}
+    present = {p.mode for kind in set(s.step_kinds) for p in s.algorithm.steps[kind] if p.mode in modes}
+    here = [f for f in facts if f.mode in present]
+    for _, alt in stand_ins(b, here):
+        sc = swap_into(s, alt, present)
+        racing = set()  # (mode, site) with a race
+        for r in ours(sc, decide(sc).report.races):
+            racing |= {(p.mode, r.site) for p in sc.algorithm.steps[sc.step_kind(r.step)] if p.name == r.phase}
+        if all(any((f.mode, site.value) not in racing for site in SITES) for f in here):
+            return False  # these declarations, each mode read at a site where it does not race: race-free
+    return True
+
+
+# -- changes outside the backend -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ComponentChange:
+    """A change to a component of the context other than the backend, restoring the named assumptions it fails, and
+    what the model finds with it. ``verified``: in a context that races with any backend, it no longer does (some
+    stand-in backend is race-free there); else no read of this backend races there. ``races``: the races left at
+    this backend's reads with the change made."""
+
+    scenario: str
+    assumptions: tuple[str, ...]
+    component: str  # the scheduler, the algorithm, the runner, the worker
+    change: str  # the change, in SGLang's terms
+    verified: bool
+    races: tuple[RaceId, ...]  # the races at the backend's reads with the change made
+    anyway: bool = False  # judged as a context that races with any backend
+
+    def text(self) -> str:
+        head = f"{self.component} must change: {self.change}"
+        left = "; ".join(sorted({r.place().text() for r in self.races}))
+        if self.verified and not self.races:
+            return f"{head}; verified: with it no read of this backend races in {self.scenario}"
+        if self.verified:
+            return (f"{head}; verified: with it a backend that reads the same locations can be race-free in "
+                    f"{self.scenario} (this one's reads still race there at {left}: see the advice)")
+        if self.anyway:
+            return f"{head}; not enough: with it every backend that reads the same locations still races in " \
+                   f"{self.scenario}"
+        return f"{head}; not enough: with it this backend's reads still race in {self.scenario} at {left}"
+
+    def to_dict(self) -> dict:
+        return {"scenario": self.scenario, "assumptions": list(self.assumptions), "component": self.component,
+                "change": self.change, "verified": self.verified, "races": [r.to_dict() for r in self.races]}
+
+
+def _reads_shared(s: Scenario, p) -> bool:
+    from .concrete import read_sites
+    return any(read_sites(s, p.backend, p.mode).values()) or bool(p.worker_reads_after)
+
+
+def _last_readers(s: Scenario):
+    """(step kind, index, phase) of each step kind's last phase that reads shared state."""
+    out = []
+    for kind in dict.fromkeys(s.step_kinds):
+        phases = s.algorithm.steps[kind]
+        last = [i for i, p in enumerate(phases) if _reads_shared(s, p)]
+        if last:
+            out.append((kind, last[-1], phases[last[-1]]))
+    return out
+
+
+def _set_phase(s: Scenario, kind, i: int, **changes) -> Scenario:
+    steps = dict(s.algorithm.steps)
+    phases = list(steps[kind])
+    phases[i] = dataclasses.replace(phases[i], **changes)
+    steps[kind] = tuple(phases)
+    return s.replace(algorithm=dataclasses.replace(s.algorithm, steps=steps))
+
+
+def _fix(s: Scenario, name: str, decision: "Decision"):
+    """(component, change, scenario with the change made) restoring assumption ``name`` in ``s``; None where no
+    change of the context's own is known (another backend's declaration is the backend author's, not SGLang's). A
+    change that leaves ``s`` as it is is not offered (``component_change``)."""
+    from fencecheck.vocab import BarrierPlacement, Execution, PlanJoin, PrepStream, PublishPolicy
+
+    if name == "barrier_on":
+        return "the scheduler", "turn the WAR barrier on", s.replace(
+            scheduler=dataclasses.replace(s.scheduler, barrier=True))
+    if name == "barrier_after_run_batch":
+        return "the scheduler", "apply the WAR barrier right after run_batch returns", s.replace(
+            scheduler=dataclasses.replace(s.scheduler, placement=BarrierPlacement.AFTER_RUN_BATCH))
+    if name == "sound_fallback":
+        return ("the runner", "resolve IN_REPLAY on a runner without its marker to POST_REPLAY (resolution "
+                f"{RULE.value})", s.replace(resolution=RULE))
+    if name == "named_runner_is_last_reader":
+        publisher = dict(s.algorithm.publisher)
+        said = []
+        for kind, _, p in _last_readers(s):
+            if publisher[kind] != p.runner:
+                publisher[kind] = p.runner
+                said.append(f"{p.runner} in {kind.value} steps (the runner of {p.name}, the step's last reading "
+                            "phase)")
+        return ("the algorithm", "set last_shared_read_runner to " + ", ".join(said),
+                s.replace(algorithm=dataclasses.replace(s.algorithm, publisher=publisher)))
+    if name == "plan_stream_joined_before_replay":
+        said, out = [], s
+        for kind, phases in s.algorithm.steps.items():
+            for i, p in enumerate(phases):
+                if p.prep_stream is PrepStream.PLAN and p.plan_join is not PlanJoin.BEFORE_REPLAY:
+                    out = _set_phase(out, kind, i, plan_join=PlanJoin.BEFORE_REPLAY)
+                    said.append(f"{p.name} ({kind.value} steps)")
+        return ("the runner", "join the plan stream into F before the launch (F.wait_stream(P)) in "
+                + ", ".join(said), out)
+    if name == "last_reader_resolves":
+        runners, said = dict(s.runners), []
+        for kind, _, p in _last_readers(s):
+            r = runners[p.runner]
+            if r.publish is not PublishPolicy.RESOLVE and not p.clear_mailbox_after:
+                runners[p.runner] = dataclasses.replace(r, publish=PublishPolicy.RESOLVE)
+                said.append(f"runner {p.runner} (of {p.name}, {kind.value} steps)")
+        return ("the runner", "publish by resolving the backend's declaration (publish = resolve): "
+                + ", ".join(dict.fromkeys(said)), s.replace(runners=runners))
+    if name in ("last_reader_publishes", "worker_reads_cleared"):
+        said, out = [], s
+        for kind, i, p in _last_readers(s):
+            if p.clear_mailbox_after:
+                continue
+            steps = [n for n in range(1, s.steps + 1) if s.step_kind(n) is kind]
+            silent = p.execution is Execution.EAGER or any(
+                decision.resolved.get((n, i), 0) == int(SharedReadEnds.UNKNOWN) for n in steps)
+            if (silent if name == "last_reader_publishes" else bool(p.worker_reads_after)):
+                out = _set_phase(out, kind, i, clear_mailbox_after=True)
+                said.append(f"{p.name} ({kind.value} steps, runner {p.runner})")
+        return ("the worker", "clear the runner's mailbox after the step's last reading phase "
+                "(clear_mailbox_after): " + ", ".join(said), out)
+    return None
+
+
+def component_change(s: Scenario, failed: list[str], decide: Callable[[Scenario], "Decision"], name: str,
+                     anyway: Callable[[Scenario], bool] | None = None) -> ComponentChange | None:
+    """The smallest change outside the backend that the model verifies in ``s`` (the backend swapped in): each
+    failed assumption's change alone, in the order of model/assumptions.py, then all of them together; else the
+    change of all of them with what it leaves. ``anyway``: ``s`` races with any backend, and this tells whether a
+    scenario still does (a change is verified when it no longer does); None: verified when no read of this backend
+    races. None if ``s`` fails no assumption that names such a change."""
+    decision = decide(s)
+    fixes = [(n, f) for n in failed if (f := _fix(s, n, decision)) is not None and repr(f[2]) != repr(s)]
+    if not fixes:
+        return None
+
+    def judge(names, component, change, fixed) -> ComponentChange:
+        races = ours(fixed, decide(fixed).report.races)
+        ok = not anyway(fixed) if anyway is not None else not races
+        return ComponentChange(name, names, component, change, ok, races, anyway is not None)
+
+    tried = []
+    for n, (component, change, fixed) in fixes:
+        cc = judge((n,), component, change, fixed)
+        if cc.verified:
+            return cc
+        tried.append(cc)
+    if len(fixes) == 1:
+        return tried[0]
+    both = s
+    for n, _ in fixes:
+        both = _fix(both, n, decide(both))[2]
+    return judge(tuple(n for n, _ in fixes), " and ".join(dict.fromkeys(c for _, (c, _, _) in fixes)),
+                 "; ".join(ch for _, (_, ch, _) in fixes), both)
 
 
 # -- advice -------------------------------------------------------------------------------------------------------
@@ -416,10 +723,13 @@ class Check:
 class Advice:
     change: str  # the change, in SGLang's terms
     why: str  # what it is for
-    check: Check | None  # its verification (None: a change outside the backend, not verifiable here)
+    check: Check | None  # its verification (None: no change to the backend is offered)
+    component: ComponentChange | None = None  # the change outside the backend, and what the model finds with it
 
     def text(self) -> str:
         tail = f": {self.check.text()}" if self.check is not None else ""
+        if self.component is not None:
+            tail += f"; {self.component.text()}"
         return f"{self.change}{tail} ({self.why})"
 
 
@@ -474,10 +784,15 @@ class VerifyReport:
         return self.verdict is Verdict.PROVED and all(c.safe for c in self.contexts)
 
 
-def _check(b, catalog, bounds, budget) -> Check:
+def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None,
+           anyway: Mapping[str, bool] | None = None, verdicts: SymbolicVerdicts | None = None) -> Check:
     facts = mode_facts(b)
-    verdict, _, _ = symbolic(facts, bounds, budget, "verify-advice")
-    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False))
+    verdict = verdicts(facts) if verdicts is not None else symbolic_verdict(facts, bounds, budget)
+    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway))
+
+
+def _locations(report: "VerifyReport") -> list[str]:
+    return sorted({loc for f in report.modes for locs in f.sites.values() for loc in locs})
 
 
 def _implicated(report: "VerifyReport") -> set[ForwardMode]:
@@ -499,16 +814,24 @@ def _implicated(report: "VerifyReport") -> set[ForwardMode]:
 
 
 def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BOUNDS, budget: Budget = Budget(),
-           tick: Callable[[str], None] | None = None) -> list[Advice]:
+           tick: Callable[[str], None] | None = None,
+           decide: Callable[[Scenario], Decision] | None = None, verdicts: SymbolicVerdicts | None = None,
+           plan: list | None = None) -> list[Advice]:
     """The smallest verified change for every race the backend brings, and for every declaration later than its
-    reads need; else the component that must change."""
+    reads need; else the component that must change. ``plan``: collect the facts of every change that could be
+    checked (each taken as unsafe, so none stops the search) instead of checking them."""
     out: list[Advice] = []
     racing = report.verdict is not Verdict.PROVED or any(not c.safe for c in report.contexts)
     tried: dict[str, Check] = {}
+    decide = decide or Decisions()
+    anyway = {c.scenario: c.races_anyway for c in report.contexts}
 
     def verified(label: str, cand) -> Check:
+        if plan is not None:
+            plan.append(mode_facts(cand))
+            return Check(Verdict.UNKNOWN, [])
         if label not in tried:
-            tried[label] = _check(cand, catalog, bounds, budget)
+            tried[label] = _check(cand, catalog, bounds, budget, decide, anyway, verdicts)
             if tick is not None:
                 tick(label)
         return tried[label]
@@ -569,9 +892,16 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
     fixed = [a for a in out if a.check is not None and a.check.safe]
     if racing and not fixed:
         for c in report.contexts:
-            if c.safe:
+            if c.safe or c.swapped is None:
                 continue
-            if c.failed:
+            cc = (c.component if c.races_anyway
+                  else component_change(c.swapped, c.failed, decide, c.scenario) if c.failed else None)
+            if cc is not None:
+                said = ("no change to this backend fixes it: every backend that reads " + "/".join(_locations(report))
+                        + " races there (each read site, each declaration tried)" if c.races_anyway
+                        else "no change to this backend alone is verified to fix it")
+                out.append(Advice(f"{c.scenario}: {said}", "the context fails " + ", ".join(c.failed), None, cc))
+            elif c.failed:
                 parts = "; ".join(f"{n}: {COMPONENT[n]}" for n in c.failed if n in COMPONENT)
                 out.append(Advice(f"{c.scenario}: no change to this backend alone is verified to fix it; change "
                                   f"{parts}", "the context fails " + ", ".join(c.failed), None))
@@ -582,8 +912,9 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
 
 
 def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds = BOUNDS,
-           tick: Callable[[str], None] | None = None, advice: bool = True) -> VerifyReport:
-    """Check backend ``b`` (a ``scenario_io.BackendFile`` or a lone ``BackendSpec``) in every context."""
+           tick: Callable[[str], None] | None = None, advice: bool = True, jobs: int = 1) -> VerifyReport:
+    """Check backend ``b`` (a ``scenario_io.BackendFile`` or a lone ``BackendSpec``) in every context. ``jobs``:
+    worker processes for the symbolic checks of the proposed changes (the report is the same for any number)."""
     facts = mode_facts(b)
     report = VerifyReport(_root(b), facts, bounds=bounds)
     if facts:
@@ -593,7 +924,8 @@ def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds
         report.verdict, report.reason = Verdict.UNKNOWN, "the backend declares and reads nothing"
     if tick is not None:
         tick("symbolic")
-    report.contexts = catalog_contexts(b, facts, catalog, budget, tick)
+    decide = Decisions()
+    report.contexts = catalog_contexts(b, facts, catalog, budget, tick, decide=decide)
     report.findings = child_findings(b, facts)
     for f in facts:
         for site, loc in f.outside():
@@ -601,5 +933,13 @@ def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds
             report.findings.append(f"{f.mode.value}: {who} reads {loc} at {site.value}, outside what "
                                    f"{f.declared.name} (declared by {f.declared_by}) covers")
     if advice:
-        report.advice = advise(b, report, catalog, bounds, budget, tick)
+        verdicts = SymbolicVerdicts(bounds, budget, jobs)
+        try:
+            if jobs > 1:
+                wanted: list = []
+                advise(b, report, catalog, bounds, budget, None, decide, plan=wanted)
+                verdicts.prefetch(wanted)
+            report.advice = advise(b, report, catalog, bounds, budget, tick, decide, verdicts)
+        finally:
+            verdicts.close()
     return report

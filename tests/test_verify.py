@@ -12,6 +12,7 @@ from fencecheck.model.symconfig import Bounds
 from fencecheck.model.verify import child_findings, mode_facts, verify
 from fencecheck.reference.check import check_scenario
 from fencecheck.report import Verdict
+from fencecheck.scenario import BackendSpec
 from fencecheck.scenario_io import load, load_backend
 from fencecheck.vocab import ForwardMode, ReadSite, SharedReadEnds
 
@@ -95,7 +96,7 @@ def test_a_context_that_races_on_its_own_is_listed_not_skipped():
     r = verify(bf, catalog("barrier-disabled"), bounds=SMALL, advice=False)
     [c] = r.contexts
     assert c.own_verdict is Verdict.COUNTEREXAMPLE and c.report.verdict is Verdict.COUNTEREXAMPLE
-    assert c.safe and not c.brought and c.failed == ["barrier_on"] and c.any_backend == ["barrier_on"]
+    assert c.safe and not c.brought and c.failed == ["barrier_on"] and c.races_anyway
 
 
 def test_a_race_the_backend_brings_where_every_read_races_is_not_the_backends():
@@ -145,9 +146,14 @@ def test_honest_backend_is_proved_in_every_context():
     assert code == 0
     assert "proved race-free under resolution declaration_only_post_fallback and the assumptions " \
            "named_runner_is_last_reader, sound_fallback" in out and "COUNTEREXAMPLE under" not in out
-    assert "barrier-disabled: races with any backend: fails barrier_on; the scheduler must change  " \
-           "[outside the symbolic proof: fails barrier_on]" in out
-    assert "  plan-stream-unjoined: its reads safe  [outside the symbolic proof: fails plan_stream_joined_before_replay]\n" \
+    assert "  barrier-disabled: races with any backend  [outside the symbolic proof: fails barrier_on]\n" \
+           "    every backend that reads req_to_token races here (each read site, each declaration tried); the " \
+           "scheduler must change: turn the WAR barrier on; verified: with it no read of this backend races in " \
+           "barrier-disabled\n" in out
+    assert "  dspark-target-fixed: adds no race  [outside the symbolic proof: fails named_runner_is_last_reader, " \
+           "last_reader_publishes]\n" in out
+    assert "  plan-stream-unjoined: adds no race  " \
+           "[outside the symbolic proof: fails plan_stream_joined_before_replay]\n" \
            "    races on its own (catalog verdict counterexample): req_to_token@verify/pre_replay; " \
            "with this backend it " \
            "still races at: req_to_token@verify/pre_replay" in out
@@ -227,3 +233,163 @@ def test_hybrid_names_the_delegate_at_fault_and_advises_only_the_mode_in_the_rac
     assert "advice: move the read of req_to_token at in_graph_after_marker in TARGET_VERIFY out of the graph " \
            "(pre_replay) in linear: safe in all 27 contexts" in out
     assert "for DECODE" not in out
+
+
+# -- contexts that race whatever the backend does, and changes outside the backend ---------------------------------
+
+DECODE_ONLY = BackendSpec("decode-only", reads={"DECODE": {ReadSite.PRE_REPLAY: ("req_to_token",),
+                                                          ReadSite.IN_GRAPH_BEFORE_MARKER: ("req_to_token",)}})
+
+
+def prefetch_reads_nothing():
+    """dspark-target-fixed with a draft prefetch whose backend reads nothing: race-free on its own (the target, named
+    on every step, runs the last reading phase), until a DECODE backend that reads runs the prefetch."""
+    import dataclasses
+
+    base = catalog("dspark-target-fixed")[0]
+    steps = {k: tuple(dataclasses.replace(p, backend="prefetch") if p.name == "draft_prefetch" else p for p in ph)
+             for k, ph in base.algorithm.steps.items()}
+    return base.replace(name="dspark-prefetch-reads-nothing",
+                        backends={**base.backends, "prefetch": BackendSpec("prefetch")}, algorithm=dataclasses.replace(base.algorithm, steps=steps), expect=None)
+
+
+def test_a_context_that_races_with_any_backend_is_found_by_checking_every_stand_in():
+    from fencecheck.model.verify import Decisions, mode_facts, races_whatever_the_backend, stand_ins, swap_into
+
+    facts = mode_facts(DECODE_ONLY)
+    assert [d for d, _ in stand_ins(DECODE_ONLY, facts)] == [(d,) for d in SharedReadEnds]  # UNKNOWN included
+    assert all(set(x.reads["DECODE"]) == set(ReadSite) for _, x in stand_ins(DECODE_ONLY, facts))
+    decide = Decisions()
+    [off] = catalog("barrier-disabled")
+    assert races_whatever_the_backend(off, DECODE_ONLY, facts, decide)
+    # dspark-target-fixed names the target, so whatever the draft prefetch's backend does, its reads race.
+    assert races_whatever_the_backend(catalog("dspark-target-fixed")[0], DECODE_ONLY, facts, decide)
+    # plan-stream-unjoined races on its own at its verify's pre_replay read, but a backend that reads only inside
+    # the graph is race-free there: not a context that races whatever the backend does.
+    bf = load_backend(EXAMPLES / "honest-backend.toml")
+    [unjoined] = catalog("plan-stream-unjoined")
+    assert not races_whatever_the_backend(unjoined, bf, mode_facts(bf), decide)
+    r = verify(bf, [unjoined], bounds=SMALL, advice=False)
+    [c] = r.contexts
+    assert c.report.verdict is Verdict.COUNTEREXAMPLE and not c.races_anyway and c.component is None and c.safe
+    # and a backend that does not read where plain-decode's reads race is told apart from one that does:
+    in_graph = BackendSpec("in-graph", reads={"TARGET_VERIFY": {ReadSite.IN_GRAPH_BEFORE_MARKER: ("req_to_token",)}})
+    sw = swap_into(unjoined, in_graph, {ForwardMode.TARGET_VERIFY})
+    assert decide(sw).report.verdict is Verdict.PROVED
+
+
+def test_a_context_racing_on_its_own_with_any_backend_names_the_verified_component_change():
+    r = verify(DECODE_ONLY, catalog("barrier-disabled"), bounds=SMALL, advice=False)
+    [c] = r.contexts
+    assert c.races_anyway and c.safe  # it races on its own: not the backend's race
+    assert c.component.text() == ("the scheduler must change: turn the WAR barrier on; verified: with it no read of "
+                                  "this backend races in barrier-disabled")
+    assert c.component.to_dict() == {"scenario": "barrier-disabled", "assumptions": ["barrier_on"],
+                                     "component": "the scheduler", "change": "turn the WAR barrier on",
+                                     "verified": True, "races": []}
+
+
+def test_no_backend_change_fixes_it_so_the_verified_component_change_is_the_advice():
+    ctx = prefetch_reads_nothing()
+    r = verify(DECODE_ONLY, [ctx, *catalog("plain-decode")], bounds=SMALL)
+    c = r.contexts[0]
+    assert c.own_verdict is Verdict.PROVED and c.races_anyway and not c.safe and not r.safe
+    assert {x.place().text() for x in c.brought} == {"req_to_token@draft_prefetch/pre_replay",
+                                                     "req_to_token@draft_prefetch/in_graph_before_marker"}
+    assert [a.text() for a in r.advice] == [
+        "no declaration for DECODE alone fixes it (POST_REPLAY instead: races in 1 of 3 contexts: "
+        "dspark-prefetch-reads-nothing (req_to_token@draft_prefetch/in_graph_before_marker; "
+        "req_to_token@draft_prefetch/pre_replay))",
+        "dspark-prefetch-reads-nothing: no change to this backend fixes it: every backend that reads req_to_token "
+        "races there (each read site, each declaration tried); the algorithm must change: set "
+        "last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's last reading "
+        "phase); verified: with it no read of this backend races in dspark-prefetch-reads-nothing (the context fails "
+        "named_runner_is_last_reader, last_reader_publishes)"]
+    from fencecheck.proof_commands import explain_contexts, verify_json
+
+    data = verify_json(r, explain_contexts(r))
+    assert data["safe"] is False and data["contexts"][0]["races_with_any_backend"] is True
+    assert data["advice"][1]["verification"] is None
+    assert data["advice"][1]["component"] == data["contexts"][0]["component_change"] == {
+        "scenario": "dspark-prefetch-reads-nothing", "assumptions": ["named_runner_is_last_reader"],
+        "component": "the algorithm",
+        "change": "set last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's "
+                  "last reading phase)",
+        "verified": True, "races": []}
+    # The change is real: the context with that publisher, the backend swapped in, is race-free.
+    import dataclasses
+
+    from fencecheck.model.verify import swap_into
+    from fencecheck.vocab import StepKind
+
+    fixed = ctx.replace(algorithm=dataclasses.replace(ctx.algorithm,
+                                                      publisher={**ctx.algorithm.publisher, StepKind.NORMAL: "draft"}))
+    assert check_scenario(swap_into(fixed, DECODE_ONLY, {ForwardMode.DECODE})).verdict is Verdict.PROVED
+    assert check_scenario(swap_into(ctx, DECODE_ONLY, {ForwardMode.DECODE})).verdict is Verdict.COUNTEREXAMPLE
+
+
+def test_a_component_change_that_is_not_enough_says_what_still_races():
+    from fencecheck.model.verify import Decisions, component_change, swap_into
+
+    bf = load_backend(EXAMPLES / "dishonest-backend.toml")
+    [off] = catalog("barrier-disabled")
+    cc = component_change(swap_into(off, bf, {ForwardMode.DECODE}), ["barrier_on"], Decisions(), off.name)
+    assert not cc.verified
+    assert cc.text() == ("the scheduler must change: turn the WAR barrier on; not enough: with it this backend's reads "
+                         "still race in barrier-disabled at req_to_token@decode/in_graph_after_marker")
+
+
+def test_a_backend_that_speaks_for_no_mode_is_bad_input(tmp_path):
+    bad = tmp_path / "empty.toml"
+    bad.write_text('name = "x"\n')
+    code, out, err = run("verify", str(bad))
+    assert code == 2 and out == ""
+    assert err == f"fencecheck: error: {bad}: the backend declares and reads nothing in any mode: nothing to verify " \
+                  "(expected declares, reads, children or delegate)\n"
+
+
+def test_verify_help_gives_its_own_exit_codes():
+    code, out, _ = run("verify", "--help")
+    assert code == 0
+    assert "  1  race / counterexample the backend brings (in the symbolic family or a catalog context)\n" in out
+    assert "racing with any backend, with the component that must change" in out
+    assert "--out FILE.toml, -o FILE.toml" in out
+
+
+@pytest.mark.slow
+def test_the_advice_is_the_same_with_worker_processes():
+    bf = load_backend(EXAMPLES / "over-declared-backend.toml")
+    cat = catalog("dspark", "plain-decode")
+    one, two = verify(bf, cat, bounds=SMALL, jobs=1), verify(bf, cat, bounds=SMALL, jobs=2)
+    assert [a.text() for a in two.advice] == [a.text() for a in one.advice]
+    assert two.advice[0].change == "declare IN_REPLAY for TARGET_VERIFY" and two.advice[0].check.safe
+
+
+def test_in_a_context_racing_with_any_backend_the_change_is_judged_by_every_backend_not_this_ones_own_race():
+    bf = load_backend(EXAMPLES / "dishonest-backend.toml")
+    r = verify(bf, catalog("barrier-disabled"), bounds=SMALL, advice=False)
+    [c] = r.contexts
+    assert c.races_anyway and c.safe
+    assert c.component.verified and [x.text() for x in c.component.races] == [
+        "req_to_token@decode/in_graph_after_marker in step 1", "req_to_token@decode/in_graph_after_marker in step 2",
+        "req_to_token@decode/in_graph_after_marker in step 3"]
+    assert c.component.text() == (
+        "the scheduler must change: turn the WAR barrier on; verified: with it a backend that reads the same "
+        "locations can be race-free in barrier-disabled (this one's reads still race there at "
+        "req_to_token@decode/in_graph_after_marker: see the advice)")
+
+
+@pytest.mark.slow
+def test_each_change_outside_the_backend_restores_the_assumption_it_is_for():
+    from fencecheck.model.verify import Decisions, _fix
+
+    decide = Decisions()
+    seen = set()
+    for s in load_catalog():
+        for n in decide(s).failed:
+            component, change, fixed = _fix(s, n, decide(s))
+            assert n not in decide(fixed).failed, (s.name, n, change)
+            seen.add(n)
+    assert seen == {"named_runner_is_last_reader", "plan_stream_joined_before_replay", "barrier_on",
+                    "barrier_after_run_batch", "last_reader_resolves", "last_reader_publishes",
+                    "worker_reads_cleared"}
