@@ -1,0 +1,208 @@
+"""The pieces of a step, each executed symbolically from an arbitrary state: the argument for any number of phases
+and runners.
+
+A step of the host program (``model.program``) is: ``run_batch`` begins (F waits on S), its phases run one after
+another, ``run_batch`` returns, the scheduler applies the barrier and writes. This module executes each piece on its
+own, from a state whose clocks, mailboxes and markers are free variables (``program.build(..., havoc=True)``'s
+state), with the same builder code ``build`` uses, so the pieces are the program's own steps, not a second encoding:
+
+- ``step_begin``: the start of ``run_batch`` (F.wait_stream(S)).
+- ``one_phase``: ONE phase with arbitrary knobs, runner and declaration.
+- ``step_end``: the barrier after ``run_batch`` returns, the scheduler's first write (the one a race is against) and,
+  when the barrier sits at the loop top, the loop-top barrier and its write.
+
+What a step's reads contribute to a race is summarised by ``maxread``: per stream (F, P) and location, the largest
+stream position of a read issued so far in the step (0: none). A read on stream X races the first write iff the
+write's clock knows less of X than the read's position, so some read of the step races iff the write knows less of
+X than ``maxread[X]``: the race depends on the reads only through the summary (``race_of_summary``; the
+``composition`` check holds the summary and the pieces equal to ``build`` on a bounded step).
+
+Runners are indices compared only for equality (``symconfig.select``), so the program is data-independent in them;
+``touched`` states what one phase can change (its runner's marker, its runner's owner's mailbox), which
+``proofs.cutoff`` checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+
+from fencecheck.trace import WritePurpose, write_by
+
+from .program import KEEP, MB_MARKER, MB_NONE, MB_RING, SNAP, Program, State, _Builder
+from .symconfig import Bounds, SymConfig, select
+
+#: The streams reads are issued on.
+READ_STREAMS = ("F", "P")
+#: Runners every per-piece query is checked with: the most distinct runners one conjunct of a piece's claim mentions
+#: (the publisher, its owner, the marker in its mailbox, the phase's runner, that runner's owner, and the runner whose
+#: own mailbox or marker the conjunct speaks of). See ``proofs.cutoff`` and docs/proofs.md.
+RUNNER_CUTOFF = 6
+
+
+@dataclass
+class Piece:
+    """One piece executed from a free state: its configuration, program (constraints defining the fresh terms),
+    the states before and after, and the read summary before and after."""
+
+    cfg: SymConfig
+    prog: Program
+    state_in: State
+    state_out: State
+    max_in: dict
+    max_out: dict
+    builder: _Builder
+
+    @property
+    def constraints(self) -> list:
+        return [*self.cfg.domain, *self.prog.constraints]
+
+
+def piece_bounds(runners: int = RUNNER_CUTOFF, locations: tuple[str, ...] = ("req_to_token",)) -> Bounds:
+    """One step of one phase: the configuration a piece is executed over."""
+    return Bounds(steps=1, phases=1, runners=runners, locations=locations)
+
+
+def summary_vars(cfg: SymConfig, tag: str) -> dict:
+    """Free read summary: (stream, location) -> an integer."""
+    return {(x, loc): z3.Int(f"{tag}maxread.{x}.{loc}", cfg.ctx) for x in READ_STREAMS for loc in cfg.bounds.locations}
+
+
+def fold_reads(max_in: dict, reads, d) -> dict:
+    """The summary after ``reads`` (``ReadSlot``s in host order): each issued read raises its stream's maximum."""
+    out = dict(max_in)
+    for r in reads:
+        key = (r.stream, r.location)
+        out[key] = d.If(d.And(r.guard, r.pos > out[key]), r.pos, out[key])
+    return out
+
+
+def _start(cfg: SymConfig, tag: str) -> tuple[_Builder, dict]:
+    b = _Builder(cfg, tag, havoc=True)
+    return b, summary_vars(cfg, tag + ".")
+
+
+def _piece(cfg, b: _Builder, max_in, max_out) -> Piece:
+    return Piece(cfg, b.prog, b.prog.state_in, b.state(), max_in, max_out, b)
+
+
+def step_begin(cfg: SymConfig, tag: str = "begin") -> Piece:
+    """``run_batch`` begins: F waits on S (what ``program._Builder.run_batch`` issues before the first phase)."""
+    b, m = _start(cfg, tag)
+    b.join("F", dict(b.clock["S"]), b.d.BoolVal(True), "rb")
+    return _piece(cfg, b, m, {k: b.d.IntVal(0) for k in m})
+
+
+def one_phase(cfg: SymConfig, tag: str = "phase") -> Piece:
+    """Phase 0 of step 1 of ``cfg`` (one phase, any knobs) from a free state and a free summary."""
+    b, m = _start(cfg, tag)
+    n = len(b.prog.reads)
+    b.phase(1, 0, cfg.phases[0][0])
+    return _piece(cfg, b, m, fold_reads(m, b.prog.reads[n:], b.d))
+
+
+def step_end(cfg: SymConfig, tag: str = "end") -> tuple[Piece, dict]:
+    """``run_batch`` has returned: the barrier for the step's publisher, the first write of every location (the
+    writes a race is against: location -> ``WriteSlot``), then the loop-top barrier and write of the next step."""
+    b, m = _start(cfg, tag)
+    lt = cfg.loop_top()
+    pub = cfg.publisher[0]
+    b.barrier(b.d.Not(lt), 1, pub)
+    first = b.writes(b.d.BoolVal(True), 2, lambda env: write_by(WritePurpose.PROCESS_AND_PREPARE))
+    b.barrier(lt, 1, pub)
+    b.writes(lt, 2, lambda env: write_by(WritePurpose.PREPARE))
+    return _piece(cfg, b, m, m), first
+
+
+def race_of_summary(first: dict, summary: dict, d) -> z3.BoolRef:
+    """Some read the summary stands for races the first write of its location."""
+    return d.Or(*[d.And(w.guard, w.vc[x] < summary[(x, loc)]) for loc, w in first.items() for x in READ_STREAMS])
+
+
+# -- the invariants --------------------------------------------------------------------------------------------------
+
+
+def reads_in_past(state: State, summary: dict, streams=READ_STREAMS) -> z3.BoolRef:
+    """Every summarised read lies in the past of F: its position is at most what F knows of its stream (reads on P
+    are joined into F by the end of their phase). ``streams`` narrows the second half to some streams."""
+    c = state.clock
+    return z3.And(*[z3.And(v >= 0, *([v <= c["F"][x]] if x in streams else [])) for (x, _), v in summary.items()])
+
+
+def covers(snap: dict, summary: dict) -> z3.BoolRef:
+    return z3.And(*[snap[x] >= v for (x, _), v in summary.items()])
+
+
+def published_for(cfg: SymConfig, state: State, summary: dict, publisher) -> z3.BoolRef:
+    """The mailbox the barrier will take (the publisher's owner's) is empty (the barrier waits coarsely), or holds a
+    ring event whose snapshot covers every summarised read, or a recorded marker whose latest record covers them."""
+    owner = select(publisher, [r.owner for r in cfg.runners])
+    kind = select(owner, state.mb_kind)
+    ring = {y: select(owner, [s[y] for s in state.mb_snap]) for y in SNAP}
+    marker = select(owner, state.mb_marker)
+    mark = {y: select(marker, [s[y] for s in state.mk_snap]) for y in SNAP}
+    return z3.Or(kind == MB_NONE,
+                 z3.And(kind == MB_RING, covers(ring, summary)),
+                 z3.And(kind == MB_MARKER, select(marker, state.mk_valid), covers(mark, summary)))
+
+
+def before_last_reader(cfg: SymConfig, state: State, summary: dict, streams=READ_STREAMS) -> z3.BoolRef:
+    """The invariant before (and through) the phases up to the step's last reading phase."""
+    return z3.And(state.invariant(cfg.bounds.runners), reads_in_past(state, summary, streams))
+
+
+def after_last_reader(cfg: SymConfig, state: State, summary: dict, streams=READ_STREAMS) -> z3.BoolRef:
+    """The invariant after the step's last reading phase: the above, and the publisher's mailbox covers the reads."""
+    return z3.And(before_last_reader(cfg, state, summary, streams),
+                  published_for(cfg, state, summary, cfg.publisher[0]))
+
+
+def no_reads(summary: dict) -> z3.BoolRef:
+    return z3.And(*[v == 0 for v in summary.values()])
+
+
+def touched(cfg: SymConfig, piece: Piece, owner_only: bool = True) -> z3.BoolRef:
+    """Frame of one phase: every mailbox but its runner's owner's, and every marker but its runner's, is unchanged
+    (``owner_only=False`` states the weaker-looking claim that only the mailbox indexed by the runner itself may
+    change, which mailbox sharing breaks)."""
+    p = cfg.phases[0][0]
+    a, z = piece.state_in, piece.state_out
+    owner = select(p.runner, [r.owner for r in cfg.runners]) if owner_only else p.runner
+    out = []
+    for o in range(cfg.bounds.runners):
+        same_mb = z3.And(a.mb_kind[o] == z.mb_kind[o], a.mb_marker[o] == z.mb_marker[o],
+                         *[a.mb_snap[o][y] == z.mb_snap[o][y] for y in SNAP])
+        same_mk = z3.And(a.mk_valid[o] == z.mk_valid[o], *[a.mk_snap[o][y] == z.mk_snap[o][y] for y in SNAP])
+        out += [z3.Implies(owner != o, same_mb), z3.Implies(p.runner != o, same_mk)]
+    return z3.And(*out)
+
+
+def same_state(a: State, z: State) -> z3.BoolRef:
+    out = [a.clock[x][y] == z.clock[x][y] for x in KEEP for y in KEEP[x]]
+    for o in range(len(a.mb_kind)):
+        out += [a.mb_kind[o] == z.mb_kind[o], a.mb_marker[o] == z.mb_marker[o], a.mk_valid[o] == z.mk_valid[o]]
+        out += [a.mb_snap[o][y] == z.mb_snap[o][y] for y in SNAP] + [a.mk_snap[o][y] == z.mk_snap[o][y] for y in SNAP]
+    return z3.And(*out)
+
+
+def composed(cfg: SymConfig, tag: str = "pieces") -> tuple[Piece, dict, z3.BoolRef]:
+    """Step 1 of ``cfg`` (any number of phases) executed piece by piece, as ``build(cfg, havoc=True)`` executes it,
+    with the read summary folded phase by phase: (the piece, the first writes, the race as the summary states it)."""
+    b, m = _start(cfg, tag)
+    lt = cfg.loop_top()
+    b.barrier(lt, 0, None)  # the loop-top barrier before the first step (nothing published yet)
+    b.join("F", dict(b.clock["S"]), b.d.BoolVal(True), "rb")
+    summary = {k: b.d.IntVal(0) for k in m}
+    for i, p in enumerate(cfg.phases[0]):
+        n = len(b.prog.reads)
+        b.phase(1, i, p)
+        summary = fold_reads(summary, b.prog.reads[n:], b.d)
+    b.barrier(b.d.Not(lt), 1, cfg.publisher[0])
+    first = b.writes(b.d.BoolVal(True), 2, lambda env: write_by(WritePurpose.PROCESS_AND_PREPARE))
+    return _piece(cfg, b, m, summary), first, race_of_summary(first, summary, b.d)
+
+
+__all__ = ["READ_STREAMS", "RUNNER_CUTOFF", "Piece", "after_last_reader", "before_last_reader", "composed", "covers",
+           "one_phase", "fold_reads", "no_reads", "piece_bounds", "published_for",
+           "race_of_summary", "reads_in_past", "same_state", "step_begin", "step_end", "summary_vars", "touched"]

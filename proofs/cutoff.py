@@ -1,0 +1,162 @@
+"""The main theorem for any number of phases and runners: an induction over the phases of a step, each query one
+piece of a step (``model.cutoff``) executed from an arbitrary state, with a fixed number of runners that every
+configuration reduces to.
+
+A step's phases split at its last reading phase L: the phases before it (any number, each may read or not), L itself,
+and the phases after it (any number, none reads). The obligation ``unbounded_phases`` checks, each from a free state:
+
+1. base: the initial state satisfies the step invariant (``State.invariant``);
+2. begin: from the step invariant, ``run_batch``'s start gives the phase invariant with no reads summarised;
+3. before: any phase, under the assumptions that concern every phase, keeps the phase invariant (the step invariant,
+   and every read summarised lies in F's past);
+4. last: the last reading phase, under every assumption, leaves the publisher's mailbox covering the summary;
+5. after: any phase that reads nothing keeps that;
+6. end: from either invariant (the second only if nothing was read), the barrier and the first write race with no
+   summarised read, and the next step starts from the step invariant;
+7. composition: on a bounded step, the pieces composed and summarised are ``build``'s step: same state after, same
+   race.
+
+1-6 compose into a proof for steps of any number of phases, and with ``unbounded_steps``'s induction over steps for
+any number of steps. Every piece is checked with ``RUNNER_CUTOFF`` runners; ``unbounded_runners`` checks the frame
+that the runner argument needs (docs/proofs.md states it). The variants named by ``Obligation.extra`` break one
+part on purpose and must get a counterexample.
+"""
+
+from __future__ import annotations
+
+import z3
+
+from fencecheck.model import assumptions as A
+from fencecheck.model import cutoff as C
+from fencecheck.model.program import build
+from fencecheck.model.symconfig import Bounds, make_config
+from fencecheck.report import Verdict
+
+#: Assumptions that speak of the step's last reading phase; the others hold of every phase or of the configuration.
+LAST_READER = ("named_runner_is_last_reader", "last_reader_resolves", "last_reader_publishes", "worker_reads_cleared")
+#: The bounded step the composition check compares with ``build``.
+COMPOSITION_BOUNDS = Bounds(steps=1, phases=2, runners=3)
+
+PHASES = ("base: the initial state satisfies the step invariant",
+          "begin: run_batch's start gives the phase invariant, nothing read",
+          "before: any phase keeps the phase invariant",
+          "last: the last reading phase leaves the publisher's mailbox covering every read of the step",
+          "after: a phase that reads nothing keeps the mailbox covering",
+          "end: the barrier orders every summarised read before the first write",
+          "end: the next step starts from the step invariant",
+          "composition: from the step invariant, the pieces are build's step and the summary its race")
+RUNNERS = ("frame: a phase changes only its runner's marker and its runner's owner's mailbox",)
+
+
+def per_phase(names) -> tuple[str, ...]:
+    """``names`` less those that speak of the last reading phase. An assumption this module does not classify is
+    an error: the argument would not say where it applies."""
+    unknown = [n for n in A.BY_NAME if n not in LAST_READER and n not in _PER_PHASE]
+    if unknown:
+        raise KeyError(f"assumption(s) not placed in the phase induction: {', '.join(unknown)}")
+    return tuple(n for n in names if n not in LAST_READER)
+
+
+_PER_PHASE = ("sound_fallback", "honest_declarations", "plan_stream_joined_before_replay", "barrier_on",
+              "barrier_after_run_batch")
+
+
+def _assume(cfg, prog, names) -> list:
+    return A.constraints(cfg, prog, names)
+
+
+def phase_queries(ob, ctx, query) -> list:
+    """The queries of ``unbounded_phases`` (and its broken variants), in ``PHASES`` order, plus the two
+    non-vacuity queries. ``query(label, constraints, expect)`` makes and checks one."""
+    names = ob.assumptions
+    streams = ("F",) if "broken_invariant" in ob.extra else C.READ_STREAMS
+    R = ob.bounds.runners
+    pb = C.piece_bounds(R, ob.bounds.locations)
+    before = lambda cfg, st, m: C.before_last_reader(cfg, st, m, streams)  # noqa: E731
+    after = lambda cfg, st, m: C.after_last_reader(cfg, st, m, streams)  # noqa: E731
+    out = []
+
+    cfg = make_config(pb, "base", ctx)
+    prog = build(cfg, "base", havoc=True)
+    out.append(query(PHASES[0], [prog.state_in.is_initial(R), z3.Not(prog.state_in.invariant(R))], Verdict.PROVED))
+
+    cfg = make_config(pb, "begin", ctx)
+    p = C.step_begin(cfg)
+    out.append(query(PHASES[1], [*p.constraints, p.state_in.invariant(R), z3.Not(before(cfg, p.state_out, p.max_out))],
+                     Verdict.PROVED))
+
+    cfg = make_config(pb, "before", ctx)
+    p = C.one_phase(cfg)
+    out.append(query(PHASES[2], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), before(cfg, p.state_in, p.max_in),
+                                 z3.Not(before(cfg, p.state_out, p.max_out))], Verdict.PROVED))
+
+    cfg = make_config(pb, "last", ctx)
+    p = C.one_phase(cfg)
+    last = cfg.phases[0][0].reads_any()
+    out.append(query(PHASES[3], [*p.constraints, *_assume(cfg, p.prog, names), last, before(cfg, p.state_in, p.max_in),
+                                 z3.Not(after(cfg, p.state_out, p.max_out))], Verdict.PROVED))
+    nonvacuous = query("premises satisfiable", [*p.constraints, *_assume(cfg, p.prog, names), last,
+                                                before(cfg, p.state_in, p.max_in)], Verdict.COUNTEREXAMPLE)
+
+    cfg = make_config(pb, "after", ctx)
+    p = C.one_phase(cfg)
+    quiet = [] if "reads_after_publish" in ob.extra else [z3.Not(cfg.phases[0][0].reads_any())]
+    out.append(query(PHASES[4], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), *quiet,
+                                 after(cfg, p.state_in, p.max_in), z3.Not(after(cfg, p.state_out, p.max_out))],
+                     Verdict.PROVED))
+
+    cfg = make_config(pb, "end", ctx)
+    p, first = C.step_end(cfg)
+    start = z3.Or(after(cfg, p.state_in, p.max_in), z3.And(before(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
+    race = C.race_of_summary(first, p.max_in, p.builder.d)
+    given = [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), start]
+    out.append(query(PHASES[5], [*given, race], Verdict.PROVED))
+    out.append(query(PHASES[6], [*given, z3.Not(p.state_out.invariant(R))], Verdict.PROVED))
+    unfenced = [n for n in per_phase(names) if n != "barrier_on"]
+    fenceless = query("race once the fence is taken away",
+                      [*p.constraints, *_assume(cfg, p.prog, unfenced), start, z3.Not(cfg.barrier), race],
+                      Verdict.COUNTEREXAMPLE)
+
+    if ob.extra:  # a broken variant: the composition and non-vacuity do not depend on what it breaks
+        return out
+    cfg = make_config(COMPOSITION_BOUNDS, "bounded", ctx)
+    prog = build(cfg, "bounded", havoc=True)
+    p, first, race = C.composed(cfg)
+    out.append(query(PHASES[7], [*cfg.domain, *prog.constraints, *p.prog.constraints, prog.state_in.invariant(cfg.bounds.runners),
+                                 C.same_state(prog.state_in, p.state_in),
+                                 z3.Or(prog.any_race() != race, z3.Not(C.same_state(prog.state_out, p.state_out)))],
+                     Verdict.PROVED))
+    return out + [nonvacuous, fenceless]
+
+
+def runner_queries(ob, ctx, query) -> list:
+    """The queries of ``unbounded_runners``: the frame of one phase (or, broken, the frame that forgets that a
+    runner may use another runner's mailbox)."""
+    cfg = make_config(C.piece_bounds(ob.bounds.runners, ob.bounds.locations), "frame", ctx)
+    p = C.one_phase(cfg)
+    frame = C.touched(cfg, p, owner_only="mailbox_by_runner" not in ob.extra)
+    return [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
+
+
+def evaluate_into(ob, res, ctx) -> None:
+    """Evaluate a ``phases`` obligation into ``res`` (``proofs.runner.Result``): proved iff every query of the
+    argument is, unknown if one is unknown, else a counterexample naming the queries that fail."""
+    from .runner import _query
+
+    def query(label, constraints, expect):
+        return _query(label, constraints, ob, expect, ctx)
+
+    qs = runner_queries(ob, ctx, query) if ob.name.startswith("unbounded_runners") else phase_queries(ob, ctx, query)
+    main = [q for q in qs if q.label in PHASES or q.label in RUNNERS]
+    extra = [q for q in qs if q.label not in PHASES and q.label not in RUNNERS]
+    res.queries += qs
+    verdicts = {q.verdict for q in main}
+    if verdicts == {Verdict.PROVED}:
+        res.verdict = Verdict.PROVED
+        res.nonvacuity += [(q.label, q.verdict is Verdict.COUNTEREXAMPLE) for q in extra]
+    elif Verdict.UNKNOWN in verdicts:
+        res.verdict = Verdict.UNKNOWN
+        res.reason = "; ".join(f"{q.label.split(':')[0]}: {q.reason}" for q in main if q.verdict is Verdict.UNKNOWN)
+    else:
+        res.verdict = Verdict.COUNTEREXAMPLE
+        res.notes.append("fails: " + ", ".join(q.label.split(":")[0] for q in main if q.verdict is not Verdict.PROVED))
