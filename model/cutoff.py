@@ -87,31 +87,57 @@ def _piece(cfg, b: _Builder, max_in, max_out) -> Piece:
     return Piece(cfg, b.prog, b.prog.state_in, b.state(), max_in, max_out, b)
 
 
+# What the host program issues between the phases, as ``program._Builder.run`` and ``run_batch`` issue it; ``composed``
+# strings these together with the phases, and the composition check holds that equal to ``build``.
+
+
+def _before_first_step(b: _Builder) -> None:
+    lt = b.cfg.loop_top()
+    b.barrier(lt, 0, None)  # the loop-top barrier before the first step: nothing published yet
+    b.writes(lt, 1, lambda env: write_by(WritePurpose.PREPARE))
+
+
+def _begin(b: _Builder, step: int) -> None:
+    b.join("F", dict(b.clock["S"]), b.d.BoolVal(True), f"rb{step}")  # run_batch begins: F.wait_stream(S)
+
+
+def _phase(b: _Builder, step: int, i: int, summary: dict) -> dict:
+    n = len(b.prog.reads)
+    b.phase(step, i, b.cfg.phases[step - 1][i])
+    return fold_reads(summary, b.prog.reads[n:], b.d)
+
+
+def _end(b: _Builder, step: int, last: bool) -> dict:
+    """run_batch has returned: the barrier, the first writes (returned), and unless ``last`` the loop-top barrier
+    and the write of the next step."""
+    lt = b.cfg.loop_top()
+    pub = b.cfg.publisher[step - 1]
+    b.barrier(b.d.Not(lt), step, pub)
+    first = b.writes(b.d.BoolVal(True), step + 1, lambda env: write_by(WritePurpose.PROCESS_AND_PREPARE))
+    if not last:
+        b.barrier(lt, step, pub)
+        b.writes(lt, step + 1, lambda env: write_by(WritePurpose.PREPARE))
+    return first
+
+
 def step_begin(cfg: SymConfig, tag: str = "begin") -> Piece:
-    """``run_batch`` begins: F waits on S (what ``program._Builder.run_batch`` issues before the first phase)."""
+    """``run_batch`` begins: F waits on S, before the first phase."""
     b, m = _start(cfg, tag)
-    b.join("F", dict(b.clock["S"]), b.d.BoolVal(True), "rb")
+    _begin(b, 1)
     return _piece(cfg, b, m, {k: b.d.IntVal(0) for k in m})
 
 
 def one_phase(cfg: SymConfig, tag: str = "phase") -> Piece:
     """Phase 0 of step 1 of ``cfg`` (one phase, any knobs) from a free state and a free summary."""
     b, m = _start(cfg, tag)
-    n = len(b.prog.reads)
-    b.phase(1, 0, cfg.phases[0][0])
-    return _piece(cfg, b, m, fold_reads(m, b.prog.reads[n:], b.d))
+    return _piece(cfg, b, m, _phase(b, 1, 0, m))
 
 
 def step_end(cfg: SymConfig, tag: str = "end") -> tuple[Piece, dict]:
     """``run_batch`` has returned: the barrier for the step's publisher, the first write of every location (the
     writes a race is against: location -> ``WriteSlot``), then the loop-top barrier and write of the next step."""
     b, m = _start(cfg, tag)
-    lt = cfg.loop_top()
-    pub = cfg.publisher[0]
-    b.barrier(b.d.Not(lt), 1, pub)
-    first = b.writes(b.d.BoolVal(True), 2, lambda env: write_by(WritePurpose.PROCESS_AND_PREPARE))
-    b.barrier(lt, 1, pub)
-    b.writes(lt, 2, lambda env: write_by(WritePurpose.PREPARE))
+    first = _end(b, 1, last=False)
     return _piece(cfg, b, m, m), first
 
 
@@ -186,21 +212,20 @@ def same_state(a: State, z: State) -> z3.BoolRef:
     return z3.And(*out)
 
 
-def composed(cfg: SymConfig, tag: str = "pieces") -> tuple[Piece, dict, z3.BoolRef]:
-    """Step 1 of ``cfg`` (any number of phases) executed piece by piece, as ``build(cfg, havoc=True)`` executes it,
-    with the read summary folded phase by phase: (the piece, the first writes, the race as the summary states it)."""
+def composed(cfg: SymConfig, tag: str = "pieces") -> tuple[Piece, z3.BoolRef]:
+    """Every step of ``cfg`` executed piece by piece, as ``build(cfg, havoc=True)`` executes it, each step's reads
+    folded into its summary phase by phase: (the piece, some step's summary races its first write)."""
     b, m = _start(cfg, tag)
-    lt = cfg.loop_top()
-    b.barrier(lt, 0, None)  # the loop-top barrier before the first step (nothing published yet)
-    b.join("F", dict(b.clock["S"]), b.d.BoolVal(True), "rb")
-    summary = {k: b.d.IntVal(0) for k in m}
-    for i, p in enumerate(cfg.phases[0]):
-        n = len(b.prog.reads)
-        b.phase(1, i, p)
-        summary = fold_reads(summary, b.prog.reads[n:], b.d)
-    b.barrier(b.d.Not(lt), 1, cfg.publisher[0])
-    first = b.writes(b.d.BoolVal(True), 2, lambda env: write_by(WritePurpose.PROCESS_AND_PREPARE))
-    return _piece(cfg, b, m, summary), first, race_of_summary(first, summary, b.d)
+    _before_first_step(b)
+    races = []
+    k = cfg.bounds.steps
+    for n in range(1, k + 1):
+        _begin(b, n)
+        summary = {key: b.d.IntVal(0) for key in m}
+        for i in range(cfg.bounds.phases):
+            summary = _phase(b, n, i, summary)
+        races.append(race_of_summary(_end(b, n, last=n == k), summary, b.d))
+    return _piece(cfg, b, m, m), b.d.Or(*races)
 
 
 __all__ = ["READ_STREAMS", "RUNNER_CUTOFF", "Piece", "after_last_reader", "before_last_reader", "composed", "covers",

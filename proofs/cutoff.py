@@ -11,10 +11,10 @@ and the phases after it (any number, none reads). The obligation ``unbounded_pha
    and every read summarised lies in F's past);
 4. last: the last reading phase, under every assumption, leaves the publisher's mailbox covering the summary;
 5. after: any phase that reads nothing keeps that;
-6. end: from either invariant (the second only if nothing was read), the barrier and the first write race with no
-   summarised read, and the next step starts from the step invariant;
-7. composition: on a bounded step, the pieces composed and summarised are ``build``'s step: same state after, same
-   race.
+6. end, next: from either invariant (the first only if nothing was read), the barrier and the first write race
+   with no summarised read, and the next step starts from the step invariant;
+7. composition: on bounded programs (two phases; two steps), the pieces composed and summarised are ``build``'s
+   program: same state after, same race.
 
 1-6 compose into a proof for steps of any number of phases, and with ``unbounded_steps``'s induction over steps for
 any number of steps. Every piece is checked with ``RUNNER_CUTOFF`` runners; ``unbounded_runners`` checks the frame
@@ -34,8 +34,8 @@ from fencecheck.report import Verdict
 
 #: Assumptions that speak of the step's last reading phase; the others hold of every phase or of the configuration.
 LAST_READER = ("named_runner_is_last_reader", "last_reader_resolves", "last_reader_publishes", "worker_reads_cleared")
-#: The bounded step the composition check compares with ``build``.
-COMPOSITION_BOUNDS = Bounds(steps=1, phases=2, runners=3)
+#: The bounded programs the composition checks compare with ``build``: phases after phases, steps after steps.
+COMPOSITION_BOUNDS = (Bounds(steps=1, phases=2, runners=3), Bounds(steps=2, phases=1, runners=3))
 
 PHASES = ("base: the initial state satisfies the step invariant",
           "begin: run_batch's start gives the phase invariant, nothing read",
@@ -43,8 +43,10 @@ PHASES = ("base: the initial state satisfies the step invariant",
           "last: the last reading phase leaves the publisher's mailbox covering every read of the step",
           "after: a phase that reads nothing keeps the mailbox covering",
           "end: the barrier orders every summarised read before the first write",
-          "end: the next step starts from the step invariant",
-          "composition: from the step invariant, the pieces are build's step and the summary its race")
+          "next: the next step starts from the step invariant",
+          "composition (phases): from the step invariant, the pieces are build's program and the summaries its "
+          "race, for one step of two phases",
+          "composition (steps): the same for two steps of one phase")
 RUNNERS = ("frame: a phase changes only its runner's marker and its runner's owner's mailbox",)
 
 
@@ -119,13 +121,15 @@ def phase_queries(ob, ctx, query) -> list:
 
     if ob.extra:  # a broken variant: the composition and non-vacuity do not depend on what it breaks
         return out
-    cfg = make_config(COMPOSITION_BOUNDS, "bounded", ctx)
-    prog = build(cfg, "bounded", havoc=True)
-    p, first, race = C.composed(cfg)
-    out.append(query(PHASES[7], [*cfg.domain, *prog.constraints, *p.prog.constraints, prog.state_in.invariant(cfg.bounds.runners),
-                                 C.same_state(prog.state_in, p.state_in),
+    for label, bounds in zip(PHASES[7:], COMPOSITION_BOUNDS):
+        tag = f"bounded{bounds.steps}x{bounds.phases}"
+        cfg = make_config(bounds, tag, ctx)
+        prog = build(cfg, tag, havoc=True)
+        p, race = C.composed(cfg, tag + ".pieces")
+        out.append(query(label, [*cfg.domain, *prog.constraints, *p.prog.constraints,
+                                 prog.state_in.invariant(bounds.runners), C.same_state(prog.state_in, p.state_in),
                                  z3.Or(prog.any_race() != race, z3.Not(C.same_state(prog.state_out, p.state_out)))],
-                     Verdict.PROVED))
+                         Verdict.PROVED))
     return out + [nonvacuous, fenceless]
 
 
@@ -160,3 +164,63 @@ def evaluate_into(ob, res, ctx) -> None:
     else:
         res.verdict = Verdict.COUNTEREXAMPLE
         res.notes.append("fails: " + ", ".join(q.label.split(":")[0] for q in main if q.verdict is not Verdict.PROVED))
+
+
+#: docs/proofs.md's section on the argument (``proofs.report.markdown`` places it after the assumptions).
+ARGUMENT = """## Any number of phases, runners and steps
+
+The bounded obligations (`main_theorem`, `needs/*`, ...) search configurations of at most 4 phases per step and 3
+runners. The main theorem holds for any number of phases, runners and steps by the argument below; each step of it is
+a solver query of `unbounded_phases` or `unbounded_runners`, listed under them with its verdict. The pieces are
+executed by the same code that builds the bounded program (`model/cutoff.py` drives `model/program.py`'s builder from
+a state whose clocks, mailboxes and markers are free variables), not by a second encoding.
+
+**The summary.** A read on stream X races the scheduler's first write after `run_batch` iff the write's clock knows
+less of X than the read's position. The write's clock is one for the whole step, so some read of the step races iff
+the write knows less of X than the largest position of a read on X in the step (0 if none): the race depends on the
+step's reads only through that maximum per stream (F, P) and location, the summary.
+
+**Phases.** Split a step at its last reading phase L (a phase that issues a backend or worker read, after which no
+phase does). Two invariants, over the state (vector clocks, every mailbox, every marker's latest record) and the
+summary:
+
+- *before*: the step invariant (no clock knows more of a stream than the stream itself; every mailbox snapshot and
+  marker record lies in F's past) and every summarised read lies in F's past (its position is at most what F knows
+  of its stream);
+- *after*: *before*, and the mailbox the barrier will take (the publisher's owner's) is empty, or holds a ring event
+  whose snapshot covers the summary, or a recorded marker whose latest record covers it.
+
+The queries show, each from an arbitrary state satisfying its premise: run_batch's start gives *before* with an empty
+summary (`begin`); any phase, under the assumptions that concern every phase (sound fallback, honest declarations,
+plan stream joined, barrier on and after run_batch), keeps *before* (`before`); L, under every assumption, turns
+*before* into *after* (`last`); a phase that reads nothing keeps *after* (`after`); from *after*, or from *before* with
+an empty summary (a step without reads), the barrier orders every summarised read before the first write and the
+next step starts from the step invariant (`end`, `next`); the initial state satisfies the step invariant (`base`). By
+induction over the phases before L, then over the phases after it, every step of any length is race-free and ends in
+the step invariant; by induction over steps, every run is. The two `composition` queries close the gap between the
+pieces and the bounded program: from the step invariant, the pieces strung together with the summary folded phase by
+phase are `build`'s program (the same state after it, the same race), for a step of two phases and for two steps.
+
+**Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index ==
+i`; domains are whole index ranges), so the program is data-independent in them: renaming runners renames the run.
+One phase changes only its runner's marker and the mailbox of its runner's owner (`unbounded_runners`, the frame).
+So every conjunct of a query's claim, evaluated on a counterexample with any number of runners, depends on at most 6
+of them: the publisher, its owner, the marker in its owner's mailbox, the phase's runner, that runner's owner, and
+the runner a per-runner conjunct of the step invariant speaks of. Keeping those, and pointing each reference to a dropped
+runner that the query never reads (another runner's owner, the marker in another mailbox) at a kept one, gives a
+counterexample with at most 6 runners, and runners with an empty mailbox and no
+marker, never touched, pad it to exactly 6. Every piece query is checked with 6 runners, so it covers every number.
+
+**Locations and segments.** One location stands for any number, as in the main theorem (reads and writes of
+different locations never order each other; the scheduler writes every location at the same point). A breakable
+graph's segments past the second re-read after the marker on F exactly as the second does; the pieces are checked
+with 2.
+
+**What then holds for any size.** The main theorem, by the above. Each `needs/*` counterexample and each non-vacuity
+witness is a configuration of the unbounded family, so the necessity of each assumption and non-vacuity hold there
+too.
+
+**Shown able to fail.** `unbounded_phases/broken_invariant` weakens *before* (reads on the plan stream need not lie in
+F's past) and fails at `last`, `after` and `end`; `unbounded_phases/reads_after_publish` lets a phase after L read and fails at `after`;
+`unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails.
+"""
