@@ -227,6 +227,11 @@ def explicit(configs) -> tuple[float, float, int]:
     return sim, model, raced
 
 
+def num(x: float) -> str:
+    """A count or a time, grouped below 10^7, in powers of ten above."""
+    return f"{x:,.0f}" if x < 1e7 else f"{x:.1e}".replace("e+", "e")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--phases", type=int, nargs="+", default=[1, 2, 3, 4])
@@ -252,12 +257,12 @@ def main() -> int:
         best = size * min(sim, model)
         answered = verdict is not Verdict.UNKNOWN
         rows.append((k, size, best, sym if answered else None))
-        print(f"| {k} | {size:,} | {sim * 1e3:.2f} ms / {size * sim:,.0f} s | {model * 1e3:.2f} ms / "
-              f"{size * model:,.0f} s | {verdict.value}, {used / 1e6:.1f}M rlimit, {sym:.2f} s ({sym_wall:.2f} s) | "
-              f"{f'{best / sym:,.0f}x' if answered else '-'} | {best / cpu:,.0f}x |", flush=True)
+        print(f"| {k} | {num(size)} | {sim * 1e3:.2f} ms / {num(size * sim)} s | {model * 1e3:.2f} ms / "
+              f"{num(size * model)} s | {verdict.value}, {used / 1e6:.1f}M rlimit, {sym:.2f} s ({sym_wall:.2f} s) | "
+              f"{num(best / sym) + 'x' if answered else '-'} | {num(best / cpu)}x |", flush=True)
     print("growth per added phase (k-1 -> k): family size, explicit time, symbolic query time")
     for (_, s0, e0, y0), (k, s1, e1, y1) in zip(rows, rows[1:]):
-        print(f"  {k}: x{s1 / s0:,.0f}, x{e1 / e0:,.0f}, " + (f"x{y1 / y0:.1f}" if y0 and y1 else "-"))
+        print(f"  {k}: x{num(s1 / s0)}, x{num(e1 / e0)}, " + (f"x{y1 / y0:.1f}" if y0 and y1 else "-"))
     return 0
 
 
