@@ -204,6 +204,42 @@ def touched(cfg: SymConfig, piece: Piece, owner_only: bool = True) -> z3.BoolRef
     return z3.And(*out)
 
 
+def _image(perm: tuple[int, ...]):
+    """The renaming ``perm`` (runner i -> perm[i]) applied to a runner index, symbolic or concrete."""
+    return lambda i: select(i, list(perm))
+
+
+def renamed_config(perm: tuple[int, ...], a: SymConfig, z: SymConfig) -> list:
+    """``z`` is ``a`` with its runners renamed by ``perm``: each runner's knobs and owner (renamed) move to its new
+    index, each phase's runner and each step's publisher are renamed, everything else is equal."""
+    pi = _image(perm)
+    out = []
+    for x, r in enumerate(a.runners):
+        q = z.runners[perm[x]]
+        out += [q.owner == pi(r.owner), *[q.knobs[k] == v for k, v in r.knobs.items()]]
+    for step_a, step_z in zip(a.phases, z.phases):
+        for p, q in zip(step_a, step_z):
+            out.append(q.runner == pi(p.runner))
+            out += [x == y for x, y in zip([p.active, p.mode, p.decl, *p.knobs.values(), *p.reads.values(), *p.worker.values()],
+                                           [q.active, q.mode, q.decl, *q.knobs.values(), *q.reads.values(), *q.worker.values()])]
+    out += [q == pi(p) for p, q in zip(a.publisher, z.publisher)]
+    out += [x == y for x, y in zip([*a.knobs.values(), *a.written.values(), *a.is_last],
+                                   [*z.knobs.values(), *z.written.values(), *z.is_last])]
+    return out
+
+
+def renamed_state(perm: tuple[int, ...], a: State, z: State, markers: bool = True) -> z3.BoolRef:
+    """``z`` is ``a`` with runners renamed by ``perm``: mailboxes and markers move to their new index, the marker a
+    mailbox holds (a runner) is renamed (``markers=False``: left as it was, which is not a renaming), clocks equal."""
+    pi = _image(perm)
+    out = [a.clock[x][y] == z.clock[x][y] for x in KEEP for y in KEEP[x]]
+    for x, y in enumerate(perm):
+        out += [z.mb_kind[y] == a.mb_kind[x], z.mb_marker[y] == (pi(a.mb_marker[x]) if markers else a.mb_marker[x]),
+                z.mk_valid[y] == a.mk_valid[x]]
+        out += [z.mb_snap[y][k] == a.mb_snap[x][k] for k in SNAP] + [z.mk_snap[y][k] == a.mk_snap[x][k] for k in SNAP]
+    return z3.And(*out)
+
+
 def same_state(a: State, z: State) -> z3.BoolRef:
     out = [a.clock[x][y] == z.clock[x][y] for x in KEEP for y in KEEP[x]]
     for o in range(len(a.mb_kind)):
@@ -229,5 +265,5 @@ def composed(cfg: SymConfig, tag: str = "pieces") -> tuple[Piece, z3.BoolRef]:
 
 
 __all__ = ["READ_STREAMS", "RUNNER_CUTOFF", "Piece", "after_last_reader", "before_last_reader", "composed", "covers",
-           "one_phase", "fold_reads", "no_reads", "piece_bounds", "published_for",
+           "one_phase", "fold_reads", "no_reads", "piece_bounds", "published_for", "renamed_config", "renamed_state",
            "race_of_summary", "reads_in_past", "same_state", "step_begin", "step_end", "summary_vars", "touched"]

@@ -47,7 +47,16 @@ PHASES = ("base: the initial state satisfies the step invariant",
           "composition (phases): from the step invariant, the pieces are build's program and the summaries its "
           "race, for one step of two phases",
           "composition (steps): the same for two steps of one phase")
-RUNNERS = ("frame: a phase changes only its runner's marker and its runner's owner's mailbox",)
+RUNNERS = ("frame: a phase changes only its runner's marker and its runner's owner's mailbox",
+           "symmetry (phase, swap): a phase commutes with swapping two runners",
+           "symmetry (phase, rotate): a phase commutes with rotating the runners",
+           "symmetry (end, swap): the barrier and the write commute with swapping two runners",
+           "symmetry (end, rotate): the barrier and the write commute with rotating the runners")
+
+
+def generators(runners: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A transposition and a rotation of ``runners`` indices: together they generate every renaming."""
+    return (1, 0, *range(2, runners)), (*range(1, runners), 0)
 
 
 def per_phase(names) -> tuple[str, ...]:
@@ -134,12 +143,37 @@ def phase_queries(ob, ctx, query) -> list:
 
 
 def runner_queries(ob, ctx, query) -> list:
-    """The queries of ``unbounded_runners``: the frame of one phase (or, broken, the frame that forgets that a
-    runner may use another runner's mailbox)."""
-    cfg = make_config(C.piece_bounds(ob.bounds.runners, ob.bounds.locations), "frame", ctx)
+    """The queries of ``unbounded_runners``: the frame of one phase, and that a phase and the step's end commute
+    with every renaming of the runners (checked on two generators). Broken variants: a frame that forgets that a
+    runner may use another runner's mailbox; a renaming that leaves the marker a mailbox holds unrenamed."""
+    pb = C.piece_bounds(ob.bounds.runners, ob.bounds.locations)
+    cfg = make_config(pb, "frame", ctx)
     p = C.one_phase(cfg)
     frame = C.touched(cfg, p, owner_only="mailbox_by_runner" not in ob.extra)
-    return [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
+    out = [] if "marker_unrenamed" in ob.extra else [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
+    if "mailbox_by_runner" in ob.extra:  # a broken variant checks only what it breaks
+        return out
+    markers = "marker_unrenamed" not in ob.extra
+    labels = iter(RUNNERS[1:])
+    for piece in ("phase", "end"):
+        for perm in generators(pb.runners):
+            tag = f"{piece}{''.join(map(str, perm))}"
+            a, z = make_config(pb, tag + "a", ctx), make_config(pb, tag + "z", ctx)
+            if piece == "phase":
+                pa, pz = C.one_phase(a, tag + "a"), C.one_phase(z, tag + "z")
+                same = [*[pa.max_in[k] == pz.max_in[k] for k in pa.max_in]]
+                then = [*[pa.max_out[k] == pz.max_out[k] for k in pa.max_out],
+                        *[z3.And(x.guard == y.guard, x.pos == y.pos) for x, y in zip(pa.prog.reads, pz.prog.reads)]]
+            else:
+                (pa, fa), (pz, fz) = C.step_end(a, tag + "a"), C.step_end(z, tag + "z")
+                same = []
+                then = [z3.And(fa[loc].guard == fz[loc].guard, *[fa[loc].vc[x] == fz[loc].vc[x] for x in fa[loc].vc])
+                        for loc in fa]
+            out.append(query(next(labels), [
+                *pa.constraints, *pz.constraints, pa.state_in.invariant(pb.runners), *C.renamed_config(perm, a, z),
+                C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same,
+                z3.Not(z3.And(C.renamed_state(perm, pa.state_out, pz.state_out, markers), *then))], Verdict.PROVED))
+    return out
 
 
 def evaluate_into(ob, res, ctx) -> None:
@@ -203,7 +237,9 @@ phase are `build`'s program (the same state after it, the same race), for a step
 
 **Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index ==
 i`; domains are whole index ranges), so the program is data-independent in them: renaming runners renames the run.
-One phase changes only its runner's marker and the mailbox of its runner's owner (`unbounded_runners`, the frame).
+`unbounded_runners` checks that with 6 runners (a phase, and the barrier with the write, commute with a transposition
+and with a rotation of the runners, which together generate every renaming), and that one phase changes only its
+runner's marker and the mailbox of its runner's owner (the frame).
 So every conjunct of a query's claim, evaluated on a counterexample with any number of runners, depends on at most 6
 of them: the publisher, its owner, the marker in its owner's mailbox, the phase's runner, that runner's owner, and
 the runner a per-runner conjunct of the step invariant speaks of. Keeping those, and pointing each reference to a dropped
@@ -222,5 +258,6 @@ too.
 
 **Shown able to fail.** `unbounded_phases/broken_invariant` weakens *before* (reads on the plan stream need not lie in
 F's past) and fails at `last`, `after` and `end`; `unbounded_phases/reads_after_publish` lets a phase after L read and fails at `after`;
-`unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails.
+`unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
+`unbounded_runners/marker_unrenamed` renames runners but not the marker a mailbox holds, and the symmetry fails.
 """

@@ -179,10 +179,11 @@ OBLIGATIONS += [
     ),
     Obligation(
         "unbounded_runners",
-        "The main theorem for any number of runners: runners are indices compared only for equality, and one phase "
-        "changes only its runner's marker and its runner's owner's mailbox, so every claim of the phase argument "
-        "involves at most 6 runners and is checked with 6.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=400_000,  # needs 94,111
+        "The main theorem for any number of runners: runners are indices compared only for equality (a phase, and "
+        "the barrier with the write, commute with every renaming of the runners), and one phase changes only its "
+        "runner's marker and its runner's owner's mailbox, so every claim of the phase argument involves at most 6 "
+        "runners and is checked with 6.",
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=7_800_000,  # needs 1,949,330 (symmetry of the end)
         tags=("unbounded",),
     ),
     Obligation(
@@ -190,6 +191,14 @@ OBLIGATIONS += [
         "The frame that forgets mailbox sharing (only the mailbox indexed by the phase's own runner changes) fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("mailbox_by_runner",),
         rlimit=300_000,  # needs 74,613
+        tags=("unbounded",),
+    ),
+    Obligation(
+        "unbounded_runners/marker_unrenamed",
+        "A renaming that moves mailboxes and markers but leaves the runner a mailbox's marker names unrenamed is no "
+        "symmetry of the program: the check of symmetry fails.",
+        "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_unrenamed",),
+        rlimit=1_800_000,  # needs 425,964
         tags=("unbounded",),
     ),
 ]
