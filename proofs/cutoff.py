@@ -176,13 +176,13 @@ def runner_queries(ob, ctx, query) -> list:
     return out
 
 
-def evaluate_into(ob, res, ctx) -> None:
-    """Evaluate a ``phases`` obligation into ``res`` (``proofs.runner.Result``): proved iff every query of the
-    argument is, unknown if one is unknown, else a counterexample naming the queries that fail."""
-    from .runner import _query
+def evaluate_into(ob, res, ctx, make_query) -> None:
+    """Evaluate a ``phases`` obligation into ``res`` (``proofs.runner.Result``) with ``make_query(label, constraints,
+    ob, expect, ctx)`` (the runner's): proved iff every query of the argument is, unknown if one is unknown, else a
+    counterexample naming the queries that fail."""
 
     def query(label, constraints, expect):
-        return _query(label, constraints, ob, expect, ctx)
+        return make_query(label, constraints, ob, expect, ctx)
 
     qs = runner_queries(ob, ctx, query) if ob.name.startswith("unbounded_runners") else phase_queries(ob, ctx, query)
     main = [q for q in qs if q.label in PHASES or q.label in RUNNERS]
