@@ -217,11 +217,13 @@ def renamed_config(perm: tuple[int, ...], a: SymConfig, z: SymConfig) -> list:
     for x, r in enumerate(a.runners):
         q = z.runners[perm[x]]
         out += [q.owner == pi(r.owner), *[q.knobs[k] == v for k, v in r.knobs.items()]]
+    def rest(v):
+        return [v.active, v.mode, v.decl, *v.knobs.values(), *v.reads.values(), *v.worker.values()]
+
     for step_a, step_z in zip(a.phases, z.phases):
         for p, q in zip(step_a, step_z):
             out.append(q.runner == pi(p.runner))
-            out += [x == y for x, y in zip([p.active, p.mode, p.decl, *p.knobs.values(), *p.reads.values(), *p.worker.values()],
-                                           [q.active, q.mode, q.decl, *q.knobs.values(), *q.reads.values(), *q.worker.values()])]
+            out += [x == y for x, y in zip(rest(p), rest(q))]
     out += [q == pi(p) for p, q in zip(a.publisher, z.publisher)]
     out += [x == y for x, y in zip([*a.knobs.values(), *a.written.values(), *a.is_last],
                                    [*z.knobs.values(), *z.written.values(), *z.is_last])]

@@ -98,8 +98,9 @@ def phase_queries(ob, ctx, query) -> list:
 
     cfg = make_config(pb, "before", ctx)
     p = C.one_phase(cfg)
-    out.append(query(PHASES[2], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), before(cfg, p.state_in, p.max_in),
-                                 z3.Not(before(cfg, p.state_out, p.max_out))], Verdict.PROVED))
+    out.append(query(PHASES[2], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)),
+                                 before(cfg, p.state_in, p.max_in), z3.Not(before(cfg, p.state_out, p.max_out))],
+                     Verdict.PROVED))
 
     cfg = make_config(pb, "last", ctx)
     p = C.one_phase(cfg)
@@ -204,60 +205,58 @@ def evaluate_into(ob, res, ctx, make_query) -> None:
 ARGUMENT = """## Any number of phases, runners and steps
 
 The bounded obligations (`main_theorem`, `needs/*`, ...) search configurations of at most 4 phases per step and 3
-runners. The main theorem holds for any number of phases, runners and steps by the argument below; each step of it is
-a solver query of `unbounded_phases` or `unbounded_runners`, listed under them with its verdict. The pieces are
-executed by the same code that builds the bounded program (`model/cutoff.py` drives `model/program.py`'s builder from
-a state whose clocks, mailboxes and markers are free variables), not by a second encoding.
+runners. The main theorem holds for any number of phases, runners and steps by the argument below; each step of it is a
+solver query of `unbounded_phases` or `unbounded_runners`, listed under them with its verdict. The pieces are executed
+by the same code that builds the bounded program (`model/cutoff.py` drives `model/program.py`'s builder from a state
+whose clocks, mailboxes and markers are free variables), not by a second encoding.
 
-**The summary.** A read on stream X races the scheduler's first write after `run_batch` iff the write's clock knows
-less of X than the read's position. The write's clock is one for the whole step, so some read of the step races iff
-the write knows less of X than the largest position of a read on X in the step (0 if none): the race depends on the
-step's reads only through that maximum per stream (F, P) and location, the summary.
+**The summary.** A read on stream X races the scheduler's first write after `run_batch` iff the write's clock knows less
+of X than the read's position. The write's clock is one for the whole step, so some read of the step races iff the write
+knows less of X than the largest position of a read on X in the step (0 if none): the race depends on the step's reads
+only through that maximum per stream (F, P) and location, the summary.
 
-**Phases.** Split a step at its last reading phase L (a phase that issues a backend or worker read, after which no
-phase does). Two invariants, over the state (vector clocks, every mailbox, every marker's latest record) and the
-summary:
+**Phases.** Split a step at its last reading phase L (a phase that issues a backend or worker read, after which no phase
+does). Two invariants, over the state (vector clocks, every mailbox, every marker's latest record) and the summary:
 
 - *before*: the step invariant (no clock knows more of a stream than the stream itself; every mailbox snapshot and
-  marker record lies in F's past) and every summarised read lies in F's past (its position is at most what F knows
-  of its stream);
+  marker record lies in F's past) and every summarised read lies in F's past (its position is at most what F knows of
+  its stream);
 - *after*: *before*, and the mailbox the barrier will take (the publisher's owner's) is empty, or holds a ring event
   whose snapshot covers the summary, or a recorded marker whose latest record covers it.
 
 The queries show, each from an arbitrary state satisfying its premise: run_batch's start gives *before* with an empty
-summary (`begin`); any phase, under the assumptions that concern every phase (sound fallback, honest declarations,
-plan stream joined, barrier on and after run_batch), keeps *before* (`before`); L, under every assumption, turns
-*before* into *after* (`last`); a phase that reads nothing keeps *after* (`after`); from *after*, or from *before* with
-an empty summary (a step without reads), the barrier orders every summarised read before the first write and the
-next step starts from the step invariant (`end`, `next`); the initial state satisfies the step invariant (`base`). By
-induction over the phases before L, then over the phases after it, every step of any length is race-free and ends in
-the step invariant; by induction over steps, every run is. The two `composition` queries close the gap between the
-pieces and the bounded program: from the step invariant, the pieces strung together with the summary folded phase by
-phase are `build`'s program (the same state after it, the same race), for a step of two phases and for two steps.
+summary (`begin`); any phase, under the assumptions that concern every phase (sound fallback, honest declarations, plan
+stream joined, barrier on and after run_batch), keeps *before* (`before`); L, under every assumption, turns *before*
+into *after* (`last`); a phase that reads nothing keeps *after* (`after`); from *after*, or from *before* with an empty
+summary (a step without reads), the barrier orders every summarised read before the first write and the next step starts
+from the step invariant (`end`, `next`); the initial state satisfies the step invariant (`base`). By induction over the
+phases before L, then over the phases after it, every step of any length is race-free and ends in the step invariant; by
+induction over steps, every run is. The two `composition` queries close the gap between the pieces and the bounded
+program: from the step invariant, the pieces strung together with the summary folded phase by phase are `build`'s
+program (the same state after it, the same race), for a step of two phases and for two steps; for more, `build` repeats
+the same calls (`run_batch` loops over the phases, `run` over the steps).
 
-**Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index ==
-i`; domains are whole index ranges), so the program is data-independent in them: renaming runners renames the run.
+**Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index == i`;
+domains are whole index ranges), so the program is data-independent in them: renaming runners renames the run.
 `unbounded_runners` checks that with 6 runners (a phase, and the barrier with the write, commute with a transposition
 and with a rotation of the runners, which together generate every renaming), and that one phase changes only its
-runner's marker and the mailbox of its runner's owner (the frame).
-So every conjunct of a query's claim, evaluated on a counterexample with any number of runners, depends on at most 6
-of them: the publisher, its owner, the marker in its owner's mailbox, the phase's runner, that runner's owner, and
-the runner a per-runner conjunct of the step invariant speaks of. Keeping those, and pointing each reference to a dropped
-runner that the query never reads (another runner's owner, the marker in another mailbox) at a kept one, gives a
-counterexample with at most 6 runners, and runners with an empty mailbox and no
-marker, never touched, pad it to exactly 6. Every piece query is checked with 6 runners, so it covers every number.
+runner's marker and the mailbox of its runner's owner (the frame). So every conjunct of a query's claim, evaluated on a
+counterexample with any number of runners, depends on at most 6 of them: the publisher, its owner, the marker in its
+owner's mailbox, the phase's runner, that runner's owner, and the runner a per-runner conjunct of the step invariant
+speaks of. Keeping those, and pointing each reference to a dropped runner that the query never reads (another runner's
+owner, the marker in another mailbox) at a kept one, gives a counterexample with at most 6 runners, and runners with an
+empty mailbox and no marker, never touched, pad it to exactly 6. Every piece query is checked with 6 runners, so it
+covers every number.
 
-**Locations and segments.** One location stands for any number, as in the main theorem (reads and writes of
-different locations never order each other; the scheduler writes every location at the same point). A breakable
-graph's segments past the second re-read after the marker on F exactly as the second does; the pieces are checked
-with 2.
+**Locations and segments.** One location stands for any number, as in the main theorem (reads and writes of different
+locations never order each other; the scheduler writes every location at the same point). A breakable graph's segments
+past the second re-read after the marker on F exactly as the second does; the pieces are checked with 2.
 
 **What then holds for any size.** The main theorem, by the above. Each `needs/*` counterexample and each non-vacuity
-witness is a configuration of the unbounded family, so the necessity of each assumption and non-vacuity hold there
-too.
+witness is a configuration of the unbounded family, so the necessity of each assumption and non-vacuity hold there too.
 
 **Shown able to fail.** `unbounded_phases/broken_invariant` weakens *before* (reads on the plan stream need not lie in
-F's past) and fails at `last`, `after` and `end`; `unbounded_phases/reads_after_publish` lets a phase after L read and fails at `after`;
-`unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
+F's past) and fails at `last`, `after` and `end`; `unbounded_phases/reads_after_publish` lets a phase after L read and
+fails at `after`; `unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
 `unbounded_runners/marker_unrenamed` renames runners but not the marker a mailbox holds, and the symmetry fails.
 """

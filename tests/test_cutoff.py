@@ -75,7 +75,7 @@ def test_the_pieces_are_checked_with_the_runner_cutoff():
             assert o.bounds.runners == C.RUNNER_CUTOFF == 6, o.name
 
 
-def test_an_unknown_query_makes_the_argument_unknown(monkeypatch):
+def test_an_unknown_query_makes_the_argument_unknown():
     starved = O.Obligation("unbounded_phases", "", "phases", Verdict.PROVED, O.PIECE_BOUNDS, rlimit=1_000)
     r = evaluate(starved)
     assert r.verdict is Verdict.UNKNOWN and not r.ok
@@ -138,8 +138,8 @@ def test_the_summary_is_the_largest_issued_position_per_stream():
     # A phase whose prep runs on F and that reads before and after the launch: positions grow only by reads, so the F
     # maximum becomes F's own position after the phase (above the 5 it started from); the P maximum stays.
     ph = cfg.phases[0][0]
-    s.add(*p.constraints, p.state_in.invariant(1), *[v == 3 for v in p.max_in.values()], p.state_in.clock["F"]["F"] == 5,
-          z3.Not(ph.on_plan()), ph.reads[(0, loc)], ph.reads[(3, loc)])
+    s.add(*p.constraints, p.state_in.invariant(1), *[v == 3 for v in p.max_in.values()],
+          p.state_in.clock["F"]["F"] == 5, z3.Not(ph.on_plan()), ph.reads[(0, loc)], ph.reads[(3, loc)])
     assert check(s).verdict is Verdict.COUNTEREXAMPLE  # such a phase exists
     s.add(z3.Or(p.max_out[("F", loc)] <= 5, p.max_out[("F", loc)] != p.state_out.clock["F"]["F"],
                 p.max_out[("P", loc)] != 3))
