@@ -144,3 +144,11 @@ def test_the_summary_is_the_largest_issued_position_per_stream():
     s.add(z3.Or(p.max_out[("F", loc)] <= 5, p.max_out[("F", loc)] != p.state_out.clock["F"]["F"],
                 p.max_out[("P", loc)] != 3))
     assert check(s).verdict is Verdict.PROVED
+
+
+def test_the_argument_names_every_query_of_the_phase_induction():
+    for label in PC.PHASES:
+        assert f"`{label.split(':')[0].split(' (')[0]}`" in PC.ARGUMENT, label
+    for name in ("unbounded_phases/broken_invariant", "unbounded_phases/reads_after_publish",
+                 "unbounded_runners/mailbox_by_runner", "unbounded_runners/marker_unrenamed"):
+        assert f"`{name}`" in PC.ARGUMENT and name in BY_NAME
