@@ -107,6 +107,9 @@ def markdown(results: list[Result]) -> str:
         out.append(f"| `{a.name}` | {a.statement} | {a.source} |")
     out += ["", "Each is shown necessary by the obligation `needs/<name>`, which drops it alone and finds a "
             "counterexample.", ""]
+    from .cutoff import ARGUMENT  # the argument for any number of phases, runners and steps
+
+    out += [ARGUMENT]
     for r in results:
         ob = r.obligation
         out += [f"## {ob.name}", "", ob.statement, ""]
@@ -120,7 +123,7 @@ def markdown(results: list[Result]) -> str:
                    "per check.")
         for label, ok in r.nonvacuity:
             out.append(f"- Non-vacuity: {label}: {'yes' if ok else 'NO'}.")
-        for q in r.queries if ob.kind == "induction" else []:
+        for q in r.queries if ob.kind in ("induction", "phases") else []:
             out.append(f"- {q.label}: {q.verdict.value}.")
         for note in r.notes:
             out.append(f"- {note}.")

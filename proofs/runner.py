@@ -265,7 +265,13 @@ def _ce_name(ob: Obligation) -> str:
     return ob.name.replace("/", "-").replace("_", "-")
 
 
-KINDS = {"safety": _safety, "induction": _induction, "compare": _compare, "scenario": _scenario}
+def _phases(ob: Obligation, res: Result, ctx: z3.Context) -> None:
+    from .cutoff import evaluate_into  # the induction over phases and the runner frame (proofs.cutoff)
+
+    evaluate_into(ob, res, ctx, _query)
+
+
+KINDS = {"safety": _safety, "induction": _induction, "compare": _compare, "scenario": _scenario, "phases": _phases}
 
 
 def evaluate(ob: Obligation) -> Result:

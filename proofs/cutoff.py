@@ -1,0 +1,262 @@
+"""The main theorem for any number of phases and runners: an induction over the phases of a step, each query one
+piece of a step (``model.cutoff``) executed from an arbitrary state, with a fixed number of runners that every
+configuration reduces to.
+
+A step's phases split at its last reading phase L: the phases before it (any number, each may read or not), L itself,
+and the phases after it (any number, none reads). The obligation ``unbounded_phases`` checks, each from a free state:
+
+1. base: the initial state satisfies the step invariant (``State.invariant``);
+2. begin: from the step invariant, ``run_batch``'s start gives the phase invariant with no reads summarised;
+3. before: any phase, under the assumptions that concern every phase, keeps the phase invariant (the step invariant,
+   and every read summarised lies in F's past);
+4. last: the last reading phase, under every assumption, leaves the publisher's mailbox covering the summary;
+5. after: any phase that reads nothing keeps that;
+6. end, next: from either invariant (the first only if nothing was read), the barrier and the first write race
+   with no summarised read, and the next step starts from the step invariant;
+7. composition: on bounded programs (two phases; two steps), the pieces composed and summarised are ``build``'s
+   program: same state after, same race.
+
+1-6 compose into a proof for steps of any number of phases, and with ``unbounded_steps``'s induction over steps for
+any number of steps. Every piece is checked with ``RUNNER_CUTOFF`` runners; ``unbounded_runners`` checks the frame
+that the runner argument needs (docs/proofs.md states it). The variants named by ``Obligation.extra`` break one
+part on purpose and must get a counterexample.
+"""
+
+from __future__ import annotations
+
+import z3
+
+from fencecheck.model import assumptions as A
+from fencecheck.model import cutoff as C
+from fencecheck.model.program import build
+from fencecheck.model.symconfig import Bounds, make_config
+from fencecheck.report import Verdict
+
+#: Assumptions that speak of the step's last reading phase; the others hold of every phase or of the configuration.
+LAST_READER = ("named_runner_is_last_reader", "last_reader_resolves", "last_reader_publishes", "worker_reads_cleared")
+#: The bounded programs the composition checks compare with ``build``: phases after phases, steps after steps.
+COMPOSITION_BOUNDS = (Bounds(steps=1, phases=2, runners=3), Bounds(steps=2, phases=1, runners=3))
+
+PHASES = ("base: the initial state satisfies the step invariant",
+          "begin: run_batch's start gives the phase invariant, nothing read",
+          "before: any phase keeps the phase invariant",
+          "last: the last reading phase leaves the publisher's mailbox covering every read of the step",
+          "after: a phase that reads nothing keeps the mailbox covering",
+          "end: the barrier orders every summarised read before the first write",
+          "next: the next step starts from the step invariant",
+          "composition (phases): from the step invariant, the pieces are build's program and the summaries its "
+          "race, for one step of two phases",
+          "composition (steps): the same for two steps of one phase")
+RUNNERS = ("frame: a phase changes only its runner's marker and its runner's owner's mailbox",
+           "symmetry (phase, swap): a phase commutes with swapping two runners",
+           "symmetry (phase, rotate): a phase commutes with rotating the runners",
+           "symmetry (end, swap): the barrier and the write commute with swapping two runners",
+           "symmetry (end, rotate): the barrier and the write commute with rotating the runners")
+
+
+def generators(runners: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A transposition and a rotation of ``runners`` indices: together they generate every renaming."""
+    return (1, 0, *range(2, runners)), (*range(1, runners), 0)
+
+
+def per_phase(names) -> tuple[str, ...]:
+    """``names`` less those that speak of the last reading phase. An assumption this module does not classify is
+    an error: the argument would not say where it applies."""
+    unknown = [n for n in A.BY_NAME if n not in LAST_READER and n not in _PER_PHASE]
+    if unknown:
+        raise KeyError(f"assumption(s) not placed in the phase induction: {', '.join(unknown)}")
+    return tuple(n for n in names if n not in LAST_READER)
+
+
+_PER_PHASE = ("sound_fallback", "honest_declarations", "plan_stream_joined_before_replay", "barrier_on",
+              "barrier_after_run_batch")
+
+
+def _assume(cfg, prog, names) -> list:
+    return A.constraints(cfg, prog, names)
+
+
+def phase_queries(ob, ctx, query) -> list:
+    """The queries of ``unbounded_phases`` (and its broken variants), in ``PHASES`` order, plus the two
+    non-vacuity queries. ``query(label, constraints, expect)`` makes and checks one."""
+    names = ob.assumptions
+    streams = ("F",) if "broken_invariant" in ob.extra else C.READ_STREAMS
+    R = ob.bounds.runners
+    pb = C.piece_bounds(R, ob.bounds.locations)
+    before = lambda cfg, st, m: C.before_last_reader(cfg, st, m, streams)  # noqa: E731
+    after = lambda cfg, st, m: C.after_last_reader(cfg, st, m, streams)  # noqa: E731
+    out = []
+
+    cfg = make_config(pb, "base", ctx)
+    prog = build(cfg, "base", havoc=True)
+    out.append(query(PHASES[0], [prog.state_in.is_initial(R), z3.Not(prog.state_in.invariant(R))], Verdict.PROVED))
+
+    cfg = make_config(pb, "begin", ctx)
+    p = C.step_begin(cfg)
+    out.append(query(PHASES[1], [*p.constraints, p.state_in.invariant(R), z3.Not(before(cfg, p.state_out, p.max_out))],
+                     Verdict.PROVED))
+
+    cfg = make_config(pb, "before", ctx)
+    p = C.one_phase(cfg)
+    out.append(query(PHASES[2], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)),
+                                 before(cfg, p.state_in, p.max_in), z3.Not(before(cfg, p.state_out, p.max_out))],
+                     Verdict.PROVED))
+
+    cfg = make_config(pb, "last", ctx)
+    p = C.one_phase(cfg)
+    last = cfg.phases[0][0].reads_any()
+    out.append(query(PHASES[3], [*p.constraints, *_assume(cfg, p.prog, names), last, before(cfg, p.state_in, p.max_in),
+                                 z3.Not(after(cfg, p.state_out, p.max_out))], Verdict.PROVED))
+    nonvacuous = query("premises satisfiable", [*p.constraints, *_assume(cfg, p.prog, names), last,
+                                                before(cfg, p.state_in, p.max_in)], Verdict.COUNTEREXAMPLE)
+
+    cfg = make_config(pb, "after", ctx)
+    p = C.one_phase(cfg)
+    quiet = [] if "reads_after_publish" in ob.extra else [z3.Not(cfg.phases[0][0].reads_any())]
+    out.append(query(PHASES[4], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), *quiet,
+                                 after(cfg, p.state_in, p.max_in), z3.Not(after(cfg, p.state_out, p.max_out))],
+                     Verdict.PROVED))
+
+    cfg = make_config(pb, "end", ctx)
+    p, first = C.step_end(cfg)
+    start = z3.Or(after(cfg, p.state_in, p.max_in), z3.And(before(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
+    race = C.race_of_summary(first, p.max_in, p.builder.d)
+    given = [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), start]
+    out.append(query(PHASES[5], [*given, race], Verdict.PROVED))
+    out.append(query(PHASES[6], [*given, z3.Not(p.state_out.invariant(R))], Verdict.PROVED))
+    unfenced = [n for n in per_phase(names) if n != "barrier_on"]
+    fenceless = query("race once the fence is taken away",
+                      [*p.constraints, *_assume(cfg, p.prog, unfenced), start, z3.Not(cfg.barrier), race],
+                      Verdict.COUNTEREXAMPLE)
+
+    if ob.extra:  # a broken variant: the composition and non-vacuity do not depend on what it breaks
+        return out
+    for label, bounds in zip(PHASES[7:], COMPOSITION_BOUNDS):
+        tag = f"bounded{bounds.steps}x{bounds.phases}"
+        cfg = make_config(bounds, tag, ctx)
+        prog = build(cfg, tag, havoc=True)
+        p, race = C.composed(cfg, tag + ".pieces")
+        out.append(query(label, [*cfg.domain, *prog.constraints, *p.prog.constraints,
+                                 prog.state_in.invariant(bounds.runners), C.same_state(prog.state_in, p.state_in),
+                                 z3.Or(prog.any_race() != race, z3.Not(C.same_state(prog.state_out, p.state_out)))],
+                         Verdict.PROVED))
+    return out + [nonvacuous, fenceless]
+
+
+def runner_queries(ob, ctx, query) -> list:
+    """The queries of ``unbounded_runners``: the frame of one phase, and that a phase and the step's end commute
+    with every renaming of the runners (checked on two generators). Broken variants: a frame that forgets that a
+    runner may use another runner's mailbox; a renaming that leaves the marker a mailbox holds unrenamed."""
+    pb = C.piece_bounds(ob.bounds.runners, ob.bounds.locations)
+    cfg = make_config(pb, "frame", ctx)
+    p = C.one_phase(cfg)
+    frame = C.touched(cfg, p, owner_only="mailbox_by_runner" not in ob.extra)
+    out = [] if "marker_unrenamed" in ob.extra else [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
+    if "mailbox_by_runner" in ob.extra:  # a broken variant checks only what it breaks
+        return out
+    markers = "marker_unrenamed" not in ob.extra
+    labels = iter(RUNNERS[1:])
+    for piece in ("phase", "end"):
+        for perm in generators(pb.runners):
+            tag = f"{piece}{''.join(map(str, perm))}"
+            a, z = make_config(pb, tag + "a", ctx), make_config(pb, tag + "z", ctx)
+            if piece == "phase":
+                pa, pz = C.one_phase(a, tag + "a"), C.one_phase(z, tag + "z")
+                same = [*[pa.max_in[k] == pz.max_in[k] for k in pa.max_in]]
+                then = [*[pa.max_out[k] == pz.max_out[k] for k in pa.max_out],
+                        *[z3.And(x.guard == y.guard, x.pos == y.pos) for x, y in zip(pa.prog.reads, pz.prog.reads)]]
+            else:
+                (pa, fa), (pz, fz) = C.step_end(a, tag + "a"), C.step_end(z, tag + "z")
+                same = []
+                then = [z3.And(fa[loc].guard == fz[loc].guard, *[fa[loc].vc[x] == fz[loc].vc[x] for x in fa[loc].vc])
+                        for loc in fa]
+            out.append(query(next(labels), [
+                *pa.constraints, *pz.constraints, pa.state_in.invariant(pb.runners), *C.renamed_config(perm, a, z),
+                C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same,
+                z3.Not(z3.And(C.renamed_state(perm, pa.state_out, pz.state_out, markers), *then))], Verdict.PROVED))
+    return out
+
+
+def evaluate_into(ob, res, ctx, make_query) -> None:
+    """Evaluate a ``phases`` obligation into ``res`` (``proofs.runner.Result``) with ``make_query(label, constraints,
+    ob, expect, ctx)`` (the runner's): proved iff every query of the argument is, unknown if one is unknown, else a
+    counterexample naming the queries that fail."""
+
+    def query(label, constraints, expect):
+        return make_query(label, constraints, ob, expect, ctx)
+
+    qs = runner_queries(ob, ctx, query) if ob.name.startswith("unbounded_runners") else phase_queries(ob, ctx, query)
+    main = [q for q in qs if q.label in PHASES or q.label in RUNNERS]
+    extra = [q for q in qs if q.label not in PHASES and q.label not in RUNNERS]
+    res.queries += qs
+    verdicts = {q.verdict for q in main}
+    if verdicts == {Verdict.PROVED}:
+        res.verdict = Verdict.PROVED
+        res.nonvacuity += [(q.label, q.verdict is Verdict.COUNTEREXAMPLE) for q in extra]
+    elif Verdict.UNKNOWN in verdicts:
+        res.verdict = Verdict.UNKNOWN
+        res.reason = "; ".join(f"{q.label.split(':')[0]}: {q.reason}" for q in main if q.verdict is Verdict.UNKNOWN)
+    else:
+        res.verdict = Verdict.COUNTEREXAMPLE
+        res.notes.append("fails: " + ", ".join(q.label.split(":")[0] for q in main if q.verdict is not Verdict.PROVED))
+
+
+#: docs/proofs.md's section on the argument (``proofs.report.markdown`` places it after the assumptions).
+ARGUMENT = """## Any number of phases, runners and steps
+
+The bounded obligations (`main_theorem`, `needs/*`, ...) search configurations of at most 4 phases per step and 3
+runners. The main theorem holds for any number of phases, runners and steps by the argument below; each step of it is a
+solver query of `unbounded_phases` or `unbounded_runners`, listed under them with its verdict. The pieces are executed
+by the same code that builds the bounded program (`model/cutoff.py` drives `model/program.py`'s builder from a state
+whose clocks, mailboxes and markers are free variables), not by a second encoding.
+
+**The summary.** A read on stream X races the scheduler's first write after `run_batch` iff the write's clock knows less
+of X than the read's position. The write's clock is one for the whole step, so some read of the step races iff the write
+knows less of X than the largest position of a read on X in the step (0 if none): the race depends on the step's reads
+only through that maximum per stream (F, P) and location, the summary.
+
+**Phases.** Split a step at its last reading phase L (a phase that issues a backend or worker read, after which no phase
+does). Two invariants, over the state (vector clocks, every mailbox, every marker's latest record) and the summary:
+
+- *before*: the step invariant (no clock knows more of a stream than the stream itself; every mailbox snapshot and
+  marker record lies in F's past) and every summarised read lies in F's past (its position is at most what F knows of
+  its stream);
+- *after*: *before*, and the mailbox the barrier will take (the publisher's owner's) is empty, or holds a ring event
+  whose snapshot covers the summary, or a recorded marker whose latest record covers it.
+
+The queries show, each from an arbitrary state satisfying its premise: run_batch's start gives *before* with an empty
+summary (`begin`); any phase, under the assumptions that concern every phase (sound fallback, honest declarations, plan
+stream joined, barrier on and after run_batch), keeps *before* (`before`); L, under every assumption, turns *before*
+into *after* (`last`); a phase that reads nothing keeps *after* (`after`); from *after*, or from *before* with an empty
+summary (a step without reads), the barrier orders every summarised read before the first write and the next step starts
+from the step invariant (`end`, `next`); the initial state satisfies the step invariant (`base`). By induction over the
+phases before L, then over the phases after it, every step of any length is race-free and ends in the step invariant; by
+induction over steps, every run is. The two `composition` queries close the gap between the pieces and the bounded
+program: from the step invariant, the pieces strung together with the summary folded phase by phase are `build`'s
+program (the same state after it, the same race), for a step of two phases and for two steps; for more, `build` repeats
+the same calls (`run_batch` loops over the phases, `run` over the steps).
+
+**Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index == i`;
+domains are whole index ranges), so the program is data-independent in them: renaming runners renames the run.
+`unbounded_runners` checks that with 6 runners (a phase, and the barrier with the write, commute with a transposition
+and with a rotation of the runners, which together generate every renaming), and that one phase changes only its
+runner's marker and the mailbox of its runner's owner (the frame). So every conjunct of a query's claim, evaluated on a
+counterexample with any number of runners, depends on at most 6 of them: the publisher, its owner, the marker in its
+owner's mailbox, the phase's runner, that runner's owner, and the runner a per-runner conjunct of the step invariant
+speaks of. Keeping those, and pointing each reference to a dropped runner that the query never reads (another runner's
+owner, the marker in another mailbox) at a kept one, gives a counterexample with at most 6 runners, and runners with an
+empty mailbox and no marker, never touched, pad it to exactly 6. Every piece query is checked with 6 runners, so it
+covers every number.
+
+**Locations and segments.** One location stands for any number, as in the main theorem (reads and writes of different
+locations never order each other; the scheduler writes every location at the same point). A breakable graph's segments
+past the second re-read after the marker on F exactly as the second does; the pieces are checked with 2.
+
+**What then holds for any size.** The main theorem, by the above. Each `needs/*` counterexample and each non-vacuity
+witness is a configuration of the unbounded family, so the necessity of each assumption and non-vacuity hold there too.
+
+**Shown able to fail.** `unbounded_phases/broken_invariant` weakens *before* (reads on the plan stream need not lie in
+F's past) and fails at `last`, `after` and `end`; `unbounded_phases/reads_after_publish` lets a phase after L read and
+fails at `after`; `unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
+`unbounded_runners/marker_unrenamed` renames runners but not the marker a mailbox holds, and the symmetry fails.
+"""
