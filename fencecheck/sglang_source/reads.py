@@ -106,7 +106,7 @@ class ReadWalker:
         self.graph.add_node(fn.key, label=fn.label, file=fn.file, line=fn.node.lineno)
         hop = Hop(fn.label, fn.file, fn.node.lineno)
         w = _BodyWalker(self, fn, mode, depth, stack + (key,))
-        synced = w.block(fn.node.body, (), None)
+        synced, _ = w.block(fn.node.body, (), None)
         out = tuple(Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync)
                     for r in w.reads)
         self._memo[key] = out
@@ -123,44 +123,63 @@ class _BodyWalker:
 
     # statements ------------------------------------------------------------------------------------------------------
     def block(self, stmts, conds, sync):
-        """Walk ``stmts``; returns the host sync in force after them (or None)."""
+        """Walk ``stmts``; returns (the host sync in force after them or None, whether every path ended in a
+        ``return`` or ``raise``)."""
         for s in stmts:
-            sync = self.stmt(s, conds, sync)
-        return sync
+            sync, conds, dead = self.stmt(s, conds, sync)
+            if dead:
+                return sync, True
+        return sync, False
 
     def stmt(self, s, conds, sync):
+        """(sync after ``s``, the conditions for the statements after it, whether no path continues)."""
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return sync
+            return sync, conds, False
+        if isinstance(s, ast.Return):
+            return self.exprs([s.value] if s.value is not None else [], conds, sync), conds, True
+        if isinstance(s, ast.Raise):
+            return sync, conds, True
         if isinstance(s, ast.If):
             t = self.test(s.test)
             sync = self.exprs([s.test], conds, sync)
             if t is True:
-                return self.block(s.body, conds, sync)
+                after, dead = self.block(s.body, conds, sync)
+                return after, conds, dead
             if t is False:
-                return self.block(s.orelse, conds, sync)
+                after, dead = self.block(s.orelse, conds, sync)
+                return after, conds, dead
             text = ast.unparse(s.test)
-            self.block(s.body, conds + (text,), sync)
-            self.block(s.orelse, conds + (f"not ({text})",), sync)
-            return sync
+            neg = f"not ({text})"
+            _, d1 = self.block(s.body, conds + (text,), sync)
+            _, d2 = self.block(s.orelse, conds + (neg,), sync)
+            if d1 and d2:
+                return sync, conds, True
+            if d1:
+                return sync, conds + (neg,), False
+            if d2:
+                return sync, conds + (text,), False
+            return sync, conds, False
         if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             sync = self.exprs([s.iter if not isinstance(s, ast.While) else s.test], conds, sync)
             self.block(s.body, conds, sync)
             self.block(s.orelse, conds, sync)
-            return sync
+            return sync, conds, False
         if isinstance(s, (ast.With, ast.AsyncWith)):
             sync = self.exprs([i.context_expr for i in s.items], conds, sync)
-            return self.block(s.body, conds, sync)
+            after, dead = self.block(s.body, conds, sync)
+            return after, conds, dead
         if isinstance(s, ast.Try):
-            after = self.block(s.body, conds, sync)
+            after, _ = self.block(s.body, conds, sync)
             for h in s.handlers:
                 self.block(h.body, conds, sync)
             self.block(s.orelse, conds, after)
-            return self.block(s.finalbody, conds, sync)
+            self.block(s.finalbody, conds, sync)
+            return sync, conds, False
         if isinstance(s, ast.Match):
             sync = self.exprs([s.subject], conds, sync)
             for c in s.cases:
-                self.block(c.body, conds + ("match case",), sync)
-            return sync
+                self.block(c.body, conds + (f"case {ast.unparse(c.pattern)}",), sync)
+            return sync, conds, False
         if isinstance(s, (ast.Assign, ast.AnnAssign)):
             value = s.value
             targets = s.targets if isinstance(s, ast.Assign) else [s.target]
@@ -168,8 +187,8 @@ class _BodyWalker:
             if loc is not None and len(targets) == 1 and isinstance(targets[0], (ast.Name, ast.Attribute)):
                 if isinstance(targets[0], ast.Name):
                     self.aliases[targets[0].id] = loc
-                return sync  # taking a reference is not a read
-        return self.exprs([s], conds, sync)
+                return sync, conds, False  # taking a reference is not a read
+        return self.exprs([s], conds, sync), conds, False
 
     def test(self, e):
         """True/False when the test is decided by the mode (or ``in_capture``, False on replay); None otherwise."""
