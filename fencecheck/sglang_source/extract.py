@@ -87,13 +87,8 @@ class Reader:
         self._attr_memo[id(ci)] = {}
         seen: dict[str, set] = {}
         for c in self.tree.mro(ci):
-            for fn in c.methods.values():
-                for node in ast.walk(fn):
-                    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                        for t in node.targets:
-                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                                r = self.tree.resolve_expr(c.module, node.value.func)
-                                seen.setdefault(t.attr, set()).add(r if isinstance(r, ClassInfo) else None)
+            for attr, r in self._own_assigns(c):
+                seen.setdefault(attr, set()).add(r)
         out = {}
         for a, cs in seen.items():
             if len(cs) == 1:
@@ -102,6 +97,21 @@ class Reader:
                     out[a] = c
         self._attr_memo[id(ci)] = out
         return out
+
+    def _own_assigns(self, c: ClassInfo) -> list:
+        """(attr, ClassInfo or None) of every ``self.attr = Callee(...)`` in ``c``'s own methods."""
+        memo = self.__dict__.setdefault("_assign_memo", {})
+        if id(c) not in memo:
+            out = []
+            for fn in c.methods.values():
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                        for t in node.targets:
+                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                                r = self.tree.resolve_expr(c.module, node.value.func)
+                                out.append((t.attr, r if isinstance(r, ClassInfo) else None))
+            memo[id(c)] = out
+        return memo[id(c)]
 
     # --- declarations ---------------------------------------------------------------------------------------------
     def rows(self, ci: ClassInfo, mode: str, method: str = "shared_read_ends"):
@@ -398,9 +408,11 @@ def _runners(tree: Tree) -> list[dict]:
         ci = mod.classes.get(name) if mod else None
         if ci is None:
             continue
-        hit = tree.lookup(ci, "execute") or tree.lookup(ci, "replay")
-        if hit is None:
+        mro = tree.mro(ci)
+        hits = [h for h in (tree.lookup(ci, "execute"), tree.lookup(ci, "replay")) if h is not None]
+        if not hits:
             continue
+        hit = min(hits, key=lambda h: mro.index(h[0]))  # the entry defined lowest in the MRO
         owner, fn = hit
         ev = sorted(set(_runner_events(tree, ci, fn)))
         kinds = [k for _, k in ev]

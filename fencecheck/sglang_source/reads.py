@@ -324,16 +324,27 @@ def _shared_of(value, aliases) -> str | None:
     return None
 
 
+_INTERESTING: dict[int, list] = {}
+
+
 def _walk_no_defs(node):
-    """Nodes under ``node`` in source order (depth first), parents set, skipping nested function and class bodies."""
+    """The calls and possible reads under ``node`` in source order (depth first), parents set, skipping nested
+    function and class bodies. Cached per node (the tree is never changed)."""
+    hit = _INTERESTING.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
     stack = [node]
     out = []
     while stack:
         n = stack.pop()
-        out.append(n)
+        if isinstance(n, (ast.Call, ast.Attribute, ast.Name)):
+            if not (isinstance(n, ast.Attribute) and n.attr not in SHARED_ATTRS) and \
+                    not (isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)):
+                out.append(n)
         kids = [k for k in ast.iter_child_nodes(n)
                 if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))]
         for k in kids:
             k._fc_parent = n
         stack.extend(reversed(kids))
+    _INTERESTING[id(node)] = (node, out)
     return out
