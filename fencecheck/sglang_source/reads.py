@@ -20,7 +20,7 @@ import networkx as nx
 from .declare import Modes, compare_mode
 from .tree import ClassInfo, FuncInfo, Tree
 
-#: Scheduler-shared maps read by attribute name (docs/sglang-0.5.23.md section 8).
+#: Scheduler-shared maps read by attribute name (docs/sglang-0.5.23.md, "Read sites per backend family").
 SHARED_ATTRS = ("req_to_token", "full_to_swa_index_mapping", "req_index_to_mamba_index_mapping")
 #: Translator and pool methods that read a shared map, and the map they read.
 TRANSLATOR_READS = {
