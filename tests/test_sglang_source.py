@@ -1,0 +1,167 @@
+"""The static SGLang reader on small synthetic trees (tests/sglang_trees): each case lays its files over the common
+minimal package and asserts the specific finding (or non-finding) it exists for; and the subcommand's exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fencecheck.cli import main
+from fencecheck.sglang_source import NotSGLang, find_package_root, read_path
+
+TREES = Path(__file__).resolve().parent / "sglang_trees"
+
+
+def _tree(tmp_path: Path, case: str | None, layout: str = "package") -> Path:
+    """The case laid over ``common/`` in ``tmp_path``; ``layout`` places the package as a wheel (``package``), in a
+    checkout's ``python/`` folder (``checkout``)."""
+    dest = tmp_path / ("repo/python" if layout == "checkout" else "wheel")
+    shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
+    if case:
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    return tmp_path / "repo" if layout == "checkout" else dest / "sglang"
+
+
+def _doc(tmp_path, case):
+    return read_path(_tree(tmp_path, case)).to_dict()
+
+
+def _findings(doc, kind="read_outside_declaration"):
+    return {(f["subject"], f["mode"]): f for f in doc["findings"] if f["kind"] == kind}
+
+
+def _backend(doc, name):
+    (b,) = [b for b in doc["backends"] if b["class"] == name]
+    return b
+
+
+def test_the_common_tree_is_clean_and_reads_its_modes(tmp_path):
+    doc = _doc(tmp_path, None)
+    assert doc["sglang_version"] == "0.0.0+synthetic"
+    assert doc["forward_modes"]["modes"] == ["EXTEND", "DECODE", "MIXED", "IDLE", "TARGET_VERIFY", "DRAFT_EXTEND_V2"]
+    assert doc["findings"] == []
+    honest = _backend(doc, "HonestBackend")
+    assert honest["declares"]["DECODE"] == "IN_REPLAY" and honest["declares"]["EXTEND"] == "UNKNOWN"
+    assert honest["declared_in"]["class"] == "AttentionBackend" and honest["kind"] == "inherited"
+    sites = {(r["mode"], r["site"]) for r in honest["reads"]}
+    assert ("DECODE", "pre_replay") in sites and not any(s == "in_graph_after_marker" for _, s in sites)
+
+
+def test_a_read_after_the_marker_under_in_replay_is_a_confirmed_finding(tmp_path):
+    doc = _doc(tmp_path, "after_marker")
+    found = _findings(doc)
+    assert set(found) == {("LateReadBackend", "DECODE")}
+    f = found["LateReadBackend", "DECODE"]
+    assert f["status"] == "confirmed" and f["declared"] == "IN_REPLAY"
+    decl, read = f["evidence"]
+    assert (decl["file"], decl["line"]) == ("sglang/srt/layers/attention/late_backend.py", 10)
+    assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/late_backend.py", 16)
+    assert "req_to_token at in_graph_after_marker" in read["what"] and "LateReadBackend.forward_decode" in read["what"]
+
+
+def test_a_composite_does_not_hide_its_dishonest_child(tmp_path):
+    doc = _doc(tmp_path, "composite")
+    comp = _backend(doc, "CompositeBackend")
+    assert comp["declares"]["DECODE"] == "max_of(self.sparse, self.dense)"
+    assert comp["children"] == {"dense": "HonestBackend", "sparse": "SneakyChildBackend"}
+    found = _findings(doc)
+    assert set(found) == {("CompositeBackend", "DECODE"), ("SneakyChildBackend", "DECODE")}
+    read = found["CompositeBackend", "DECODE"]["evidence"][1]
+    assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/composite_backend.py", 12)
+    assert "CompositeBackend.forward_decode -> SneakyChildBackend.forward_decode" in read["what"]
+    assert found["CompositeBackend", "DECODE"]["declared"] == "IN_REPLAY"  # max_of(base IN_REPLAY, base IN_REPLAY)
+
+
+def test_a_read_two_helper_calls_deep_is_followed(tmp_path):
+    doc = _doc(tmp_path, "deep_helper")
+    found = _findings(doc)
+    assert set(found) == {("DeepReadBackend", "TARGET_VERIFY")}  # decode does not read; extend is UNKNOWN
+    read = found["DeepReadBackend", "TARGET_VERIFY"]["evidence"][1]
+    assert (read["file"], read["line"]) == ("sglang/srt/mem_cache/page_utils.py", 3)
+    assert read["what"].endswith("DeepReadBackend.forward_extend -> DeepReadBackend._pages_for -> page_utils.gather_pages")
+    (r,) = [r for r in _backend(doc, "DeepReadBackend")["reads"] if r["mode"] == "TARGET_VERIFY"]
+    assert r["site"] == "in_graph_after_marker" and len(r["via"]) == 4
+
+
+def test_a_declaration_inherited_from_a_grandparent_in_another_module(tmp_path):
+    doc = _doc(tmp_path, "grandparent")
+    g = _backend(doc, "GrandchildBackend")
+    assert g["mro"] == ["GrandchildBackend", "ParentBackend", "GrandBackend", "AttentionBackend"]
+    assert g["declared_in"] == {"class": "GrandBackend", "file": "sglang/srt/layers/attention/family/grand.py",
+                                "line": 7}
+    assert set(g["declares"].values()) == {"PRE_REPLAY"}
+    found = _findings(doc)
+    assert {s for s, _ in found} == {"GrandchildBackend"}
+    f = found["GrandchildBackend", "DECODE"]
+    assert f["declared"] == "PRE_REPLAY" and f["status"] == "confirmed"
+    assert "at in_graph_before_marker via GrandchildBackend.init_forward_metadata_in_graph" in f["evidence"][1]["what"]
+
+
+def test_a_read_only_behind_a_host_sync_is_not_a_finding(tmp_path):
+    doc = _doc(tmp_path, "host_sync")
+    assert doc["findings"] == []
+    (nf,) = [n for n in doc["not_findings"] if n["subject"] == "HostSyncBackend"]
+    assert (nf["mode"], nf["file"], nf["line"]) == ("DECODE", "sglang/srt/layers/attention/sync_backend.py", 12)
+    assert nf["why"].startswith("behind a host sync at sglang/srt/layers/attention/sync_backend.py:11")
+
+
+def test_a_declaration_in_a_loop_is_unresolved_with_its_reason(tmp_path):
+    doc = _doc(tmp_path, "unresolved")
+    rows = _backend(doc, "LoopDeclBackend")["declares"]["DECODE"]
+    assert rows == [{"condition": None, "end": "unresolved", "reason": "cannot evaluate a For statement", "line": 9}]
+    assert {f["status"] for f in doc["findings"]} == {"unresolved"}
+
+
+def _run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", *map(str, argv)], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("case,code", [(None, 0), ("after_marker", 1), ("host_sync", 0), ("unresolved", 3)])
+def test_exit_codes(tmp_path, case, code):
+    got, out, err = _run(_tree(tmp_path, case))
+    assert (got, err) == (code, "")
+    assert out.startswith("sglang 0.0.0+synthetic at ")
+
+
+def test_json_is_the_document_and_deterministic(tmp_path):
+    root = _tree(tmp_path, "composite")
+    code, out, _ = _run(root, "--json")
+    code2, out2, _ = _run(root, "--json")
+    assert code == code2 == 1 and out == out2
+    doc = json.loads(out)
+    assert [f["subject"] for f in doc["findings"]] == ["CompositeBackend", "SneakyChildBackend"]
+
+
+def test_a_checkout_root_and_its_python_folder_are_found(tmp_path):
+    repo = _tree(tmp_path, None, layout="checkout")
+    assert find_package_root(repo) == find_package_root(repo / "python") == (repo / "python" / "sglang").resolve()
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    code, out, err = _run(tmp_path)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "not an SGLang tree" in err
+    code, _, err = _run(tmp_path / "missing")
+    assert code == 2 and "no such file or folder" in err
+    code, _, err = _run()
+    assert code == 2 and "exactly one of PATH or --installed" in err
+    root = _tree(tmp_path, None)
+    (root / "srt" / "layers" / "attention" / "broken.py").write_text("class AttentionBackend(:\n", encoding="utf-8")
+    code, _, err = _run(root)
+    assert code == 2 and err.count("\n") == 1 and "broken.py: line 1: not valid Python" in err
+
+
+def test_not_sglang_is_a_bad_input_error():
+    assert NotSGLang.exit_code == 2
+
+
+def test_help_names_every_option_and_the_exit_codes():
+    code, out, _ = _run("--help")
+    assert code == 0
+    for word in ("--installed", "--json", "PATH", "0  no finding", "3  unresolved facts"):
+        assert word in out
