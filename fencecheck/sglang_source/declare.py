@@ -221,6 +221,12 @@ class DeclEval:
                 for c, v in self._expr(s.value, env, ctx):
                     out.append((conds + c, v))
                 return out
+            if isinstance(s, ast.If) and not any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(s)):
+                # a branch for its effects only (building a cache): no row depends on it; its locals become opaque
+                for n in ast.walk(s):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        env[n.id] = Opaque(n.id)
+                continue
             if isinstance(s, ast.If):
                 for c, t in self._test(s.test, env, ctx):
                     if t is True:
@@ -232,7 +238,7 @@ class DeclEval:
                             self._block(list(s.orelse) + list(stmts[i + 1:]), dict(env), conds + c + (negate(t),), ctx)
                     out.extend(sub)
                 return out
-            if isinstance(s, (ast.Expr, ast.Pass)):
+            if isinstance(s, (ast.Expr, ast.Pass, ast.Assert)):
                 continue  # a docstring or a call for its effect (a snapshot build): no value
             if isinstance(s, (ast.Assign, ast.AnnAssign)):
                 targets = s.targets if isinstance(s, ast.Assign) else [s.target]
@@ -413,7 +419,12 @@ def _is_super(e) -> bool:
 
 
 def negate(cond: str) -> str:
-    return cond[4:] if cond.startswith("not ") else f"not {cond}"
+    """``not cond``, parenthesised when ``cond`` has spaces; the negation of a negation made here is the original."""
+    if cond.startswith("not (") and cond.endswith(")"):
+        return cond[5:-1]
+    if cond.startswith("not ") and " " not in cond[4:]:
+        return cond[4:]
+    return f"not ({cond})" if " " in cond else f"not {cond}"
 
 
 def max_end(ends) -> str:

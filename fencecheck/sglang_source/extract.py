@@ -361,7 +361,7 @@ def _barrier(tree: Tree) -> dict:
                             and isinstance(n.func, ast.Attribute) and n.func.attr == "_apply_war_barrier"})
             for ln in lines:
                 calls.append({"event_loop": fn.name, "class": cname, "file": mod.rel, "line": ln})
-            if fn.name.startswith("event_loop"):
+            if fn.name.startswith("event_loop") and (cname or "").startswith("Scheduler") and "/srt/" in mod.rel:
                 loops.append({"event_loop": fn.name, "class": cname, "file": mod.rel, "line": fn.lineno,
                               "barrier_lines": lines})
     key = lambda d: (d["file"], d["line"])  # noqa: E731
