@@ -165,3 +165,22 @@ def test_help_names_every_option_and_the_exit_codes():
     assert code == 0
     for word in ("--installed", "--json", "PATH", "0  no finding", "3  unresolved facts"):
         assert word in out
+
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("case", [None, "composite", "grandparent", "host_sync", "unresolved"])
+def test_the_document_meets_its_schema(tmp_path, case):
+    import jsonschema
+
+    jsonschema.validate(_doc(tmp_path, case), SCHEMA)
+
+
+def test_the_schema_rejects_a_finding_without_evidence(tmp_path):
+    import jsonschema
+
+    doc = _doc(tmp_path, "after_marker")
+    doc["findings"][0]["evidence"] = []
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)

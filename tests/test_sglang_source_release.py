@@ -125,3 +125,10 @@ def test_the_documented_races_are_found(doc):
     assert any(e["file"] == "sglang/srt/layers/attention/qwen_sparse_attn_backend.py"
                and "_forward_paged_attention" in e["what"] for e in qsa)
     assert ("TritonAttnBackend", "DECODE") not in reads  # its reads end in the out-of-graph prep
+
+
+def test_the_release_document_meets_its_schema(doc):
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+    jsonschema.validate(doc, schema)
