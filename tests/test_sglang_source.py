@@ -184,3 +184,32 @@ def test_the_schema_rejects_a_finding_without_evidence(tmp_path):
     doc["findings"][0]["evidence"] = []
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, SCHEMA)
+
+
+def test_each_finding_is_decided_by_the_simulator_with_its_race(tmp_path):
+    root = _tree(tmp_path, "composite")
+    code, out, _ = _run(root, "--json", "--witness", "--scenarios", tmp_path / "scen")
+    assert code == 1
+    doc = json.loads(out)
+    import jsonschema
+
+    jsonschema.validate(doc, SCHEMA)
+    for f in doc["findings"]:
+        assert f["verdict"] == "counterexample" and f["races"] == ["req_to_token@decode/in_graph_after_marker"]
+        (w,) = f["witness"]
+        assert w["stale_read"]["location"] == "req_to_token" and w["stale_read"]["seen"] > w["stale_read"]["step"]
+    assert sorted(p.name for p in (tmp_path / "scen").iterdir()) == [
+        "sglang-composite-backend-decode.toml", "sglang-sneaky-child-backend-decode.toml"]
+    # the written scenario is an ordinary scenario file: check finds the same race in it
+    code, out, _ = main_check(tmp_path / "scen" / "sglang-sneaky-child-backend-decode.toml")
+    assert code == 1 and "RACE read of req_to_token by step 1 phase 'decode' at in_graph_after_marker" in out
+
+
+def main_check(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    return main(["check", *map(str, argv)], out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_a_clean_tree_builds_no_scenario(tmp_path):
+    code, out, _ = _run(_tree(tmp_path, "host_sync"), "--json", "--scenarios", tmp_path / "scen")
+    assert code == 0 and json.loads(out)["findings"] == [] and list((tmp_path / "scen").iterdir()) == []

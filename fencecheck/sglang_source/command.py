@@ -17,11 +17,13 @@ A read at a site the declaration does not cover is a finding: confirmed when not
 plausible when the declaration row or the read's path depends on a condition fencecheck cannot decide (the
 condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
-See docs/sglang-reader.md for the JSON contract (docs/sglang-reader.schema.json)."""
+Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
+simulator; --scenarios writes them, --witness replays each race. See docs/sglang-reader.md for the JSON contract
+(docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
   0  no finding
-  1  a finding (a read outside what its declaration covers)
+  1  a finding (a read outside what its declaration covers) or a race
   2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
   3  unresolved facts and nothing wrong
   4  I/O failure
@@ -36,12 +38,17 @@ def add_parser(sub) -> None:
     p.add_argument("--installed", action="store_true",
                    help="read the installed sglang package instead of PATH (located without importing it)")
     p.add_argument("--json", action="store_true", help="the machine-readable document (docs/sglang-reader.md)")
-    p.set_defaults(func=cmd_sglang)
+    p.add_argument("--scenarios", default=None, metavar="DIR",
+                   help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines)")
+    p.add_argument("--witness", action="store_true",
+                   help="replay each race under its witness interleaving (the schedule and the stale read it shows)")
+    p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True),))
 
 
 def exit_code(doc: dict) -> int:
     kinds = [f["status"] for f in doc["findings"]]
-    if any(s in ("confirmed", "plausible") for s in kinds):
+    if any(s in ("confirmed", "plausible") for s in kinds) or \
+            any(f.get("verdict") == "counterexample" for f in doc["findings"]):
         return EXIT_RACE
     if "unresolved" in kinds:
         return EXIT_UNKNOWN
@@ -54,8 +61,20 @@ def cmd_sglang(args, out: TextIO) -> int:
 
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
+    from .decide import decide
+
     ex = read_path(args.path, installed=args.installed)
     doc = ex.to_dict()
+    scenarios = decide(doc, witness=args.witness)
+    if args.scenarios:
+        from pathlib import Path
+
+        from ..scenario_io import dump
+
+        folder = Path(args.scenarios)
+        folder.mkdir(parents=True, exist_ok=True)
+        for sc in scenarios:
+            dump(sc, folder / f"{sc.name}.toml")
     if args.json:
         json.dump(doc, out, indent=1, sort_keys=False)
         out.write("\n")
@@ -90,6 +109,14 @@ def render(doc: dict) -> str:
         lines.append(head)
         for e in x["evidence"]:
             lines.append(f"    {e['file']}:{e['line']}: {e['what']}")
+        if x.get("scenario"):
+            races = ", ".join(x["races"]) or "no race"
+            lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races})")
+        for wit in x.get("witness", ()):
+            o = wit["stale_read"]
+            lines.append(f"    witness: {wit['race']}: " + (
+                f"the step {o['step']} read of {o['location']} at {o['site']} saw step {o['seen']}'s data (stale)"
+                if o else "NOT REPRODUCED (simulator inconsistency)"))
     nf = doc["not_findings"]
     sync = sum(1 for x in nf if x["why"].startswith("behind a host sync"))
     lines.append(f"not findings: {sync} reads behind a host sync, {len(nf) - sync} start-up reads (--json lists them)")

@@ -183,7 +183,7 @@ def read_tree(tree: Tree) -> Extraction:
     ex = Extraction(str(tree.root), tree.version(), list(rd.modes.members), (rd.modes.file, rd.modes.line))
     for ci in rd.backends:
         ex.backends.append(_backend(rd, ci, ex))
-    ex.findings.sort(key=lambda f: (f["subject"], f["mode"] or "", f["kind"], json_key(f)))
+    ex.findings.sort(key=lambda f: (f["subject"], f["subject_at"], f["mode"] or "", f["kind"], json_key(f)))
     ex.not_findings.sort(key=lambda f: (f["subject"], f["mode"] or "", f["file"], f["line"], f["location"]))
     ex.workers = _workers(tree)
     ex.barrier = _barrier(tree)
@@ -211,7 +211,8 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
             declares[mode] = [{"condition": None, "end": "unresolved", "reason": err.reason,
                                "line": err.line}]
             kinds.add("unresolved")
-            ex.findings.append({"kind": "unresolved_declaration", "subject": ci.name, "mode": mode,
+            ex.findings.append({"kind": "unresolved_declaration", "subject": ci.name,
+                                "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
                                 "status": "unresolved", "scenario": None,
                                 "evidence": [{"file": owner.file if owner else ci.file,
                                               "line": err.line or (owner.line if owner else ci.line),
@@ -303,7 +304,8 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, owner, ex: Extract
                                  "what": f"reads {r.location} at {s.value} via "
                                          + " -> ".join(h.func for h in r.via)
                                          + (f" (when {_conds_text(r.conditions)})" if r.conditions else "")})
-            ex.findings.append({"kind": "read_outside_declaration", "subject": ci.name, "mode": mode,
+            ex.findings.append({"kind": "read_outside_declaration", "subject": ci.name,
+                                "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
                                 "declared": end, "condition": _conds_text(cond),
                                 "status": "plausible" if plausible else "confirmed",
                                 "evidence": evidence, "scenario": None})
