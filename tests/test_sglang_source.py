@@ -213,3 +213,36 @@ def main_check(*argv):
 def test_a_clean_tree_builds_no_scenario(tmp_path):
     code, out, _ = _run(_tree(tmp_path, "host_sync"), "--json", "--scenarios", tmp_path / "scen")
     assert code == 0 and json.loads(out)["findings"] == [] and list((tmp_path / "scen").iterdir()) == []
+
+
+def test_drift_lists_a_changed_function_and_ignores_comments(tmp_path):
+    root = _tree(tmp_path, "composite")
+    prints = tmp_path / "prints.json"
+    code, _, err = _run(root, "--fingerprints", prints)
+    assert code == 1 and err == ""
+    recorded = json.loads(prints.read_text("utf-8"))["functions"]
+    key = "sglang.srt.layers.attention.composite_backend.SneakyChildBackend.forward_decode"
+    assert recorded[key]["facts"] == ["reads of CompositeBackend", "reads of SneakyChildBackend"]
+    assert "sglang.srt.layers.attention.composite_backend.CompositeBackend.shared_read_ends" in recorded
+    src = root / "srt" / "layers" / "attention" / "composite_backend.py"
+    text = src.read_text("utf-8")
+    src.write_text(text.replace("    def forward_decode(self, q, k, v, layer, forward_batch):\n        return sparse",
+                                "    def forward_decode(self, q, k, v, layer, forward_batch):\n        # a comment\n\n"
+                                "        return sparse", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    assert json.loads(out)["drift"]["functions"] == []
+    src.write_text(text.replace("forward_batch.req_pool_indices)", "forward_batch.req_pool_indices[:1])", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    (d,) = json.loads(out)["drift"]["functions"]
+    assert (d["function"], d["status"], d["line"]) == (key, "changed", 11)
+    code, out, _ = _run(root, "--against", prints)
+    assert f"CHANGED {key} (sglang/srt/layers/attention/composite_backend.py:11)" in out
+
+
+def test_against_an_unknown_release_is_bad_input(tmp_path):
+    code, out, err = _run(_tree(tmp_path, None), "--against", "sglang-0.0.1")
+    assert code == 2 and out == "" and "--against: expected a recorded release (sglang-0.5.23)" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]", "utf-8")
+    code, _, err = _run(_tree(tmp_path, None), "--against", bad)
+    assert code == 2 and "bad.json: functions: expected a fingerprint file" in err

@@ -34,10 +34,15 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def doc():
+def extraction():
     from fencecheck.sglang_source import read_path
 
-    return read_path(RELEASE).to_dict()
+    return read_path(RELEASE)
+
+
+@pytest.fixture(scope="module")
+def doc(extraction):
+    return extraction.to_dict()
 
 
 def _at(d, key="file", line="line"):
@@ -132,3 +137,15 @@ def test_the_release_document_meets_its_schema(doc):
 
     schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
     jsonschema.validate(doc, schema)
+
+
+def test_the_release_has_no_drift_against_its_recorded_fingerprints(extraction):
+    from fencecheck.sglang_source.drift import compare, load_release
+
+    ex = extraction
+    _, recorded = load_release("sglang-0.5.23")
+    assert recorded["sglang_version"] == "0.5.23"
+    assert compare(recorded, ex.fingerprints.to_dict(ex.version)) == []
+    funcs = recorded["functions"]
+    assert "barrier" in funcs["sglang.srt.managers.scheduler.Scheduler._apply_war_barrier"]["facts"]
+    assert funcs["sglang.srt.layers.attention.deepseek_v4_backend.DeepseekV4AttnBackend.shared_read_ends"]["line"] == 1221

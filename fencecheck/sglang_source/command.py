@@ -42,7 +42,12 @@ def add_parser(sub) -> None:
                    help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines)")
     p.add_argument("--witness", action="store_true",
                    help="replay each race under its witness interleaving (the schedule and the stale read it shows)")
-    p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True),))
+    p.add_argument("--against", default=None, metavar="VERSION",
+                   help="list the functions the facts come from whose code differs from a recorded release "
+                        "(sglang-0.5.23) or a fingerprint file (.json); drift alone does not change the exit code")
+    p.add_argument("--fingerprints", default=None, metavar="FILE",
+                   help="write the fingerprints of the functions the facts come from (JSON, for --against)")
+    p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True), ("fingerprints", False)))
 
 
 def exit_code(doc: dict) -> int:
@@ -62,9 +67,22 @@ def cmd_sglang(args, out: TextIO) -> int:
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
     from .decide import decide
+    from .drift import compare, load_release
 
+    recorded = load_release(args.against) if args.against else None
     ex = read_path(args.path, installed=args.installed)
     doc = ex.to_dict()
+    current = ex.fingerprints.to_dict(ex.version)
+    if recorded is not None:
+        where, data = recorded
+        doc["drift"] = {"against": args.against, "recorded_version": data.get("sglang_version"),
+                        "functions": compare(data, current)}
+    if args.fingerprints:
+        from pathlib import Path
+
+        from ..atomic import write_text_atomic
+
+        write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
     scenarios = decide(doc, witness=args.witness)
     if args.scenarios:
         from pathlib import Path
@@ -117,6 +135,11 @@ def render(doc: dict) -> str:
             lines.append(f"    witness: {wit['race']}: " + (
                 f"the step {o['step']} read of {o['location']} at {o['site']} saw step {o['seen']}'s data (stale)"
                 if o else "NOT REPRODUCED (simulator inconsistency)"))
+    if "drift" in doc:
+        d = doc["drift"]
+        lines.append(f"drift against {d['against']} ({d['recorded_version']}): {len(d['functions'])} functions differ")
+        for x in d["functions"]:
+            lines.append(f"  {x['status'].upper()} {x['function']} ({x['file']}:{x['line']}): {'; '.join(x['facts'])}")
     nf = doc["not_findings"]
     sync = sum(1 for x in nf if x["why"].startswith("behind a host sync"))
     lines.append(f"not findings: {sync} reads behind a host sync, {len(nf) - sync} start-up reads (--json lists them)")

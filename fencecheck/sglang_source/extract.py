@@ -42,6 +42,8 @@ class Extraction:
     not_findings: list[dict] = field(default_factory=list)
     call_graph: object = None
     stats: dict = field(default_factory=dict)
+    via_keys: dict = field(default_factory=dict)  # "file:line" of a backend -> qualified names on its read chains
+    fingerprints: object = None  # drift.Fingerprints of the functions these facts come from
 
     def to_dict(self) -> dict:
         return {
@@ -184,11 +186,16 @@ def read_tree(tree: Tree) -> Extraction:
     for ci in rd.backends:
         ex.backends.append(_backend(rd, ci, ex))
     ex.findings.sort(key=lambda f: (f["subject"], f["subject_at"], f["mode"] or "", f["kind"], json_key(f)))
-    ex.not_findings.sort(key=lambda f: (f["subject"], f["mode"] or "", f["file"], f["line"], f["location"]))
+    unique = {(f["subject"], f["mode"] or "", f["file"], f["line"], f["location"], f["why"]): f for f in
+              sorted(ex.not_findings, key=lambda f: (len(f["via"]), f["via"]), reverse=True)}
+    ex.not_findings = [unique[k] for k in sorted(unique)]
     ex.workers = _workers(tree)
     ex.barrier = _barrier(tree)
     ex.runners = _runners(tree)
     ex.call_graph = rd.walker.graph
+    from .drift import collect
+
+    ex.fingerprints = collect(tree, rd, ex)
     ex.stats = {"files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
                 "graph_edges": rd.walker.graph.number_of_edges()}
     return ex
@@ -227,11 +234,13 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
             elif isinstance(v, Child):
                 kinds.add("delegating")
         _findings_for(rd, ci, mode, rows, owner, ex)
-    reads = []
+    reads, keys = [], set()
     for mode in rd.modes.members:
         for site, r in rd.reads(ci, mode):
             if r.host_sync is None:
                 reads.append(_read_json(mode, site, r))
+                keys.update(h.key for h in r.via)
+    ex.via_keys[f"{ci.file}:{ci.line}"] = keys
     reads = _dedupe(reads)
     startup = []
     for method in STARTUP_ENTRIES:

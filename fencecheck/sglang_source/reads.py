@@ -45,6 +45,7 @@ class Hop:
     func: str  # Class.method or module.func
     file: str
     line: int  # the def line of the function entered
+    key: str = field(default="", compare=False)  # the function's qualified name (module.Class.method)
 
     def text(self) -> str:
         return f"{self.func} ({self.file}:{self.line})"
@@ -79,6 +80,7 @@ class ReadWalker:
         self._memo: dict = {}
         self.unfollowed: dict[str, set[str]] = {}  # subject key -> texts of calls on children of unknown class
         self._syncs: dict = {}  # memo key -> the host sync a function always performs, or None
+        self.functions: dict[str, tuple] = {}  # qualified name -> (def node, file) of every function walked
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
@@ -104,7 +106,8 @@ class ReadWalker:
         if depth > MAX_DEPTH or key in stack:
             return ()
         self.graph.add_node(fn.key, label=fn.label, file=fn.file, line=fn.node.lineno)
-        hop = Hop(fn.label, fn.file, fn.node.lineno)
+        hop = Hop(fn.label, fn.file, fn.node.lineno, fn.key)
+        self.functions[fn.key] = (fn.node, fn.file)
         w = _BodyWalker(self, fn, mode, depth, stack + (key,))
         synced, _ = w.block(fn.node.body, (), None)
         out = tuple(Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync)
@@ -298,7 +301,7 @@ class _BodyWalker:
         for r in sub:
             via = r.via
             # the hop line is the call's line in this function, for the evidence chain
-            first = Hop(via[0].func, self.fn.file, c.lineno) if via else None
+            first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
             self.reads.append(Read(r.location, r.file, r.line, r.what, ((first,) + via[1:]) if first else via,
                                    conds + r.conditions, r.host_sync or sync))
         synced = rw._syncs.get(child_key)
