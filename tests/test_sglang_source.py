@@ -246,3 +246,16 @@ def test_against_an_unknown_release_is_bad_input(tmp_path):
     bad.write_text("[]", "utf-8")
     code, _, err = _run(_tree(tmp_path, None), "--against", bad)
     assert code == 2 and "bad.json: functions: expected a fingerprint file" in err
+
+
+def test_installed_finds_the_package_without_importing_it(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    root = _tree(tmp_path, "after_marker")
+    (root / "__init__.py").write_text("raise RuntimeError('imported')\n", "utf-8")  # importing it would fail
+    monkeypatch.syspath_prepend(str(root.parent))
+    importlib.invalidate_caches()
+    code, out, err = _run("--installed")
+    assert (code, err) == (1, "") and f"at {root.resolve()}:" in out
+    assert "sglang" not in sys.modules
