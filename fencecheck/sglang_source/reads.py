@@ -36,6 +36,7 @@ HOST_SYNC_METHODS = ("item", "tolist", "cpu", "synchronize", "numpy")
 _META = ("shape", "size", "dtype", "device", "dim", "numel", "stride", "is_contiguous", "data_ptr")
 
 MAX_DEPTH = 8
+_ANY = "*"  # the memo's mode for a function whose walk no mode decided
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class ReadWalker:
         self.unfollowed: dict[str, set[str]] = {}  # subject key -> texts of calls on children of unknown class
         self._syncs: dict = {}  # memo key -> the host sync a function always performs, or None
         self.functions: dict[str, tuple] = {}  # qualified name -> (def node, file) of every function walked
+        self._mode_free: set = set()  # (subject, function) whose walk no mode decided
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
@@ -100,6 +102,8 @@ class ReadWalker:
 
     def _fn_reads(self, fn: _Fn, mode, depth, stack) -> tuple[Read, ...]:
         sk = fn.subject.key if fn.subject is not None else None
+        if (sk, fn.key) in self._mode_free:
+            return self._memo[(sk, fn.key, _ANY)]
         key = (sk, fn.key, mode)
         if key in self._memo:
             return self._memo[key]
@@ -114,6 +118,10 @@ class ReadWalker:
                     for r in w.reads)
         self._memo[key] = out
         self._syncs[key] = synced
+        if not w.used_mode:  # nothing on its paths was decided by the mode: the same for every mode
+            self._mode_free.add((sk, fn.key))
+            self._memo[(sk, fn.key, _ANY)] = out
+            self._syncs[(sk, fn.key, _ANY)] = synced
         return out
 
 
@@ -123,6 +131,7 @@ class _BodyWalker:
         self.reads: list[Read] = []
         self.aliases: dict[str, str] = {}
         self.param_names = {a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs}
+        self.used_mode = False  # a test on this function's paths (or a callee's) was decided by the mode
 
     # statements ------------------------------------------------------------------------------------------------------
     def block(self, stmts, conds, sync):
@@ -213,8 +222,10 @@ class _BodyWalker:
             return False if all(v is False for v in vals) else None
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and _is_mode_expr(e.func.value):
             kw = {k.arg: k.value.value for k in e.keywords if isinstance(k.value, ast.Constant)}
+            self.used_mode = True
             return self.rw.modes.predicate(e.func.attr, self.mode, kw)
         if isinstance(e, ast.Compare) and len(e.ops) == 1 and _is_mode_expr(e.left):
+            self.used_mode = True
             return compare_mode(self.rw.modes, self.mode, e.ops[0], e.comparators[0])
         return None
 
@@ -295,9 +306,14 @@ class _BodyWalker:
                 target = rw._fn(None, None, r.node, r.module)
         if target is None:
             return sync
-        child_key = (target.subject.key if target.subject else None, target.key, self.mode)
+        tsk = target.subject.key if target.subject else None
         rw.graph.add_edge(self.fn.key, target.key)
         sub = rw._fn_reads(target, self.mode, self.depth + 1, self.stack)
+        if (tsk, target.key) in rw._mode_free:
+            child_key = (tsk, target.key, _ANY)
+        else:
+            child_key = (tsk, target.key, self.mode)
+            self.used_mode = True
         for r in sub:
             via = r.via
             # the hop line is the call's line in this function, for the evidence chain
