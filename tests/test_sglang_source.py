@@ -259,3 +259,14 @@ def test_installed_finds_the_package_without_importing_it(tmp_path, monkeypatch)
     code, out, err = _run("--installed")
     assert (code, err) == (1, "") and f"at {root.resolve()}:" in out
     assert "sglang" not in sys.modules
+
+
+@pytest.mark.parametrize("remove,expected", [
+    ("srt/model_executor/forward_batch_info.py", "no ForwardMode class found"),
+    ("srt/layers/attention/base_attn_backend.py", "no AttentionBackend class defining shared_read_ends"),
+])
+def test_a_tree_without_the_fence_is_bad_input(tmp_path, remove, expected):
+    root = _tree(tmp_path, None)
+    (root / remove).unlink()
+    code, out, err = _run(root)
+    assert code == 2 and out == "" and err.count("\n") == 1 and expected in err
