@@ -196,6 +196,7 @@ def test_each_finding_is_decided_by_the_simulator_with_its_race(tmp_path):
     jsonschema.validate(doc, SCHEMA)
     for f in doc["findings"]:
         assert f["verdict"] == "counterexample" and f["races"] == ["req_to_token@decode/in_graph_after_marker"]
+        assert f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
         (w,) = f["witness"]
         assert w["stale_read"]["location"] == "req_to_token" and w["stale_read"]["seen"] > w["stale_read"]["step"]
     assert sorted(p.name for p in (tmp_path / "scen").iterdir()) == [

@@ -18,7 +18,7 @@ plausible when the declaration row or the read's path depends on a condition fen
 condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
 Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
-simulator; --scenarios writes them, --witness replays each race. See docs/sglang-reader.md for the JSON contract
+simulator and the SMT model; --scenarios writes them, --witness replays each race. See docs/sglang-reader.md for the JSON contract
 (docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
@@ -129,7 +129,9 @@ def render(doc: dict) -> str:
             lines.append(f"    {e['file']}:{e['line']}: {e['what']}")
         if x.get("scenario"):
             races = ", ".join(x["races"]) or "no race"
-            lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races})")
+            model = {True: "the model agrees", None: f"the model: {x['model_verdict']}"}.get(
+                x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
+            lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
         for wit in x.get("witness", ()):
             o = wit["stale_read"]
             lines.append(f"    witness: {wit['race']}: " + (

@@ -1,14 +1,15 @@
 """Deciding what was read: each ``read_outside_declaration`` finding becomes a scenario (the backend as read, its
 declaration row, its reads of that mode per site, replayed by a decode runner that resolves the declaration and has
 its marker, the scheduler's barrier after ``run_batch``, the release's POST_REPLAY fallback), which the reference
-protocol runs on the simulator; the verdict and the races are recorded on the finding. Each scenario cites the
-source lines it was built from."""
+protocol runs on the simulator and the SMT model decides (each distinct configuration once: the answer depends on
+the configuration alone); both verdicts, the races and whether the two oracles agree are recorded on the finding.
+Each scenario cites the source lines it was built from."""
 
 from __future__ import annotations
 
 import re
 
-from ..report import Verdict
+from ..report import Verdict, oracles_agree
 from ..scenario_io import scenario_from_dict
 from ..vocab import ForwardMode
 
@@ -48,11 +49,14 @@ def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
 def decide(doc: dict, witness: bool = False) -> list:
     """Builds and decides a scenario for each finding it can model; sets the finding's ``scenario``, ``verdict`` and
     ``races`` (and ``witness`` when asked). Returns the scenarios built, in the findings' order."""
+    import json
+
+    from ..model.check import model_check
     from ..reference.run import run_scenario
     from ..reference.sim.races import check_trace
 
     backends = {f"{b['file']}:{b['line']}": b for b in doc["backends"]}
-    built, used = [], {}
+    built, used, models = [], {}, {}
     for f in doc["findings"]:
         if f["kind"] != "read_outside_declaration":
             continue
@@ -67,6 +71,16 @@ def decide(doc: dict, witness: bool = False) -> list:
         f["scenario"] = s.name
         f["verdict"] = report.verdict.value
         f["races"] = [r.text() for r in sorted({r.key() for r in report.races})]
+        config = json.dumps([list(data["backends"].values()), data["algorithm"]["steps"]["normal"][0]["mode"]],
+                            sort_keys=True)  # the backend's name does not change the answer
+        if config not in models:
+            models[config] = model_check(s)
+        m = models[config]
+        f["model_verdict"] = m.verdict.value
+        agree, why = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
+        f["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
+        if not agree and m.verdict is not Verdict.UNKNOWN:
+            f["oracles_differ"] = why
         if witness and report.verdict is Verdict.COUNTEREXAMPLE:
             from ..reference.sim.hb import analyze
             from ..reference.sim.interleave import witnesses
