@@ -18,7 +18,8 @@ plausible when the declaration row or the read's path depends on a condition fen
 condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
 Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
-simulator and the SMT model; --scenarios writes them, --witness replays each race. See docs/sglang-reader.md for the JSON contract
+simulator and the SMT model; --scenarios writes them, --witness replays each race. --against lists the functions
+the facts come from that changed since a recorded release. See docs/sglang-reader.md for the JSON contract
 (docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
