@@ -271,3 +271,12 @@ def test_a_tree_without_the_fence_is_bad_input(tmp_path, remove, expected):
     (root / remove).unlink()
     code, out, err = _run(root)
     assert code == 2 and out == "" and err.count("\n") == 1 and expected in err
+
+
+def test_a_method_taken_from_another_class_by_assignment_is_followed(tmp_path):
+    doc = _doc(tmp_path, "aliased")
+    found = _findings(doc)
+    assert ("AliasedBackend", "DECODE") in found and ("GatherBackend", "DECODE") not in found
+    read = found["AliasedBackend", "DECODE"]["evidence"][1]
+    assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/alias_backend.py", 8)
+    assert read["what"].endswith("via AttentionBackend.forward -> GatherBackend.forward_extend")

@@ -29,6 +29,8 @@ class ClassInfo:
     module: "Module"
     node: ast.ClassDef
     methods: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    #: class-level ``name = value`` assignments (``forward = OtherBackend.forward``): name -> value
+    assigned: dict[str, ast.expr] = field(default_factory=dict)
 
     @property
     def file(self) -> str:
@@ -166,6 +168,11 @@ class Tree:
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         ci.methods[item.name] = item
+                        ci.assigned.pop(item.name, None)
+                    elif isinstance(item, ast.Assign) and len(item.targets) == 1 \
+                            and isinstance(item.targets[0], ast.Name):
+                        ci.assigned[item.targets[0].id] = item.value
+                        ci.methods.pop(item.targets[0].id, None)
                 m.classes[node.name] = ci
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 m.functions[node.name] = FuncInfo(node.name, m, node)
@@ -259,7 +266,7 @@ class Tree:
         memo[id(ci)] = out
         return out
 
-    def lookup(self, ci: ClassInfo, method: str, after: ClassInfo | None = None):
+    def lookup(self, ci: ClassInfo, method: str, after: ClassInfo | None = None, _depth: int = 0):
         """(defining class, def) of ``method`` on ``ci``'s MRO, starting after ``after`` (``super()``); or None."""
         seq = self.mro(ci)
         if after is not None:
@@ -267,6 +274,13 @@ class Tree:
         for c in seq:
             if method in c.methods:
                 return c, c.methods[method]
+            if method in c.assigned:  # ``forward = Other.forward``: Other's def, else nothing known
+                value = c.assigned[method]
+                if isinstance(value, ast.Attribute) and not _depth:
+                    other = self.resolve_expr(c.module, value.value)
+                    if isinstance(other, ClassInfo):
+                        return self.lookup(other, value.attr, _depth=1)
+                return None
         return None
 
     def subclasses(self, roots: list[ClassInfo]) -> list[ClassInfo]:
