@@ -12,6 +12,7 @@ import pytest
 
 from fencecheck.cli import main
 from fencecheck.sglang_source import NotSGLang, find_package_root, read_path
+from fencecheck.sglang_source.decide import decide
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
 
@@ -280,3 +281,18 @@ def test_a_method_taken_from_another_class_by_assignment_is_followed(tmp_path):
     read = found["AliasedBackend", "DECODE"]["evidence"][1]
     assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/alias_backend.py", 8)
     assert read["what"].endswith("via AttentionBackend.forward -> GatherBackend.forward_extend")
+
+
+def test_a_prefill_snapshot_claiming_pre_replay_is_checked_against_the_forward(tmp_path):
+    doc = _doc(tmp_path, "snapshot")
+    snap = [f for f in doc["findings"] if f.get("declared_by") == "_snapshot_prefill_shared_reads"]
+    (f,) = snap
+    assert (f["subject"], f["mode"], f["declared"], f["condition"]) == ("SnapshotBackend", "EXTEND", "PRE_REPLAY",
+                                                                         "not self.lazy")
+    assert f["status"] == "plausible"
+    # the in-graph prep runs before a snapshot's publish (line 17): only the forward's read (line 23) is outside
+    assert [(e["line"], e["what"].split(" via ")[0]) for e in f["evidence"][1:]] == [
+        (23, "reads req_to_token at in_graph_after_marker")]
+    decide(doc)
+    assert f["scenario"] == "sglang-snapshot-backend-extend-snapshot"
+    assert f["races"] == ["req_to_token@extend/in_graph_after_marker"] and f["oracles_agree"] is True

@@ -130,6 +130,12 @@ def test_the_documented_races_are_found(doc):
     assert any(e["file"] == "sglang/srt/layers/attention/qwen_sparse_attn_backend.py"
                and "_forward_paged_attention" in e["what"] for e in qsa)
     assert ("TritonAttnBackend", "DECODE") not in reads  # its reads end in the out-of-graph prep
+    snap = [f for f in doc["findings"] if f.get("declared_by") == "_snapshot_prefill_shared_reads"]
+    assert {f["subject"] for f in snap} == {"DeepseekV4AttnBackend", "DeepseekV4MegaAttnBackend",
+                                            "DeepseekV4MultiStepBackend", "DeepseekV4TrtllmAttnBackend",
+                                            "DeepseekV4TrtllmMultiStepBackend"}
+    assert all(f["condition"] == "not is_cp_active(forward_batch) and not (self.hisparse_coordinator is not None)"
+               for f in snap)
 
 
 def test_the_release_document_meets_its_schema(doc):

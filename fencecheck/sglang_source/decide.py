@@ -25,10 +25,14 @@ def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
     if mode not in ForwardMode.__members__:
         return None
     sites: dict[str, set] = {}
+    snapshot = finding.get("declared_by") == "_snapshot_prefill_shared_reads"
     for r in backend["reads"]:
         if r["mode"] == mode:
-            sites.setdefault(r["site"], set()).add(r["location"])
-    name = f"sglang-{_slug(finding['subject'])}-{mode.lower().replace('_', '-')}" + (f"-{index}" if index else "")
+            # a prefill snapshot is published after the whole eager metadata prep, its in-graph part included
+            site = "pre_replay" if snapshot and r["site"] == "in_graph_before_marker" else r["site"]
+            sites.setdefault(site, set()).add(r["location"])
+    name = f"sglang-{_slug(finding['subject'])}-{mode.lower().replace('_', '-')}" + ("-snapshot" if snapshot else "") \
+        + (f"-{index}" if index else "")
     cond = f" when {finding['condition']}" if finding.get("condition") else ""
     return {
         "name": name,

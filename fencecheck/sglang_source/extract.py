@@ -233,7 +233,7 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
                 kinds.add("composite")
             elif isinstance(v, Child):
                 kinds.add("delegating")
-        _findings_for(rd, ci, mode, rows, owner, ex)
+        _findings_for(rd, ci, mode, rows, hit, ex)
     reads, keys = [], set()
     for mode in rd.modes.members:
         for site, r in rd.reads(ci, mode):
@@ -257,6 +257,8 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
         snapshot = {"class": snap[0].name, "file": snap[0].file, "line": snap[1].lineno,
                     "declares": _rows_json(rows) if rows is not None else
                     [{"condition": None, "end": "unresolved", "reason": err.reason, "line": err.line}]}
+        if rows is not None:
+            _findings_for(rd, ci, "EXTEND", rows, snap, ex, snapshot=True)
     kind = "base" if ci is rd.root else ("inherited" if owner is not ci else "override")
     return {
         "class": ci.name, "file": ci.file, "line": ci.line, "module": ci.module.name,
@@ -281,9 +283,15 @@ def _dedupe(reads):
     return [best[k] for k in sorted(best)]
 
 
-def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, owner, ex: Extraction) -> None:
+def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extraction, snapshot: bool = False) -> None:
+    """Findings of ``ci`` in ``mode`` for the declaration ``rows`` of ``decl`` (owner, def). A prefill snapshot's
+    rows (``snapshot``) are published after the whole eager metadata prep, in-graph part included, so that part is
+    covered too."""
+    owner, node = decl
     all_reads = rd.reads(ci, mode)
     for r_site, r in all_reads:
+        if snapshot:
+            break  # listed once, with the declaration's rows
         if r.host_sync is not None:
             ex.not_findings.append({"subject": ci.name, "mode": mode, "location": r.location, "file": r.file,
                                     "line": r.line, "via": [h.text() for h in r.via],
@@ -295,12 +303,14 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, owner, ex: Extract
             if end is None:
                 continue
             covered = COVERED_SITES[SharedReadEnds[end]]
+            if snapshot:
+                covered = covered | {ReadSite.IN_GRAPH_BEFORE_MARKER}
             bad = [(s, r) for s, r in live if s not in covered]
             if not bad:
                 continue
             cond = conds + c2
-            seen, evidence = set(), [{"file": owner.file, "line": owner.methods["shared_read_ends"].lineno,
-                                      "what": f"{owner.name}.shared_read_ends declares {end} for {mode}"
+            seen, evidence = set(), [{"file": owner.file, "line": node.lineno,
+                                      "what": f"{owner.name}.{node.name} declares {end} for {mode}"
                                               + (f" when {_conds_text(cond)}" if cond else "")}]
             plausible = bool(cond)
             for s, r in sorted(bad, key=lambda x: (x[1].file, x[1].line, x[0].value)):
@@ -315,7 +325,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, owner, ex: Extract
                                          + (f" (when {_conds_text(r.conditions)})" if r.conditions else "")})
             ex.findings.append({"kind": "read_outside_declaration", "subject": ci.name,
                                 "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
-                                "declared": end, "condition": _conds_text(cond),
+                                "declared": end, "declared_by": node.name, "condition": _conds_text(cond),
                                 "status": "plausible" if plausible else "confirmed",
                                 "evidence": evidence, "scenario": None})
 
