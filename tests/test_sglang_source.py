@@ -83,7 +83,8 @@ def test_a_read_two_helper_calls_deep_is_followed(tmp_path):
     assert set(found) == {("DeepReadBackend", "TARGET_VERIFY")}  # decode does not read; extend is UNKNOWN
     read = found["DeepReadBackend", "TARGET_VERIFY"]["evidence"][1]
     assert (read["file"], read["line"]) == ("sglang/srt/mem_cache/page_utils.py", 3)
-    assert read["what"].endswith("DeepReadBackend.forward_extend -> DeepReadBackend._pages_for -> page_utils.gather_pages")
+    assert read["what"].endswith(
+        "DeepReadBackend.forward_extend -> DeepReadBackend._pages_for -> page_utils.gather_pages")
     (r,) = [r for r in _backend(doc, "DeepReadBackend")["reads"] if r["mode"] == "TARGET_VERIFY"]
     assert r["site"] == "in_graph_after_marker" and len(r["via"]) == 4
 

@@ -154,4 +154,5 @@ def test_the_release_has_no_drift_against_its_recorded_fingerprints(extraction):
     assert compare(recorded, ex.fingerprints.to_dict(ex.version)) == []
     funcs = recorded["functions"]
     assert "barrier" in funcs["sglang.srt.managers.scheduler.Scheduler._apply_war_barrier"]["facts"]
-    assert funcs["sglang.srt.layers.attention.deepseek_v4_backend.DeepseekV4AttnBackend.shared_read_ends"]["line"] == 1221
+    dsv4 = "sglang.srt.layers.attention.deepseek_v4_backend.DeepseekV4AttnBackend.shared_read_ends"
+    assert funcs[dsv4]["line"] == 1221

@@ -112,7 +112,8 @@ def render(doc: dict) -> str:
     lines = []
     b, w, f = doc["backends"], doc["workers"], doc["findings"]
     loops = sorted({c["event_loop"] for c in doc["barrier"]["calls"]})
-    lines.append(f"sglang {doc['sglang_version'] or '(version unknown)'} at {doc['root']}: {len(b)} attention backends, "
+    version = doc["sglang_version"] or "(version unknown)"
+    lines.append(f"sglang {version} at {doc['root']}: {len(b)} attention backends, "
                  f"{len({x['class'] for x in w})} workers, barrier applied in {len(loops)} event loops "
                  f"({len(doc['barrier']['calls'])} call sites), {len(doc['runners'])} runners")
     by = {s: sum(1 for x in f if x["status"] == s) for s in ("confirmed", "plausible", "unresolved")}
@@ -154,8 +155,8 @@ def render(doc: dict) -> str:
         d = x["declares"]
         modes = ", ".join(f"{m} {_decl_text(v)}" for m, v in d.items())
         src = x["declared_in"]
-        lines.append(f"  {x['class']} ({x['file']}:{x['line']}; declared in {src['class']} {src['file']}:{src['line']}):"
-                     f" {modes}")
+        lines.append(f"  {x['class']} ({x['file']}:{x['line']}; declared in {src['class']} "
+                     f"{src['file']}:{src['line']}): {modes}")
     lines.append("workers (last_shared_read_runner):")
     for x in w:
         cond = f" if {x['condition']}" if x["condition"] else ""

@@ -300,7 +300,8 @@ class DeclEval:
             rest = [x for x in flat if x is not False]
             return [((), False if not rest else Opaque(" or ".join(rest)))]
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-            return [(c, (not v) if isinstance(v, bool) else Opaque(negate(v))) for c, v in self._test(e.operand, env, ctx)]
+            return [(c, (not v) if isinstance(v, bool) else Opaque(negate(v)))
+                    for c, v in self._test(e.operand, env, ctx)]
         if isinstance(e, ast.IfExp):
             out = []
             for c, t in self._test(e.test, env, ctx):
@@ -379,8 +380,8 @@ class DeclEval:
         if isinstance(a, (ast.GeneratorExp, ast.ListComp)) and len(a.generators) == 1:
             gen = a.generators[0]
             elt = a.elt
-            if not (isinstance(gen.target, ast.Name) and isinstance(elt, ast.Call) and isinstance(elt.func, ast.Attribute)
-                    and elt.func.attr == "shared_read_ends" and isinstance(elt.func.value, ast.Name)
+            if not (isinstance(gen.target, ast.Name) and isinstance(elt, ast.Call)
+                    and isinstance(elt.func, ast.Attribute) and elt.func.attr == "shared_read_ends" and isinstance(elt.func.value, ast.Name)
                     and elt.func.value.id == gen.target.id):
                 raise Unresolved(f"max_of over {ast.unparse(a)[:80]}", e.lineno)
             it = gen.iter

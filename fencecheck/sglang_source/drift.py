@@ -73,8 +73,8 @@ def load_release(name_or_path: str) -> tuple[str, dict]:
     except OSError as e:
         raise NotSGLang(str(path), "", f"cannot read: {e.strerror or e}") from None
     except (ValueError, KeyError, TypeError):
-        raise NotSGLang(str(path), "functions", "expected a fingerprint file: {\"functions\": {NAME: {\"hash\": ...}}}") \
-            from None
+        raise NotSGLang(str(path), "functions",
+                        "expected a fingerprint file: {\"functions\": {NAME: {\"hash\": ...}}}") from None
     return str(path), data
 
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..vocab import COVERED_SITES, ReadSite, SharedReadEnds
-from .declare import ENDS, Child, DeclEval, End, MaxOf, Modes, Unresolved, max_end
+from .declare import Child, DeclEval, End, MaxOf, Modes, Unresolved, max_end
 from .reads import ReadWalker, Read
 from .tree import ClassInfo, NotSGLang, Tree
 
@@ -340,7 +340,8 @@ def _return_rows(stmts, conds=()):
         if isinstance(s, ast.If):
             t = ast.unparse(s.test)
             out += _return_rows(list(s.body) + list(stmts[i + 1:]), conds + (t,))
-            out += _return_rows(list(s.orelse) + list(stmts[i + 1:]), conds + (f"not ({t})" if " " in t else f"not {t}",))
+            neg = f"not ({t})" if " " in t else f"not {t}"
+            out += _return_rows(list(s.orelse) + list(stmts[i + 1:]), conds + (neg,))
             return out
     return out
 

@@ -99,7 +99,8 @@ def find_installed() -> Path:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise NotSGLang("--installed", "", "no installed sglang package found (python3 -m pip install sglang --no-deps)")
+        raise NotSGLang("--installed", "", "no installed sglang package found "
+                                           "(python3 -m pip install sglang --no-deps)")
     return find_package_root(list(spec.submodule_search_locations)[0])
 
 
