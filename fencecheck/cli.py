@@ -484,6 +484,10 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_audit, **_outputs(("docs", True), ("corpus", True), ("timings", False)))
 
+    from .sglang_source.command import add_parser as add_sglang_parser
+
+    add_sglang_parser(sub)
+
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files or backend files")
     p.add_argument("--kind", choices=["scenario", "backend"], default="scenario",
                    help="which file kind (default: scenario)")

@@ -1,0 +1,174 @@
+"""``fencecheck sglang PATH``: read an SGLang tree statically and report its fence facts and findings."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from ..errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+
+HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
+fence's facts, each with file:line: every AttentionBackend subclass and its shared_read_ends declaration per
+ForwardMode (composites, delegation and conditional rows named by their condition), the reads of scheduler-shared
+state per backend, mode and site (followed through self calls, helpers, the MRO and children of known class), each
+worker's last_shared_read_runner, the barrier's call sites per event loop and the runners' publish behaviour.
+
+A read at a site the declaration does not cover is a finding: confirmed when nothing on its path is conditional,
+plausible when the declaration row or the read's path depends on a condition fencecheck cannot decide (the
+condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
+as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
+Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
+simulator and the SMT model; --scenarios writes them, --witness replays each race. --against lists the functions
+the facts come from that changed since a recorded release. See docs/sglang-reader.md for the JSON contract
+(docs/sglang-reader.schema.json)."""
+
+EXIT_HELP = """exit codes:
+  0  no finding
+  1  a finding (a read outside what its declaration covers) or a race
+  2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
+  3  unresolved facts and nothing wrong
+  4  I/O failure
+  70 a bug in fencecheck (one line, please report it)"""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sglang", help="read an SGLang source tree statically: declarations, reads, findings",
+                       description=HELP, epilog=EXIT_HELP)
+    p.add_argument("path", nargs="?", metavar="PATH",
+                   help="an SGLang checkout root, its python/ folder, or a sglang package folder (an unpacked wheel)")
+    p.add_argument("--installed", action="store_true",
+                   help="read the installed sglang package instead of PATH (located without importing it)")
+    p.add_argument("--json", action="store_true", help="the machine-readable document (docs/sglang-reader.md)")
+    p.add_argument("--scenarios", default=None, metavar="DIR",
+                   help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines)")
+    p.add_argument("--witness", action="store_true",
+                   help="replay each race under its witness interleaving (the schedule and the stale read it shows)")
+    p.add_argument("--against", default=None, metavar="VERSION",
+                   help="list the functions the facts come from whose code differs from a recorded release "
+                        "(sglang-0.5.23) or a fingerprint file (.json); drift alone does not change the exit code")
+    p.add_argument("--fingerprints", default=None, metavar="FILE",
+                   help="write the fingerprints of the functions the facts come from (JSON, for --against)")
+    p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True), ("fingerprints", False)))
+
+
+def exit_code(doc: dict) -> int:
+    kinds = [f["status"] for f in doc["findings"]]
+    if any(s in ("confirmed", "plausible") for s in kinds) or \
+            any(f.get("verdict") == "counterexample" for f in doc["findings"]):
+        return EXIT_RACE
+    if "unresolved" in kinds:
+        return EXIT_UNKNOWN
+    return EXIT_OK
+
+
+def cmd_sglang(args, out: TextIO) -> int:
+    from ..errors import InputError
+    from . import read_path
+
+    if bool(args.path) == bool(args.installed):
+        raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
+    from .decide import decide
+    from .drift import compare, load_release
+
+    recorded = load_release(args.against) if args.against else None
+    ex = read_path(args.path, installed=args.installed)
+    doc = ex.to_dict()
+    current = ex.fingerprints.to_dict(ex.version)
+    if recorded is not None:
+        where, data = recorded
+        doc["drift"] = {"against": args.against, "recorded_version": data.get("sglang_version"),
+                        "functions": compare(data, current)}
+    if args.fingerprints:
+        from pathlib import Path
+
+        from ..atomic import write_text_atomic
+
+        write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
+    scenarios = decide(doc, witness=args.witness)
+    if args.scenarios:
+        from pathlib import Path
+
+        from ..scenario_io import dump
+
+        folder = Path(args.scenarios)
+        folder.mkdir(parents=True, exist_ok=True)
+        for sc in scenarios:
+            dump(sc, folder / f"{sc.name}.toml")
+    if args.json:
+        json.dump(doc, out, indent=1, sort_keys=False)
+        out.write("\n")
+    else:
+        out.write(render(doc))
+    return exit_code(doc)
+
+
+def _decl_text(v) -> str:
+    if isinstance(v, str):
+        return v
+    return "; ".join(f"{r['end']} if {r['condition']}" if r.get("condition") else r["end"] for r in v)
+
+
+def render(doc: dict) -> str:
+    lines = []
+    b, w, f = doc["backends"], doc["workers"], doc["findings"]
+    loops = sorted({c["event_loop"] for c in doc["barrier"]["calls"]})
+    version = doc["sglang_version"] or "(version unknown)"
+    lines.append(f"sglang {version} at {doc['root']}: {len(b)} attention backends, "
+                 f"{len({x['class'] for x in w})} workers, barrier applied in {len(loops)} event loops "
+                 f"({len(doc['barrier']['calls'])} call sites), {len(doc['runners'])} runners")
+    by = {s: sum(1 for x in f if x["status"] == s) for s in ("confirmed", "plausible", "unresolved")}
+    lines.append(f"findings: {len(f)} ({by['confirmed']} confirmed, {by['plausible']} plausible, "
+                 f"{by['unresolved']} unresolved)")
+    for x in f:
+        head = f"  {x['status'].upper()} {x['subject']} {x['mode']}: "
+        if x["kind"] == "read_outside_declaration":
+            head += f"declares {x['declared']}" + (f" when {x['condition']}" if x.get("condition") else "") + \
+                f" but reads outside it"
+        else:
+            head += x["kind"].replace("_", " ")
+        lines.append(head)
+        for e in x["evidence"]:
+            lines.append(f"    {e['file']}:{e['line']}: {e['what']}")
+        if x.get("scenario"):
+            races = ", ".join(x["races"]) or "no race"
+            model = {True: "the model agrees", None: f"the model: {x['model_verdict']}"}.get(
+                x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
+            lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
+        for wit in x.get("witness", ()):
+            o = wit["stale_read"]
+            lines.append(f"    witness: {wit['race']}: " + (
+                f"the step {o['step']} read of {o['location']} at {o['site']} saw step {o['seen']}'s data (stale)"
+                if o else "NOT REPRODUCED (simulator inconsistency)"))
+    if "drift" in doc:
+        d = doc["drift"]
+        lines.append(f"drift against {d['against']} ({d['recorded_version']}): {len(d['functions'])} functions differ")
+        for x in d["functions"]:
+            lines.append(f"  {x['status'].upper()} {x['function']} ({x['file']}:{x['line']}): {'; '.join(x['facts'])}")
+    nf = doc["not_findings"]
+    sync = sum(1 for x in nf if x["why"].startswith("behind a host sync"))
+    lines.append(f"not findings: {sync} reads behind a host sync, {len(nf) - sync} start-up reads (--json lists them)")
+    lines.append("declarations (backends that do not take the base rule unchanged):")
+    roots = {x["class"] for x in b if x["kind"] == "base"}
+    for x in b:
+        if x["kind"] == "base" or (x["declared_in"] and x["declared_in"]["class"] in roots):
+            continue
+        d = x["declares"]
+        modes = ", ".join(f"{m} {_decl_text(v)}" for m, v in d.items())
+        src = x["declared_in"]
+        lines.append(f"  {x['class']} ({x['file']}:{x['line']}; declared in {src['class']} "
+                     f"{src['file']}:{src['line']}): {modes}")
+    lines.append("workers (last_shared_read_runner):")
+    for x in w:
+        cond = f" if {x['condition']}" if x["condition"] else ""
+        lines.append(f"  {x['class']}: {x['publisher']}{cond} ({x['returns_at']['file']}:{x['returns_at']['line']})")
+    lines.append("barrier call sites:")
+    for c in doc["barrier"]["calls"]:
+        lines.append(f"  {c['event_loop']} ({c['file']}:{c['line']})")
+    lines.append("runners that publish:")
+    for r in doc["runners"]:
+        if r["publish"] != "never":
+            lines.append(f"  {r['class']}: {r['publish']} ({r['method']['file']}:{r['method']['line']})")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["add_parser", "cmd_sglang", "exit_code", "render", "EXIT_BAD_INPUT"]

@@ -1,0 +1,99 @@
+"""Deciding what was read: each ``read_outside_declaration`` finding becomes a scenario (the backend as read, its
+declaration row, its reads of that mode per site, replayed by a decode runner that resolves the declaration and has
+its marker, the scheduler's barrier after ``run_batch``, the release's POST_REPLAY fallback), which the reference
+protocol runs on the simulator and the SMT model decides (each distinct configuration once: the answer depends on
+the configuration alone); both verdicts, the races and whether the two oracles agree are recorded on the finding.
+Each scenario cites the source lines it was built from."""
+
+from __future__ import annotations
+
+import re
+
+from ..report import Verdict, oracles_agree
+from ..scenario_io import scenario_from_dict
+from ..vocab import ForwardMode
+
+
+def _slug(text: str) -> str:
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", text)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
+    """The scenario of ``finding`` (None when its mode is not one fencecheck's scenarios model)."""
+    mode = finding["mode"]
+    if mode not in ForwardMode.__members__:
+        return None
+    sites: dict[str, set] = {}
+    snapshot = finding.get("declared_by") == "_snapshot_prefill_shared_reads"
+    for r in backend["reads"]:
+        if r["mode"] == mode:
+            # a prefill snapshot is published after the whole eager metadata prep, its in-graph part included
+            site = "pre_replay" if snapshot and r["site"] == "in_graph_before_marker" else r["site"]
+            sites.setdefault(site, set()).add(r["location"])
+    name = f"sglang-{_slug(finding['subject'])}-{mode.lower().replace('_', '-')}" + ("-snapshot" if snapshot else "") \
+        + (f"-{index}" if index else "")
+    cond = f" when {finding['condition']}" if finding.get("condition") else ""
+    return {
+        "name": name,
+        "description": (f"{finding['subject']} as read from the sources: declares {finding['declared']} for {mode}"
+                        f"{cond}; its reads of scheduler-shared state in that mode, per site, replayed by a decode "
+                        f"graph runner with its marker under the WAR barrier."),
+        "cites": [f"{e['file']}:{e['line']}: {e['what']}" for e in finding["evidence"]],
+        "resolution": "declaration_only_post_fallback",
+        "backends": {finding["subject"]: {"declares": {mode: finding["declared"]},
+                                          "reads": {mode: {s: sorted(v) for s, v in sorted(sites.items())}}}},
+        "runners": {"target": {}},
+        "algorithm": {"name": "none", "publisher": "target",
+                      "steps": {"normal": [{"name": mode.lower(), "runner": "target", "mode": mode,
+                                            "backend": finding["subject"]}]}},
+    }
+
+
+def decide(doc: dict, witness: bool = False) -> list:
+    """Builds and decides a scenario for each finding it can model; sets the finding's ``scenario``, ``verdict`` and
+    ``races`` (and ``witness`` when asked). Returns the scenarios built, in the findings' order."""
+    import json
+
+    from ..model.check import model_check
+    from ..reference.run import run_scenario
+    from ..reference.sim.races import check_trace
+
+    backends = {f"{b['file']}:{b['line']}": b for b in doc["backends"]}
+    built, used, models = [], {}, {}
+    for f in doc["findings"]:
+        if f["kind"] != "read_outside_declaration":
+            continue
+        key = (f["subject"], f["mode"])
+        data = scenario_dict(f, backends[f["subject_at"]], used.get(key, 0))
+        used[key] = used.get(key, 0) + 1
+        if data is None:
+            continue
+        s = scenario_from_dict(data, data["name"])
+        trace = run_scenario(s)
+        report = check_trace(trace)
+        f["scenario"] = s.name
+        f["verdict"] = report.verdict.value
+        f["races"] = [r.text() for r in sorted({r.key() for r in report.races})]
+        config = json.dumps([list(data["backends"].values()), data["algorithm"]["steps"]["normal"][0]["mode"]],
+                            sort_keys=True)  # the backend's name does not change the answer
+        if config not in models:
+            models[config] = model_check(s)
+        m = models[config]
+        f["model_verdict"] = m.verdict.value
+        agree, why = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
+        f["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
+        if not agree and m.verdict is not Verdict.UNKNOWN:
+            f["oracles_differ"] = why
+        if witness and report.verdict is Verdict.COUNTEREXAMPLE:
+            from ..reference.sim.hb import analyze
+            from ..reference.sim.interleave import witnesses
+
+            races = report.distinct()
+            f["witness"] = [
+                {"race": race.key().text(), "schedule": schedule,
+                 "stale_read": None if o is None else {"step": o.step, "phase": o.phase, "site": o.site,
+                                                       "location": o.location, "seen": o.seen}}
+                for race, (schedule, o) in zip(races, witnesses(analyze(trace), races))]
+        built.append(s)
+    return built

@@ -1,0 +1,455 @@
+"""The facts ``fencecheck sglang`` reads from a tree: backends with their declarations and read sites, workers'
+``last_shared_read_runner``, the barrier and its event loops, runners' publish behaviour; and the findings.
+
+Every fact carries file:line (files relative to the ``sglang`` package's parent, as ``sglang/srt/...``). Output is
+sorted, so the same tree gives the same document.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from ..vocab import COVERED_SITES, ReadSite, SharedReadEnds
+from .declare import Child, DeclEval, End, MaxOf, Modes, Unresolved, max_end
+from .reads import ReadWalker, Read
+from .tree import ClassInfo, NotSGLang, Tree
+
+#: Backend methods by the site their reads happen at (the runner calls them there).
+SITE_ENTRIES = (
+    (ReadSite.PRE_REPLAY, "init_forward_metadata_out_graph"),
+    (ReadSite.IN_GRAPH_BEFORE_MARKER, "init_forward_metadata_in_graph"),
+    (ReadSite.IN_GRAPH_AFTER_MARKER, "forward"),
+)
+#: Read only by the worker after a verify replay (per mode).
+POST_REPLAY_ENTRIES = {"TARGET_VERIFY": ("update_mamba_state_after_mtp_verify",)}
+#: Start-up methods: reads there happen once, before any step.
+STARTUP_ENTRIES = ("__init__", "init_cuda_graph_state")
+
+
+@dataclass
+class Extraction:
+    root: str
+    version: str | None
+    modes: list[str]
+    modes_at: tuple[str, int]
+    backends: list[dict] = field(default_factory=list)
+    workers: list[dict] = field(default_factory=list)
+    barrier: dict = field(default_factory=dict)
+    runners: list[dict] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)
+    not_findings: list[dict] = field(default_factory=list)
+    call_graph: object = None
+    stats: dict = field(default_factory=dict)
+    via_keys: dict = field(default_factory=dict)  # "file:line" of a backend -> qualified names on its read chains
+    fingerprints: object = None  # drift.Fingerprints of the functions these facts come from
+
+    def to_dict(self) -> dict:
+        return {
+            "sglang_version": self.version,
+            "root": self.root,
+            "forward_modes": {"modes": self.modes, "file": self.modes_at[0], "line": self.modes_at[1]},
+            "backends": self.backends,
+            "workers": self.workers,
+            "barrier": self.barrier,
+            "runners": self.runners,
+            "findings": self.findings,
+            "not_findings": self.not_findings,
+        }
+
+
+def _root_backend(tree: Tree) -> ClassInfo:
+    mods = tree.modules_containing("class AttentionBackend")
+    cands = [c for c in tree.classes_named("AttentionBackend", mods) if "shared_read_ends" in c.methods]
+    if not cands:
+        raise NotSGLang(str(tree.root), "", "not an SGLang tree with the shared-read fence: no AttentionBackend class "
+                                            "defining shared_read_ends")
+    return sorted(cands, key=lambda c: c.file)[0]
+
+
+class Reader:
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self.modes = Modes(tree)
+        self.root = _root_backend(tree)
+        self.backends = tree.subclasses([self.root])
+        self._backend_ids = {id(c) for c in self.backends}
+        self._attr_memo: dict[int, dict] = {}
+        self.decl = DeclEval(tree, self.modes, self.attr_types)
+        self.walker = ReadWalker(tree, self.modes, self.attr_types)
+        graph = self.modes.members
+        self.graph_modes = {m for m in graph if self.modes.predicate("is_cuda_graph", m)} | \
+            {m for m in graph if m.startswith("DRAFT_EXTEND")}
+
+    def attr_types(self, ci: ClassInfo) -> dict[str, ClassInfo]:
+        """``self.x`` -> the backend class every ``self.x = Cls(...)`` on ``ci``'s MRO assigns (when just one)."""
+        if id(ci) in self._attr_memo:
+            return self._attr_memo[id(ci)]
+        self._attr_memo[id(ci)] = {}
+        seen: dict[str, set] = {}
+        for c in self.tree.mro(ci):
+            for attr, r in self._own_assigns(c):
+                seen.setdefault(attr, set()).add(r)
+        out = {}
+        for a, cs in seen.items():
+            if len(cs) == 1:
+                (c,) = cs
+                if c is not None and id(c) in self._backend_ids:
+                    out[a] = c
+        self._attr_memo[id(ci)] = out
+        return out
+
+    def _own_assigns(self, c: ClassInfo) -> list:
+        """(attr, ClassInfo or None) of every ``self.attr = Callee(...)`` in ``c``'s own methods."""
+        memo = self.__dict__.setdefault("_assign_memo", {})
+        if id(c) not in memo:
+            out = []
+            for fn in c.methods.values():
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                        for t in node.targets:
+                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                                r = self.tree.resolve_expr(c.module, node.value.func)
+                                out.append((t.attr, r if isinstance(r, ClassInfo) else None))
+            memo[id(c)] = out
+        return memo[id(c)]
+
+    # --- declarations ---------------------------------------------------------------------------------------------
+    def rows(self, ci: ClassInfo, mode: str, method: str = "shared_read_ends"):
+        try:
+            return self.decl.method(ci, method, mode), None
+        except Unresolved as u:
+            return None, u
+
+    def expand(self, value, mode: str, depth: int = 0):
+        """[(conds, end name or None)]: a child of unknown class is None."""
+        if isinstance(value, End):
+            return [((), value.name)]
+        if isinstance(value, Child):
+            if value.cls is None or value.many or depth > 6:
+                return [((), None)]
+            rows, err = self.rows(value.cls, mode)
+            if rows is None:
+                return [((), None)]
+            out = []
+            for c, v in rows:
+                out += [(c + c2, e) for c2, e in self.expand(v, mode, depth + 1)]
+            return out
+        if isinstance(value, MaxOf):
+            acc = [((), "PRE_REPLAY")]
+            for item in value.items:
+                nxt = []
+                for c1, e1 in acc:
+                    for c2, e2 in self.expand(item, mode, depth + 1):
+                        nxt.append((c1 + c2, None if e1 is None or e2 is None else max_end([e1, e2])))
+                acc = nxt
+            return acc
+        return [((), None)]
+
+    # --- reads --------------------------------------------------------------------------------------------------
+    def reads(self, ci: ClassInfo, mode: str) -> list[tuple[ReadSite, Read]]:
+        out = []
+        for site, method in SITE_ENTRIES:
+            out += [(site, r) for r in self.walker.method_reads(ci, method, mode)]
+        if mode not in self.graph_modes:
+            hit = self.tree.lookup(ci, "init_forward_metadata")
+            if hit is not None and hit[0] is not self.root:
+                out += [(ReadSite.PRE_REPLAY, r) for r in self.walker.method_reads(ci, "init_forward_metadata", mode)]
+        for method in POST_REPLAY_ENTRIES.get(mode, ()):
+            out += [(ReadSite.POST_REPLAY, r) for r in self.walker.method_reads(ci, method, mode)]
+        return out
+
+
+def _conds_text(conds) -> str | None:
+    return " and ".join(conds) if conds else None
+
+
+def _rows_json(rows):
+    if len(rows) == 1 and not rows[0][0]:
+        return rows[0][1].text()
+    return [{"condition": _conds_text(c) or "otherwise", "end": v.text()} for c, v in rows]
+
+
+def _read_json(mode, site, r: Read) -> dict:
+    return {"mode": mode, "site": site.value, "location": r.location, "file": r.file, "line": r.line,
+            "what": r.what, "via": [h.text() for h in r.via], "conditions": list(r.conditions)}
+
+
+def _loc(obj) -> dict:
+    return {"class": obj.name, "file": obj.file, "line": obj.line}
+
+
+def read_tree(tree: Tree) -> Extraction:
+    rd = Reader(tree)
+    ex = Extraction(str(tree.root), tree.version(), list(rd.modes.members), (rd.modes.file, rd.modes.line))
+    for ci in rd.backends:
+        ex.backends.append(_backend(rd, ci, ex))
+    ex.findings.sort(key=lambda f: (f["subject"], f["subject_at"], f["mode"] or "", f["kind"], json_key(f)))
+    unique = {(f["subject"], f["mode"] or "", f["file"], f["line"], f["location"], f["why"]): f for f in
+              sorted(ex.not_findings, key=lambda f: (len(f["via"]), f["via"]), reverse=True)}
+    ex.not_findings = [unique[k] for k in sorted(unique)]
+    ex.workers = _workers(tree)
+    ex.barrier = _barrier(tree)
+    ex.runners = _runners(tree)
+    ex.call_graph = rd.walker.graph
+    from .drift import collect
+
+    ex.fingerprints = collect(tree, rd, ex)
+    ex.stats = {"files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
+                "graph_edges": rd.walker.graph.number_of_edges()}
+    return ex
+
+
+def json_key(f) -> str:
+    import json
+
+    return json.dumps(f, sort_keys=True)
+
+
+def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
+    tree = rd.tree
+    hit = tree.lookup(ci, "shared_read_ends")
+    owner = hit[0] if hit else None
+    declares, kinds = {}, set()
+    for mode in rd.modes.members:
+        rows, err = rd.rows(ci, mode)
+        if rows is None:
+            declares[mode] = [{"condition": None, "end": "unresolved", "reason": err.reason,
+                               "line": err.line}]
+            kinds.add("unresolved")
+            ex.findings.append({"kind": "unresolved_declaration", "subject": ci.name,
+                                "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
+                                "status": "unresolved", "scenario": None,
+                                "evidence": [{"file": owner.file if owner else ci.file,
+                                              "line": err.line or (owner.line if owner else ci.line),
+                                              "what": f"shared_read_ends({mode}) not evaluated: {err.reason}"}]})
+            continue
+        declares[mode] = _rows_json(rows)
+        for c, v in rows:
+            if c:
+                kinds.add("conditional")
+            if isinstance(v, MaxOf):
+                kinds.add("composite")
+            elif isinstance(v, Child):
+                kinds.add("delegating")
+        _findings_for(rd, ci, mode, rows, hit, ex)
+    reads, keys = [], set()
+    for mode in rd.modes.members:
+        for site, r in rd.reads(ci, mode):
+            if r.host_sync is None:
+                reads.append(_read_json(mode, site, r))
+                keys.update(h.key for h in r.via)
+    ex.via_keys[f"{ci.file}:{ci.line}"] = keys
+    reads = _dedupe(reads)
+    startup = []
+    for method in STARTUP_ENTRIES:
+        for r in rd.walker.method_reads(ci, method, None):
+            startup.append(r)
+    for r in startup:
+        ex.not_findings.append({"subject": ci.name, "mode": None, "location": r.location, "file": r.file,
+                                "line": r.line, "why": f"start-up only ({r.via[0].func})",
+                                "via": [h.text() for h in r.via]})
+    snap = tree.lookup(ci, "_snapshot_prefill_shared_reads")
+    snapshot = None
+    if snap is not None and snap[0] is not rd.root:
+        rows, err = rd.rows(ci, "EXTEND", "_snapshot_prefill_shared_reads")
+        snapshot = {"class": snap[0].name, "file": snap[0].file, "line": snap[1].lineno,
+                    "declares": _rows_json(rows) if rows is not None else
+                    [{"condition": None, "end": "unresolved", "reason": err.reason, "line": err.line}]}
+        if rows is not None:
+            _findings_for(rd, ci, "EXTEND", rows, snap, ex, snapshot=True)
+    kind = "base" if ci is rd.root else ("inherited" if owner is not ci else "override")
+    return {
+        "class": ci.name, "file": ci.file, "line": ci.line, "module": ci.module.name,
+        "bases": [c.name for c in tree.bases(ci)],
+        "mro": [c.name for c in tree.mro(ci)],
+        "declared_in": _loc(owner) | {"line": hit[1].lineno} if hit else None,
+        "kind": kind, "traits": sorted(kinds),
+        "declares": declares,
+        "prefill_snapshot": snapshot,
+        "children": {a: c.name for a, c in sorted(rd.attr_types(ci).items())},
+        "unfollowed": sorted(rd.walker.unfollowed.get(ci.key, ())),
+        "reads": reads,
+    }
+
+
+def _dedupe(reads):
+    best = {}
+    for r in reads:
+        k = (r["mode"], r["site"], r["location"], r["file"], r["line"])
+        if k not in best or (len(r["via"]), r["via"]) < (len(best[k]["via"]), best[k]["via"]):
+            best[k] = r
+    return [best[k] for k in sorted(best)]
+
+
+def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extraction, snapshot: bool = False) -> None:
+    """Findings of ``ci`` in ``mode`` for the declaration ``rows`` of ``decl`` (owner, def). A prefill snapshot's
+    rows (``snapshot``) are published after the whole eager metadata prep, in-graph part included, so that part is
+    covered too."""
+    owner, node = decl
+    all_reads = rd.reads(ci, mode)
+    for r_site, r in all_reads:
+        if snapshot:
+            break  # listed once, with the declaration's rows
+        if r.host_sync is not None:
+            ex.not_findings.append({"subject": ci.name, "mode": mode, "location": r.location, "file": r.file,
+                                    "line": r.line, "via": [h.text() for h in r.via],
+                                    "why": f"behind a host sync at {r.host_sync[0]}:{r.host_sync[1]} "
+                                           f"(a path a CUDA graph cannot capture)"})
+    live = [(s, r) for s, r in all_reads if r.host_sync is None]
+    for conds, value in rows:
+        for c2, end in rd.expand(value, mode):
+            if end is None:
+                continue
+            covered = COVERED_SITES[SharedReadEnds[end]]
+            if snapshot:
+                covered = covered | {ReadSite.IN_GRAPH_BEFORE_MARKER}
+            bad = [(s, r) for s, r in live if s not in covered]
+            if not bad:
+                continue
+            cond = conds + c2
+            seen, evidence = set(), [{"file": owner.file, "line": node.lineno,
+                                      "what": f"{owner.name}.{node.name} declares {end} for {mode}"
+                                              + (f" when {_conds_text(cond)}" if cond else "")}]
+            plausible = bool(cond)
+            for s, r in sorted(bad, key=lambda x: (x[1].file, x[1].line, x[0].value)):
+                k = (r.file, r.line, s)
+                if k in seen:
+                    continue
+                seen.add(k)
+                plausible |= bool(r.conditions)
+                evidence.append({"file": r.file, "line": r.line,
+                                 "what": f"reads {r.location} at {s.value} via "
+                                         + " -> ".join(h.func for h in r.via)
+                                         + (f" (when {_conds_text(r.conditions)})" if r.conditions else "")})
+            ex.findings.append({"kind": "read_outside_declaration", "subject": ci.name,
+                                "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
+                                "declared": end, "declared_by": node.name, "condition": _conds_text(cond),
+                                "status": "plausible" if plausible else "confirmed",
+                                "evidence": evidence, "scenario": None})
+
+
+# --- workers, barrier, runners ---------------------------------------------------------------------------------------
+def _return_rows(stmts, conds=()):
+    out = []
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Return) and s.value is not None:
+            out.append((conds, ast.unparse(s.value), s.lineno))
+            return out
+        if isinstance(s, ast.If):
+            t = ast.unparse(s.test)
+            out += _return_rows(list(s.body) + list(stmts[i + 1:]), conds + (t,))
+            neg = f"not ({t})" if " " in t else f"not {t}"
+            out += _return_rows(list(s.orelse) + list(stmts[i + 1:]), conds + (neg,))
+            return out
+    return out
+
+
+def _workers(tree: Tree) -> list[dict]:
+    mods = tree.modules_containing("def last_shared_read_runner")
+    roots = []
+    for m in mods:
+        mod = tree.module(m)
+        roots += [c for c in mod.classes.values() if "last_shared_read_runner" in c.methods]
+    out = []
+    for ci in tree.subclasses(roots):
+        owner, fn = tree.lookup(ci, "last_shared_read_runner")
+        for conds, text, line in _return_rows(fn.body):
+            out.append({"class": ci.name, "file": ci.file, "line": ci.line, "publisher": text,
+                        "condition": _conds_text(conds), "defined_in": {"class": owner.name, "file": owner.file,
+                                                                         "line": fn.lineno},
+                        "returns_at": {"file": owner.file, "line": line}})
+    return sorted(out, key=lambda w: (w["class"], w["file"], w["line"], w["condition"] or ""))
+
+
+def _enclosing(tree_node):
+    out = {}
+    for cls in [n for n in tree_node.body if isinstance(n, ast.ClassDef)] + [None]:
+        fns = cls.body if cls else tree_node.body
+        for fn in fns:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield (cls.name if cls else None), fn
+
+
+def _barrier(tree: Tree) -> dict:
+    defined, calls, loops = [], [], []
+    for m in tree.modules_containing("_apply_war_barrier", "def event_loop"):
+        mod = tree.module(m)
+        for cname, fn in _enclosing(mod.tree):
+            if fn.name == "_apply_war_barrier":
+                defined.append({"class": cname, "file": mod.rel, "line": fn.lineno})
+            lines = sorted({n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call)
+                            and isinstance(n.func, ast.Attribute) and n.func.attr == "_apply_war_barrier"})
+            for ln in lines:
+                calls.append({"event_loop": fn.name, "class": cname, "file": mod.rel, "line": ln})
+            if fn.name.startswith("event_loop") and (cname or "").startswith("Scheduler") and "/srt/" in mod.rel:
+                loops.append({"event_loop": fn.name, "class": cname, "file": mod.rel, "line": fn.lineno,
+                              "barrier_lines": lines})
+    key = lambda d: (d["file"], d["line"])  # noqa: E731
+    return {"defined": sorted(defined, key=key), "calls": sorted(calls, key=key), "event_loops": sorted(loops, key=key)}
+
+
+_PUBLISH_CALLS = ("_publish_read_done", "maybe_publish_prefill_shared_read_done")
+
+
+def _runner_events(tree: Tree, ci: ClassInfo, fn, depth=0, seen=None):
+    """(line, event) in ``fn`` and the self methods it calls: clear / resolve / publish / prefill_publish."""
+    seen = seen if seen is not None else set()
+    if depth > 3 or id(fn) in seen:
+        return []
+    seen.add(id(fn))
+    out = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None and any(
+                isinstance(t, ast.Attribute) and t.attr == "shared_read_done_event" for t in n.targets):
+            out.append((n.lineno, "clear"))
+        if isinstance(n, ast.Call):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if name in ("_resolve_shared_read_ends", "shared_read_ends"):
+                out.append((n.lineno, "resolve"))
+            elif name == "_publish_read_done":
+                out.append((n.lineno, "publish"))
+            elif name == "maybe_publish_prefill_shared_read_done":
+                out.append((n.lineno, "prefill_publish"))
+            elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+                hit = tree.lookup(ci, name)
+                if hit is not None:
+                    out += _runner_events(tree, ci, hit[1], depth + 1, seen)
+    return out
+
+
+def _runners(tree: Tree) -> list[dict]:
+    names = set()
+    for m in tree.modules_containing("Runner"):
+        for cm in re.finditer(r"^[ \t]*class[ \t]+(\w*Runner)\b", tree.text(m), re.M):
+            names.add((m, cm.group(1)))
+    out = []
+    for m, name in sorted(names):
+        mod = tree.module(m)
+        ci = mod.classes.get(name) if mod else None
+        if ci is None:
+            continue
+        mro = tree.mro(ci)
+        hits = [h for h in (tree.lookup(ci, "execute"), tree.lookup(ci, "replay")) if h is not None]
+        if not hits:
+            continue
+        hit = min(hits, key=lambda h: mro.index(h[0]))  # the entry defined lowest in the MRO
+        owner, fn = hit
+        ev = sorted(set(_runner_events(tree, ci, fn)))
+        kinds = [k for _, k in ev]
+        first = {k: ln for ln, k in reversed(ev)}
+        if "prefill_publish" in kinds:
+            publish = "prefill_publish"
+        elif "publish" in kinds and "clear" in kinds and first["clear"] < first.get("resolve", 10 ** 9):
+            publish = "clear_then_resolve"
+        elif "publish" in kinds and "resolve" in kinds:
+            publish = "resolve"
+        elif "publish" in kinds:
+            publish = "publish_unconditionally"
+        else:
+            publish = "never"
+        out.append({"class": ci.name, "file": ci.file, "line": ci.line, "publish": publish,
+                    "method": {"class": owner.name, "name": fn.name, "file": owner.file, "line": fn.lineno},
+                    "events": [{"line": ln, "file": owner.file, "event": k} for ln, k in ev]})
+    return sorted(out, key=lambda r: (r["file"], r["line"]))

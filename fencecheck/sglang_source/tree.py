@@ -1,0 +1,350 @@
+"""An SGLang source tree read with Python's ``ast`` only (nothing of it is imported): where the ``sglang`` package
+is, its modules parsed on demand, names resolved through each module's imports, classes with their bases and MRO.
+
+Files are read as text once; a file is parsed only when a question needs it (a class hierarchy, a helper a call
+resolves to), so reading a release of some 4,700 files parses a few hundred of them.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+
+
+class NotSGLang(InputError):
+    """The path is not an SGLang tree (or a file of it cannot be read or parsed)."""
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    """One class statement: its module, file (relative to the package root's parent, ``sglang/...``), line, the
+    ``ast`` node and its methods by name (the last definition wins, as in Python)."""
+
+    name: str
+    module: "Module"
+    node: ast.ClassDef
+    methods: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    #: class-level ``name = value`` assignments (``forward = OtherBackend.forward``): name -> value
+    assigned: dict[str, ast.expr] = field(default_factory=dict)
+
+    @property
+    def file(self) -> str:
+        return self.module.rel
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+    @property
+    def key(self) -> str:
+        return f"{self.module.name}.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<class {self.key}>"
+
+
+@dataclass(eq=False)
+class FuncInfo:
+    """A module-level function."""
+
+    name: str
+    module: "Module"
+    node: ast.FunctionDef
+
+    @property
+    def key(self) -> str:
+        return f"{self.module.name}.{self.name}"
+
+
+@dataclass(eq=False)
+class Module:
+    name: str
+    path: Path
+    rel: str  # "sglang/srt/..."
+    tree: ast.Module
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    functions: dict[str, FuncInfo] = field(default_factory=dict)
+    #: local name -> ("module", dotted) or ("symbol", dotted module, name)
+    imports: dict[str, tuple] = field(default_factory=dict)
+
+
+_CLASS_RE = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.M)
+_IDENT_RE = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def find_package_root(path: str | Path) -> Path:
+    """The ``sglang`` package folder for a checkout root, its ``python/`` folder or the package folder itself.
+    Raises ``NotSGLang`` (one line) when none of these holds an ``sglang`` package with an ``srt/`` folder."""
+    p = Path(path)
+    if not p.exists():
+        raise NotSGLang(str(path), "", "no such file or folder")
+    if not p.is_dir():
+        raise NotSGLang(str(path), "", "expected a folder (an SGLang checkout, its python/ folder or a sglang package)")
+    for cand in (p, p / "sglang", p / "python" / "sglang"):
+        if (cand / "__init__.py").is_file() and (cand / "srt").is_dir() and cand.name == "sglang":
+            return cand.resolve()
+    raise NotSGLang(str(path), "", "not an SGLang tree: expected a sglang package with an srt/ folder here, "
+                                   "in sglang/ or in python/sglang/")
+
+
+def find_installed() -> Path:
+    """The installed ``sglang`` package folder, located with ``importlib.util.find_spec`` (which does not import it)."""
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise NotSGLang("--installed", "", "no installed sglang package found "
+                                           "(python3 -m pip install sglang --no-deps)")
+    return find_package_root(list(spec.submodule_search_locations)[0])
+
+
+class Tree:
+    """The package's modules, parsed on demand."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.base = root.parent
+        self.paths: dict[str, Path] = {}
+        self.texts: dict[str, str] = {}
+        self._modules: dict[str, Module | None] = {}
+        self._class_index: dict[str, list[tuple[str, str]]] = {}  # base name -> [(module, class name)]
+        for f in sorted(root.rglob("*.py")):
+            rel = f.relative_to(self.base)
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            self.paths[".".join(parts)] = f
+        self.parsed = 0
+
+    # --- text ---------------------------------------------------------------------------------------------------
+    def text(self, mod: str) -> str:
+        t = self.texts.get(mod)
+        if t is None:
+            try:
+                t = self.paths[mod].read_text(encoding="utf-8", errors="replace")
+            except OSError as e:
+                raise NotSGLang(str(self.paths[mod]), "", f"cannot read: {e.strerror or e}") from None
+            self.texts[mod] = t
+        return t
+
+    def modules_containing(self, *needles: str) -> list[str]:
+        return [m for m in self.paths if any(n in self.text(m) for n in needles)]
+
+    def class_index(self) -> dict[str, list[tuple[str, str]]]:
+        """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
+        if not self._class_index:
+            for m in self.paths:
+                t = self.text(m)
+                if "class " not in t:
+                    continue
+                for cm in _CLASS_RE.finditer(t):
+                    for b in _IDENT_RE.findall(cm.group(2) or ""):
+                        self._class_index.setdefault(b.rsplit(".", 1)[-1], []).append((m, cm.group(1)))
+        return self._class_index
+
+    # --- parsing ------------------------------------------------------------------------------------------------
+    def module(self, name: str) -> Module | None:
+        if name in self._modules:
+            return self._modules[name]
+        path = self.paths.get(name)
+        if path is None:
+            self._modules[name] = None
+            return None
+        try:
+            tree = ast.parse(self.text(name), filename=str(path))
+        except SyntaxError as e:
+            raise NotSGLang(str(path), f"line {e.lineno}", f"not valid Python: {e.msg}") from None
+        self.parsed += 1
+        m = Module(name, path, path.relative_to(self.base).as_posix(), tree)
+        is_pkg = path.name == "__init__.py"
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                ci = ClassInfo(node.name, m, node)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        ci.methods[item.name] = item
+                        ci.assigned.pop(item.name, None)
+                    elif isinstance(item, ast.Assign) and len(item.targets) == 1 \
+                            and isinstance(item.targets[0], ast.Name):
+                        ci.assigned[item.targets[0].id] = item.value
+                        ci.methods.pop(item.targets[0].id, None)
+                m.classes[node.name] = ci
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                m.functions[node.name] = FuncInfo(node.name, m, node)
+        for node in _top_level(tree.body):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        m.imports[a.asname] = ("module", a.name)
+                    else:
+                        m.imports.setdefault(a.name.split(".")[0], ("module", a.name.split(".")[0]))
+            elif isinstance(node, ast.ImportFrom):
+                src = _absolute(name, is_pkg, node.module, node.level)
+                for a in node.names:
+                    if a.name != "*":
+                        m.imports[a.asname or a.name] = ("symbol", src, a.name)
+        self._modules[name] = m
+        return m
+
+    # --- names --------------------------------------------------------------------------------------------------
+    def resolve(self, mod: Module, name: str, _depth: int = 0):
+        """What ``name`` means at the top level of ``mod``: a ClassInfo, a FuncInfo, ("module", dotted) or None."""
+        if _depth > 8:
+            return None
+        if name in mod.classes:
+            return mod.classes[name]
+        if name in mod.functions:
+            return mod.functions[name]
+        imp = mod.imports.get(name)
+        if imp is None:
+            return None
+        if imp[0] == "module":
+            return ("module", imp[1])
+        _, src, sym = imp
+        if f"{src}.{sym}" in self.paths:
+            return ("module", f"{src}.{sym}")
+        target = self.module(src)
+        if target is None:
+            return None
+        return self.resolve(target, sym, _depth + 1)
+
+    def resolve_expr(self, mod: Module, expr: ast.expr):
+        """A ``Name`` or dotted ``Attribute`` (``mod.Class``) resolved as ``resolve`` does; None otherwise."""
+        if isinstance(expr, ast.Subscript):  # Generic[T]
+            return self.resolve_expr(mod, expr.value)
+        if isinstance(expr, ast.Name):
+            return self.resolve(mod, expr.id)
+        if isinstance(expr, ast.Attribute):
+            head = self.resolve_expr(mod, expr.value)
+            if isinstance(head, tuple) and head[0] == "module":
+                sub = f"{head[1]}.{expr.attr}"
+                if sub in self.paths:
+                    return ("module", sub)
+                target = self.module(head[1])
+                return self.resolve(target, expr.attr) if target else None
+        return None
+
+    def bases(self, ci: ClassInfo) -> list[ClassInfo]:
+        out = []
+        for b in ci.node.bases:
+            r = self.resolve_expr(ci.module, b)
+            if isinstance(r, ClassInfo):
+                out.append(r)
+        return out
+
+    def mro(self, ci: ClassInfo) -> list[ClassInfo]:
+        """C3 linearisation over the bases that resolve inside the tree (others, such as ``ABC``, are left out)."""
+        memo: dict[int, list[ClassInfo]] = self.__dict__.setdefault("_mro", {})
+        if id(ci) in memo:
+            return memo[id(ci)]
+        memo[id(ci)] = [ci]  # a cycle (broken code) ends here
+        seqs = [list(self.mro(b)) for b in self.bases(ci)] + [self.bases(ci)]
+        out = [ci]
+        while True:
+            seqs = [s for s in seqs if s]
+            if not seqs:
+                break
+            for s in seqs:
+                head = s[0]
+                if not any(head in t[1:] for t in seqs):
+                    break
+            else:  # inconsistent hierarchy: depth-first order
+                for s in seqs:
+                    for c in s:
+                        if c not in out:
+                            out.append(c)
+                break
+            out.append(head)
+            for t in seqs:
+                if t and t[0] is head:
+                    t.pop(0)
+        memo[id(ci)] = out
+        return out
+
+    def lookup(self, ci: ClassInfo, method: str, after: ClassInfo | None = None, _depth: int = 0):
+        """(defining class, def) of ``method`` on ``ci``'s MRO, starting after ``after`` (``super()``); or None."""
+        seq = self.mro(ci)
+        if after is not None:
+            seq = seq[seq.index(after) + 1:] if after in seq else []
+        for c in seq:
+            if method in c.methods:
+                return c, c.methods[method]
+            if method in c.assigned:  # ``forward = Other.forward``: Other's def, else nothing known
+                value = c.assigned[method]
+                if isinstance(value, ast.Attribute) and not _depth:
+                    other = self.resolve_expr(c.module, value.value)
+                    if isinstance(other, ClassInfo):
+                        return self.lookup(other, value.attr, _depth=1)
+                return None
+        return None
+
+    def subclasses(self, roots: list[ClassInfo]) -> list[ClassInfo]:
+        """Every class in the tree whose MRO contains one of ``roots`` (the roots included), found by a fixpoint over
+        the text index of class statements and confirmed by resolving bases."""
+        index = self.class_index()
+        found: dict[int, ClassInfo] = {id(r): r for r in roots}
+        names = {r.name for r in roots}
+        seen_names: set[str] = set()
+        while names - seen_names:
+            todo = names - seen_names
+            seen_names |= todo
+            for n in sorted(todo):
+                for mod, cls in index.get(n, ()):
+                    m = self.module(mod)
+                    ci = m.classes.get(cls) if m else None
+                    if ci is None or id(ci) in found:
+                        continue
+                    if any(id(b) in found for b in self.mro(ci)[1:]):
+                        found[id(ci)] = ci
+                        names.add(ci.name)
+                        # a class found later may make an earlier candidate a subclass: re-test by name
+                        seen_names.discard(ci.name)
+        return sorted(found.values(), key=lambda c: (c.file, c.line, c.name))
+
+    def classes_named(self, name: str, within: list[str] | None = None) -> list[ClassInfo]:
+        out = []
+        for mod in (within if within is not None else self.modules_containing(f"class {name}")):
+            m = self.module(mod)
+            if m and name in m.classes:
+                out.append(m.classes[name])
+        return out
+
+    def version(self) -> str | None:
+        for mod in ("sglang._version", "sglang.version"):
+            if mod in self.paths:
+                mm = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", self.text(mod))
+                if mm:
+                    return mm.group(1)
+        return None
+
+
+def _top_level(body):
+    """Statements at a module's top level, including those nested in ``if``/``try`` (TYPE_CHECKING, fallbacks)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _top_level(node.body)
+            yield from _top_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _top_level(node.body)
+            for h in node.handlers:
+                yield from _top_level(h.body)
+            yield from _top_level(node.orelse)
+            yield from _top_level(node.finalbody)
+
+
+def _absolute(mod: str, is_pkg: bool, target: str | None, level: int) -> str:
+    if level == 0:
+        return target or ""
+    parts = mod.split(".")
+    if not is_pkg:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([target] if target else []))

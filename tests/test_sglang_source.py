@@ -1,0 +1,299 @@
+"""The static SGLang reader on small synthetic trees (tests/sglang_trees): each case lays its files over the common
+minimal package and asserts the specific finding (or non-finding) it exists for; and the subcommand's exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fencecheck.cli import main
+from fencecheck.sglang_source import NotSGLang, find_package_root, read_path
+from fencecheck.sglang_source.decide import decide
+
+TREES = Path(__file__).resolve().parent / "sglang_trees"
+
+
+def _tree(tmp_path: Path, case: str | None, layout: str = "package") -> Path:
+    """The case laid over ``common/`` in ``tmp_path``; ``layout`` places the package as a wheel (``package``), in a
+    checkout's ``python/`` folder (``checkout``)."""
+    dest = tmp_path / ("repo/python" if layout == "checkout" else "wheel")
+    shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
+    if case:
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    return tmp_path / "repo" if layout == "checkout" else dest / "sglang"
+
+
+def _doc(tmp_path, case):
+    return read_path(_tree(tmp_path, case)).to_dict()
+
+
+def _findings(doc, kind="read_outside_declaration"):
+    return {(f["subject"], f["mode"]): f for f in doc["findings"] if f["kind"] == kind}
+
+
+def _backend(doc, name):
+    (b,) = [b for b in doc["backends"] if b["class"] == name]
+    return b
+
+
+def test_the_common_tree_is_clean_and_reads_its_modes(tmp_path):
+    doc = _doc(tmp_path, None)
+    assert doc["sglang_version"] == "0.0.0+synthetic"
+    assert doc["forward_modes"]["modes"] == ["EXTEND", "DECODE", "MIXED", "IDLE", "TARGET_VERIFY", "DRAFT_EXTEND_V2"]
+    assert doc["findings"] == []
+    honest = _backend(doc, "HonestBackend")
+    assert honest["declares"]["DECODE"] == "IN_REPLAY" and honest["declares"]["EXTEND"] == "UNKNOWN"
+    assert honest["declared_in"]["class"] == "AttentionBackend" and honest["kind"] == "inherited"
+    sites = {(r["mode"], r["site"]) for r in honest["reads"]}
+    assert ("DECODE", "pre_replay") in sites and not any(s == "in_graph_after_marker" for _, s in sites)
+
+
+def test_a_read_after_the_marker_under_in_replay_is_a_confirmed_finding(tmp_path):
+    doc = _doc(tmp_path, "after_marker")
+    found = _findings(doc)
+    assert set(found) == {("LateReadBackend", "DECODE")}
+    f = found["LateReadBackend", "DECODE"]
+    assert f["status"] == "confirmed" and f["declared"] == "IN_REPLAY"
+    decl, read = f["evidence"]
+    assert (decl["file"], decl["line"]) == ("sglang/srt/layers/attention/late_backend.py", 10)
+    assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/late_backend.py", 16)
+    assert "req_to_token at in_graph_after_marker" in read["what"] and "LateReadBackend.forward_decode" in read["what"]
+
+
+def test_a_composite_does_not_hide_its_dishonest_child(tmp_path):
+    doc = _doc(tmp_path, "composite")
+    comp = _backend(doc, "CompositeBackend")
+    assert comp["declares"]["DECODE"] == "max_of(self.sparse, self.dense)"
+    assert comp["children"] == {"dense": "HonestBackend", "sparse": "SneakyChildBackend"}
+    found = _findings(doc)
+    assert set(found) == {("CompositeBackend", "DECODE"), ("SneakyChildBackend", "DECODE")}
+    read = found["CompositeBackend", "DECODE"]["evidence"][1]
+    assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/composite_backend.py", 12)
+    assert "CompositeBackend.forward_decode -> SneakyChildBackend.forward_decode" in read["what"]
+    assert found["CompositeBackend", "DECODE"]["declared"] == "IN_REPLAY"  # max_of(base IN_REPLAY, base IN_REPLAY)
+
+
+def test_a_read_two_helper_calls_deep_is_followed(tmp_path):
+    doc = _doc(tmp_path, "deep_helper")
+    found = _findings(doc)
+    assert set(found) == {("DeepReadBackend", "TARGET_VERIFY")}  # decode does not read; extend is UNKNOWN
+    read = found["DeepReadBackend", "TARGET_VERIFY"]["evidence"][1]
+    assert (read["file"], read["line"]) == ("sglang/srt/mem_cache/page_utils.py", 3)
+    assert read["what"].endswith(
+        "DeepReadBackend.forward_extend -> DeepReadBackend._pages_for -> page_utils.gather_pages")
+    (r,) = [r for r in _backend(doc, "DeepReadBackend")["reads"] if r["mode"] == "TARGET_VERIFY"]
+    assert r["site"] == "in_graph_after_marker" and len(r["via"]) == 4
+
+
+def test_a_declaration_inherited_from_a_grandparent_in_another_module(tmp_path):
+    doc = _doc(tmp_path, "grandparent")
+    g = _backend(doc, "GrandchildBackend")
+    assert g["mro"] == ["GrandchildBackend", "ParentBackend", "GrandBackend", "AttentionBackend"]
+    assert g["declared_in"] == {"class": "GrandBackend", "file": "sglang/srt/layers/attention/family/grand.py",
+                                "line": 7}
+    assert set(g["declares"].values()) == {"PRE_REPLAY"}
+    found = _findings(doc)
+    assert {s for s, _ in found} == {"GrandchildBackend"}
+    f = found["GrandchildBackend", "DECODE"]
+    assert f["declared"] == "PRE_REPLAY" and f["status"] == "confirmed"
+    assert "at in_graph_before_marker via GrandchildBackend.init_forward_metadata_in_graph" in f["evidence"][1]["what"]
+
+
+def test_a_read_only_behind_a_host_sync_is_not_a_finding(tmp_path):
+    doc = _doc(tmp_path, "host_sync")
+    assert doc["findings"] == []
+    (nf,) = [n for n in doc["not_findings"] if n["subject"] == "HostSyncBackend"]
+    assert (nf["mode"], nf["file"], nf["line"]) == ("DECODE", "sglang/srt/layers/attention/sync_backend.py", 12)
+    assert nf["why"].startswith("behind a host sync at sglang/srt/layers/attention/sync_backend.py:11")
+
+
+def test_a_declaration_in_a_loop_is_unresolved_with_its_reason(tmp_path):
+    doc = _doc(tmp_path, "unresolved")
+    rows = _backend(doc, "LoopDeclBackend")["declares"]["DECODE"]
+    assert rows == [{"condition": None, "end": "unresolved", "reason": "cannot evaluate a For statement", "line": 9}]
+    assert {f["status"] for f in doc["findings"]} == {"unresolved"}
+
+
+def _run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", *map(str, argv)], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("case,code", [(None, 0), ("after_marker", 1), ("host_sync", 0), ("unresolved", 3)])
+def test_exit_codes(tmp_path, case, code):
+    got, out, err = _run(_tree(tmp_path, case))
+    assert (got, err) == (code, "")
+    assert out.startswith("sglang 0.0.0+synthetic at ")
+
+
+def test_json_is_the_document_and_deterministic(tmp_path):
+    root = _tree(tmp_path, "composite")
+    code, out, _ = _run(root, "--json")
+    code2, out2, _ = _run(root, "--json")
+    assert code == code2 == 1 and out == out2
+    doc = json.loads(out)
+    assert [f["subject"] for f in doc["findings"]] == ["CompositeBackend", "SneakyChildBackend"]
+
+
+def test_a_checkout_root_and_its_python_folder_are_found(tmp_path):
+    repo = _tree(tmp_path, None, layout="checkout")
+    assert find_package_root(repo) == find_package_root(repo / "python") == (repo / "python" / "sglang").resolve()
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    code, out, err = _run(tmp_path)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "not an SGLang tree" in err
+    code, _, err = _run(tmp_path / "missing")
+    assert code == 2 and "no such file or folder" in err
+    code, _, err = _run()
+    assert code == 2 and "exactly one of PATH or --installed" in err
+    root = _tree(tmp_path, None)
+    (root / "srt" / "layers" / "attention" / "broken.py").write_text("class AttentionBackend(:\n", encoding="utf-8")
+    code, _, err = _run(root)
+    assert code == 2 and err.count("\n") == 1 and "broken.py: line 1: not valid Python" in err
+
+
+def test_not_sglang_is_a_bad_input_error():
+    assert NotSGLang.exit_code == 2
+
+
+def test_help_names_every_option_and_the_exit_codes():
+    code, out, _ = _run("--help")
+    assert code == 0
+    for word in ("--installed", "--json", "PATH", "0  no finding", "3  unresolved facts"):
+        assert word in out
+
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("case", [None, "composite", "grandparent", "host_sync", "unresolved"])
+def test_the_document_meets_its_schema(tmp_path, case):
+    import jsonschema
+
+    jsonschema.validate(_doc(tmp_path, case), SCHEMA)
+
+
+def test_the_schema_rejects_a_finding_without_evidence(tmp_path):
+    import jsonschema
+
+    doc = _doc(tmp_path, "after_marker")
+    doc["findings"][0]["evidence"] = []
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)
+
+
+def test_each_finding_is_decided_by_the_simulator_with_its_race(tmp_path):
+    root = _tree(tmp_path, "composite")
+    code, out, _ = _run(root, "--json", "--witness", "--scenarios", tmp_path / "scen")
+    assert code == 1
+    doc = json.loads(out)
+    import jsonschema
+
+    jsonschema.validate(doc, SCHEMA)
+    for f in doc["findings"]:
+        assert f["verdict"] == "counterexample" and f["races"] == ["req_to_token@decode/in_graph_after_marker"]
+        assert f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
+        (w,) = f["witness"]
+        assert w["stale_read"]["location"] == "req_to_token" and w["stale_read"]["seen"] > w["stale_read"]["step"]
+    assert sorted(p.name for p in (tmp_path / "scen").iterdir()) == [
+        "sglang-composite-backend-decode.toml", "sglang-sneaky-child-backend-decode.toml"]
+    # the written scenario is an ordinary scenario file: check finds the same race in it
+    code, out, _ = main_check(tmp_path / "scen" / "sglang-sneaky-child-backend-decode.toml")
+    assert code == 1 and "RACE read of req_to_token by step 1 phase 'decode' at in_graph_after_marker" in out
+
+
+def main_check(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    return main(["check", *map(str, argv)], out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_a_clean_tree_builds_no_scenario(tmp_path):
+    code, out, _ = _run(_tree(tmp_path, "host_sync"), "--json", "--scenarios", tmp_path / "scen")
+    assert code == 0 and json.loads(out)["findings"] == [] and list((tmp_path / "scen").iterdir()) == []
+
+
+def test_drift_lists_a_changed_function_and_ignores_comments(tmp_path):
+    root = _tree(tmp_path, "composite")
+    prints = tmp_path / "prints.json"
+    code, _, err = _run(root, "--fingerprints", prints)
+    assert code == 1 and err == ""
+    recorded = json.loads(prints.read_text("utf-8"))["functions"]
+    key = "sglang.srt.layers.attention.composite_backend.SneakyChildBackend.forward_decode"
+    assert recorded[key]["facts"] == ["reads of CompositeBackend", "reads of SneakyChildBackend"]
+    assert "sglang.srt.layers.attention.composite_backend.CompositeBackend.shared_read_ends" in recorded
+    src = root / "srt" / "layers" / "attention" / "composite_backend.py"
+    text = src.read_text("utf-8")
+    src.write_text(text.replace("    def forward_decode(self, q, k, v, layer, forward_batch):\n        return sparse",
+                                "    def forward_decode(self, q, k, v, layer, forward_batch):\n        # a comment\n\n"
+                                "        return sparse", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    assert json.loads(out)["drift"]["functions"] == []
+    src.write_text(text.replace("forward_batch.req_pool_indices)", "forward_batch.req_pool_indices[:1])", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    (d,) = json.loads(out)["drift"]["functions"]
+    assert (d["function"], d["status"], d["line"]) == (key, "changed", 11)
+    code, out, _ = _run(root, "--against", prints)
+    assert f"CHANGED {key} (sglang/srt/layers/attention/composite_backend.py:11)" in out
+
+
+def test_against_an_unknown_release_is_bad_input(tmp_path):
+    code, out, err = _run(_tree(tmp_path, None), "--against", "sglang-0.0.1")
+    assert code == 2 and out == "" and "--against: expected a recorded release (sglang-0.5.23)" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]", "utf-8")
+    code, _, err = _run(_tree(tmp_path, None), "--against", bad)
+    assert code == 2 and "bad.json: functions: expected a fingerprint file" in err
+
+
+def test_installed_finds_the_package_without_importing_it(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    root = _tree(tmp_path, "after_marker")
+    (root / "__init__.py").write_text("raise RuntimeError('imported')\n", "utf-8")  # importing it would fail
+    monkeypatch.syspath_prepend(str(root.parent))
+    importlib.invalidate_caches()
+    code, out, err = _run("--installed")
+    assert (code, err) == (1, "") and f"at {root.resolve()}:" in out
+    assert "sglang" not in sys.modules
+
+
+@pytest.mark.parametrize("remove,expected", [
+    ("srt/model_executor/forward_batch_info.py", "no ForwardMode class found"),
+    ("srt/layers/attention/base_attn_backend.py", "no AttentionBackend class defining shared_read_ends"),
+])
+def test_a_tree_without_the_fence_is_bad_input(tmp_path, remove, expected):
+    root = _tree(tmp_path, None)
+    (root / remove).unlink()
+    code, out, err = _run(root)
+    assert code == 2 and out == "" and err.count("\n") == 1 and expected in err
+
+
+def test_a_method_taken_from_another_class_by_assignment_is_followed(tmp_path):
+    doc = _doc(tmp_path, "aliased")
+    found = _findings(doc)
+    assert ("AliasedBackend", "DECODE") in found and ("GatherBackend", "DECODE") not in found
+    read = found["AliasedBackend", "DECODE"]["evidence"][1]
+    assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/alias_backend.py", 8)
+    assert read["what"].endswith("via AttentionBackend.forward -> GatherBackend.forward_extend")
+
+
+def test_a_prefill_snapshot_claiming_pre_replay_is_checked_against_the_forward(tmp_path):
+    doc = _doc(tmp_path, "snapshot")
+    snap = [f for f in doc["findings"] if f.get("declared_by") == "_snapshot_prefill_shared_reads"]
+    (f,) = snap
+    assert (f["subject"], f["mode"], f["declared"], f["condition"]) == ("SnapshotBackend", "EXTEND", "PRE_REPLAY",
+                                                                         "not self.lazy")
+    assert f["status"] == "plausible"
+    # the in-graph prep runs before a snapshot's publish (line 17): only the forward's read (line 23) is outside
+    assert [(e["line"], e["what"].split(" via ")[0]) for e in f["evidence"][1:]] == [
+        (23, "reads req_to_token at in_graph_after_marker")]
+    decide(doc)
+    assert f["scenario"] == "sglang-snapshot-backend-extend-snapshot"
+    assert f["races"] == ["req_to_token@extend/in_graph_after_marker"] and f["oracles_agree"] is True

@@ -1,0 +1,158 @@
+"""The static reader on the released SGLang 0.5.23 (sources only, never imported), compared with the hand-audited
+tables in tests/sglang_0_5_23_expected.json (every row with file:line; audited against docs/sglang-0.5.23.md).
+
+The release is found through ``FENCECHECK_SGLANG_0_5_23`` (a folder holding the unpacked ``sglang`` package, or the
+package itself), else ``/tmp/sglang-0.5.23/sglang``; without it these tests are skipped with the reason. To get it:
+``sh tests/sglang_trees/fetch_release.sh DIR`` (pip download sglang==0.5.23 --no-deps, then unzip the sources).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ENV = "FENCECHECK_SGLANG_0_5_23"
+EXPECTED = json.loads((Path(__file__).resolve().parent / "sglang_0_5_23_expected.json").read_text(encoding="utf-8"))
+
+
+def _release() -> Path | None:
+    for cand in (os.environ.get(ENV), "/tmp/sglang-0.5.23/sglang"):
+        if cand and Path(cand).is_dir():
+            return Path(cand)
+    return None
+
+
+RELEASE = _release()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(RELEASE is None, reason=f"the sglang 0.5.23 sources are not here: set {ENV} or run "
+                                               f"tests/sglang_trees/fetch_release.sh (pip download --no-deps)"),
+]
+
+
+@pytest.fixture(scope="module")
+def extraction():
+    from fencecheck.sglang_source import read_path
+
+    return read_path(RELEASE)
+
+
+@pytest.fixture(scope="module")
+def doc(extraction):
+    return extraction.to_dict()
+
+
+def _at(d, key="file", line="line"):
+    return f"{d[key]}:{d[line]}"
+
+
+def test_version_and_forward_modes(doc):
+    assert doc["sglang_version"] == "0.5.23"
+    fm = doc["forward_modes"]
+    assert {"modes": fm["modes"], "at": _at(fm)} == EXPECTED["forward_modes"]
+
+
+def test_every_backend_and_its_declaration_per_mode(doc):
+    got = [{"class": b["class"], "at": _at(b), "declared_in": _at(b["declared_in"]), "declares": b["declares"]}
+           for b in doc["backends"]]
+    want = EXPECTED["backends"]
+    assert [(g["class"], g["at"]) for g in got] == [(w["class"], w["at"]) for w in want]
+    for g, w in zip(got, want):
+        assert g == w, g["class"]
+
+
+def test_the_declarations_that_differ_from_the_base_rule(doc):
+    by = {b["class"]: b for b in doc["backends"]}
+    dsv4 = by["DeepseekV4AttnBackend"]["declares"]
+    assert dsv4["TARGET_VERIFY"] == [
+        {"condition": "self.model_runner.spec_algorithm.is_dspark()", "end": "IN_REPLAY"},
+        {"condition": "not self.model_runner.spec_algorithm.is_dspark()", "end": "POST_REPLAY"}]
+    assert by["DeepseekV4HipRadixBackend"]["declares"]["TARGET_VERIFY"] == "IN_REPLAY"
+    assert by["TRTLLMHAAttnBackend"]["declares"]["EXTEND"] == "PRE_REPLAY"
+    assert by["TRTLLMHAAttnBackend"]["declares"]["MIXED"] == "UNKNOWN"
+    assert set(by["MiniMaxSparseNvfp4AttnBackend"]["declares"].values()) == {"PRE_REPLAY"}
+    dots = by["DotsSWAMLAAttnBackend"]["declares"]
+    assert dots["EXTEND"] == dots["SPLIT_PREFILL"] == dots["DLLM_EXTEND"] == "UNKNOWN"
+    assert dots["DECODE"] == "delegate(self.backend)"
+    hyb = by["HybridAttnBackend"]["declares"]
+    assert hyb["DECODE"] == hyb["IDLE"] == "delegate(self.decode_backend)"
+    assert hyb["TARGET_VERIFY"] == [{"condition": "self.spec_attn_is_decode", "end": "delegate(self.decode_backend)"},
+                                    {"condition": "not self.spec_attn_is_decode",
+                                     "end": "delegate(self.prefill_backend)"}]
+    assert by["MiniMaxHybridAttnBackend"]["declares"]["DECODE"] == "max_of(self.sparse, self.dense)"
+    assert by["TboAttnBackend"]["declares"]["DECODE"] == "max_of(self.primary, *self.children)"
+    assert by["HybridLinearAttnBackend"]["declares"]["DECODE"] == "max_of(*self.attn_backend_list)"
+    assert by["DotsHybridAttnBackend"]["declared_in"]["class"] == "AttentionBackend"
+    snap = by["DeepseekV4AttnBackend"]["prefill_snapshot"]
+    assert (snap["class"], snap["line"]) == ("DeepseekV4AttnBackend", 2935)
+    assert {r["end"] for r in snap["declares"]} == {"UNKNOWN", "PRE_REPLAY"}
+
+
+def test_workers_and_their_publishers(doc):
+    got = [{"class": w["class"], "publisher": w["publisher"], "condition": w["condition"],
+            "at": _at(w["returns_at"])} for w in doc["workers"]]
+    assert got == EXPECTED["workers"]
+
+
+def test_the_barrier_and_its_event_loops(doc):
+    calls = [{"event_loop": c["event_loop"], "at": _at(c)} for c in doc["barrier"]["calls"]]
+    assert calls == EXPECTED["barrier_calls"]
+    assert [_at(d) for d in doc["barrier"]["defined"]] == ["sglang/srt/managers/scheduler.py:2012"]
+    without = sorted(l["event_loop"] for l in doc["barrier"]["event_loops"] if not l["barrier_lines"])
+    assert without == EXPECTED["event_loops_without_barrier"]
+
+
+def test_runners_that_publish(doc):
+    got = [{"class": r["class"], "publish": r["publish"], "at": _at(r["method"])} for r in doc["runners"]
+           if r["publish"] != "never"]
+    assert got == EXPECTED["publishing_runners"]
+    never = {r["class"] for r in doc["runners"] if r["publish"] == "never"}
+    assert {"EAGLEDraftCudaGraphRunner", "FrozenKVMTPCudaGraphRunner",
+            "MultiLayerEagleDraftExtendCudaGraphRunner"} <= never
+
+
+def test_the_findings_are_pinned(doc):
+    got = [{"subject": f["subject"], "mode": f["mode"], "status": f["status"], "declared": f.get("declared"),
+            "condition": f.get("condition"), "first_read": _at(f["evidence"][1])} for f in doc["findings"]]
+    assert got == EXPECTED["findings"]
+
+
+def test_the_documented_races_are_found(doc):
+    """The sparse decode reads of docs/sglang-0.5.23.md ("QSA and MiniMax sparse decode read req_to_token in every
+    layer after the marker")."""
+    reads = {(f["subject"], f["mode"]): [e for e in f["evidence"][1:]] for f in doc["findings"]}
+    mm = reads["MiniMaxSparseAttnBackend", "DECODE"]
+    assert any((e["file"], e["line"]) == ("sglang/srt/layers/attention/minimax_sparse_backend.py", 1820) for e in mm)
+    qsa = reads["QwenSparseAttnBackend", "DECODE"]
+    assert any(e["file"] == "sglang/srt/layers/attention/qwen_sparse_attn_backend.py"
+               and "_forward_paged_attention" in e["what"] for e in qsa)
+    assert ("TritonAttnBackend", "DECODE") not in reads  # its reads end in the out-of-graph prep
+    snap = [f for f in doc["findings"] if f.get("declared_by") == "_snapshot_prefill_shared_reads"]
+    assert {f["subject"] for f in snap} == {"DeepseekV4AttnBackend", "DeepseekV4MegaAttnBackend",
+                                            "DeepseekV4MultiStepBackend", "DeepseekV4TrtllmAttnBackend",
+                                            "DeepseekV4TrtllmMultiStepBackend"}
+    assert all(f["condition"] == "not is_cp_active(forward_batch) and not (self.hisparse_coordinator is not None)"
+               for f in snap)
+
+
+def test_the_release_document_meets_its_schema(doc):
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+    jsonschema.validate(doc, schema)
+
+
+def test_the_release_has_no_drift_against_its_recorded_fingerprints(extraction):
+    from fencecheck.sglang_source.drift import compare, load_release
+
+    ex = extraction
+    _, recorded = load_release("sglang-0.5.23")
+    assert recorded["sglang_version"] == "0.5.23"
+    assert compare(recorded, ex.fingerprints.to_dict(ex.version)) == []
+    funcs = recorded["functions"]
+    assert "barrier" in funcs["sglang.srt.managers.scheduler.Scheduler._apply_war_barrier"]["facts"]
+    dsv4 = "sglang.srt.layers.attention.deepseek_v4_backend.DeepseekV4AttnBackend.shared_read_ends"
+    assert funcs[dsv4]["line"] == 1221
