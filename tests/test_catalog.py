@@ -18,6 +18,7 @@ from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import host_order, random_schedule, stale_reads, witness_schedule
 from fencecheck.reference.sim.races import find_races
 from fencecheck.vocab import PublishPolicy, ResolutionRule
+from sglang_release import WHY, release_tree
 
 CATALOGS = {v: {s.name: s for s in load_catalog(v)} for v in VERSIONS}
 SCENARIOS = CATALOGS[PR_ERA]
@@ -96,7 +97,7 @@ def test_scenario_cites_sglang_facts(name):
 RELEASE_CITE = re.compile(r"^((?:srt|kernels)/[\w/]+\.py):([\w.]+):(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*): "
                           r"(declaration|read|publish|barrier|publisher|step|condition): \S")
 #: The unpacked release (sources only, never imported); the line check below runs where it is.
-RELEASE_TREE = Path(os.environ.get("FENCECHECK_SGLANG_TREE", "/tmp/sglang-0.5.23/sglang"))
+RELEASE_TREE = release_tree()
 
 
 @pytest.mark.parametrize("name", sorted(RELEASED))
@@ -132,7 +133,7 @@ def _spans(path: Path) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
-@pytest.mark.skipif(not RELEASE_TREE.is_dir(), reason="the unpacked release is not at FENCECHECK_SGLANG_TREE")
+@pytest.mark.skipif(RELEASE_TREE is None, reason=WHY)
 def test_every_release_cite_lies_inside_the_function_it_names():
     bad = []
     for s in RELEASED.values():

@@ -1,9 +1,8 @@
 """The static reader on the released SGLang 0.5.23 (sources only, never imported), compared with the hand-audited
 tables in tests/sglang_0_5_23_expected.json (every row with file:line; audited against docs/sglang-0.5.23.md).
 
-The release is found through ``FENCECHECK_SGLANG_0_5_23`` (a folder holding the unpacked ``sglang`` package, or the
-package itself), else ``/tmp/sglang-0.5.23/sglang``; without it these tests are skipped with the reason. To get it:
-``sh tests/sglang_trees/fetch_release.sh DIR`` (pip download sglang==0.5.23 --no-deps, then unzip the sources).
+The release is found by ``tests/sglang_release.py`` (the test command installs it with ``--no-deps``); without it these
+tests are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -14,23 +13,13 @@ from pathlib import Path
 
 import pytest
 
-ENV = "FENCECHECK_SGLANG_0_5_23"
+from sglang_release import WHY, release_tree
+
 EXPECTED = json.loads((Path(__file__).resolve().parent / "sglang_0_5_23_expected.json").read_text(encoding="utf-8"))
 
 
-def _release() -> Path | None:
-    for cand in (os.environ.get(ENV), "/tmp/sglang-0.5.23/sglang"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    return None
-
-
-RELEASE = _release()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(RELEASE is None, reason=f"the sglang 0.5.23 sources are not here: set {ENV} or run "
-                                               f"tests/sglang_trees/fetch_release.sh (pip download --no-deps)"),
-]
+RELEASE = release_tree()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(RELEASE is None, reason=WHY)]
 
 
 @pytest.fixture(scope="module")
