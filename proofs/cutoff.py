@@ -69,7 +69,7 @@ def per_phase(names) -> tuple[str, ...]:
 
 
 _PER_PHASE = ("sound_fallback", "honest_declarations", "plan_stream_joined_before_replay", "barrier_on",
-              "barrier_after_run_batch")
+              "barrier_after_run_batch", "deferred_barrier_results_untouched")
 
 
 def _assume(cfg, prog, names) -> list:
