@@ -8,6 +8,9 @@ A query's answer is a function of the query alone:
 - z3's answer (and the model it finds) depends on everything its context has seen: term ids, hash-consing and the
   creation order of variables steer the search. So each independent unit of work (an obligation, a scenario check)
   builds its terms in a context of its own (``fresh_context``), and no answer depends on what ran before it.
+- The solver is z3's plain SMT core (``SimpleSolver``), not the strategic solver ``SolverFor(logic)`` builds: that one
+  runs tactics, and z3's integer-arithmetic tactics bound some of their sub-tactics by wall-clock time, so the work a
+  check did (and, at the edge of a budget, its answer) varied with the machine's load. The plain core has no clock.
 - The seed is fixed, and so is z3's version (pinned exactly in pyproject.toml): another release may search
   differently, so it may find another counterexample or need a different rlimit.
 """
@@ -53,10 +56,12 @@ def fresh_context() -> z3.Context:
 
 
 def make_solver(budget: Budget = Budget(), ctx: z3.Context | None = None) -> z3.Solver:
-    """A seeded ``QF_LIA`` solver in ``ctx`` (z3's main context when None), every check bounded by ``budget``."""
-    s = z3.SolverFor(LOGIC, ctx=ctx)
+    """A seeded solver (z3's plain SMT core; the queries are ``QF_LIA``) in ``ctx`` (z3's main context when None), every
+    check bounded by ``budget``."""
+    s = z3.SimpleSolver(ctx=ctx)
     s.set("random_seed", SEED)
     s.set("timeout", budget.timeout_ms)
+    s.fencecheck_timeout_ms = budget.timeout_ms  # tells a stop by the safety net from one by the rlimit (``check``)
     s.set("rlimit", budget.rlimit)
     return s
 
@@ -79,7 +84,17 @@ def check(s: z3.Solver, *assumptions) -> Answer:
         return Answer(Verdict.PROVED, "", used, seconds)
     if answer == z3.sat:
         return Answer(Verdict.COUNTEREXAMPLE, "", used, seconds)
-    return Answer(Verdict.UNKNOWN, s.reason_unknown(), used, seconds)
+    return Answer(Verdict.UNKNOWN, _reason(s.reason_unknown(), seconds, getattr(s, "fencecheck_timeout_ms", SAFETY_TIMEOUT_MS)), used, seconds)
+
+
+def _reason(z3_reason: str, seconds: float, timeout_ms: int) -> str:
+    """z3's reason for ``unknown`` in our words: the plain core says ``canceled`` when a limit stops it, which here is
+    the rlimit unless the wall-clock safety net had run out."""
+    if z3_reason != "canceled":
+        return z3_reason
+    if seconds * 1000 >= timeout_ms:
+        return "timeout (the wall-clock safety net)"
+    return "resource limit (rlimit) reached"
 
 
 def solve(s: z3.Solver, *assumptions) -> tuple[Verdict, str]:
