@@ -145,3 +145,34 @@ def test_the_release_has_no_drift_against_its_recorded_fingerprints(extraction):
     assert "barrier" in funcs["sglang.srt.managers.scheduler.Scheduler._apply_war_barrier"]["facts"]
     dsv4 = "sglang.srt.layers.attention.deepseek_v4_backend.DeepseekV4AttnBackend.shared_read_ends"
     assert funcs[dsv4]["line"] == 1221
+
+
+def test_catalog_entries_record_the_fingerprints_of_what_they_cite():
+    from fencecheck.catalog import RELEASE as VERSION, load_catalog
+    from fencecheck.sglang_source.drift import catalog_fingerprints, compare_catalog, load_release
+
+    _, recorded = load_release("sglang-0.5.23")
+    assert recorded["catalog"]["version"] == VERSION
+    assert set(recorded["catalog"]["entries"]) == {s.name for s in load_catalog(VERSION)}
+    assert "missing" not in {h for e in recorded["catalog"]["entries"].values() for h in e.values()}
+    assert compare_catalog(recorded["catalog"], catalog_fingerprints(RELEASE, VERSION)) == []
+
+
+def test_a_changed_declaration_flags_exactly_the_entries_that_cite_it(tmp_path):
+    """A PR that edits TRT-LLM MHA's declaration: `--against` lists the catalog entries that cite it, and no other."""
+    import shutil
+
+    from fencecheck.sglang_source.drift import catalog_fingerprints, compare_catalog, load_release
+
+    tree = tmp_path / "sglang"
+    shutil.copytree(RELEASE, tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.so", "*.cu", "*.json", "*.h"))
+    target = tree / "srt/layers/attention/trtllm_mha_backend.py"
+    text = target.read_text(encoding="utf-8")
+    assert "SharedReadEnds.PRE_REPLAY" in text
+    target.write_text(text.replace("SharedReadEnds.PRE_REPLAY", "SharedReadEnds.IN_REPLAY", 1), encoding="utf-8")
+    _, recorded = load_release("sglang-0.5.23")
+    flagged = compare_catalog(recorded["catalog"], catalog_fingerprints(tree, recorded["catalog"]["version"]))
+    cited = "srt/layers/attention/trtllm_mha_backend.py:TRTLLMHAAttnBackend.shared_read_ends"
+    expected = sorted(name for name, names in recorded["catalog"]["entries"].items() if cited in names)
+    assert expected and [x["entry"] for x in flagged] == expected
+    assert all(x["changed"] == [cited] for x in flagged)

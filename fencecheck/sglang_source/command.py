@@ -68,16 +68,24 @@ def cmd_sglang(args, out: TextIO) -> int:
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
     from .decide import decide
-    from .drift import compare, load_release
+    from .drift import catalog_fingerprints, compare, compare_catalog, load_release
+    from .tree import find_installed, find_package_root
 
     recorded = load_release(args.against) if args.against else None
     ex = read_path(args.path, installed=args.installed)
     doc = ex.to_dict()
     current = ex.fingerprints.to_dict(ex.version)
+    package = find_installed() if args.installed else find_package_root(args.path)
+    if args.fingerprints or recorded is not None:
+        from ..catalog import RELEASE
+
+        catalog = (recorded[1].get("catalog") or {}).get("version", RELEASE) if recorded is not None else RELEASE
+        current["catalog"] = catalog_fingerprints(package, catalog)
     if recorded is not None:
         where, data = recorded
         doc["drift"] = {"against": args.against, "recorded_version": data.get("sglang_version"),
-                        "functions": compare(data, current)}
+                        "functions": compare(data, current),
+                        "catalog_entries": compare_catalog(data.get("catalog") or {}, current["catalog"])}
     if args.fingerprints:
         from pathlib import Path
 
@@ -144,6 +152,10 @@ def render(doc: dict) -> str:
         lines.append(f"drift against {d['against']} ({d['recorded_version']}): {len(d['functions'])} functions differ")
         for x in d["functions"]:
             lines.append(f"  {x['status'].upper()} {x['function']} ({x['file']}:{x['line']}): {'; '.join(x['facts'])}")
+        entries = d.get("catalog_entries", [])
+        lines.append(f"catalog entries whose cited sources changed: {len(entries)}")
+        for x in entries:
+            lines.append(f"  {x['entry']}: {', '.join(x['changed'])}")
     nf = doc["not_findings"]
     sync = sum(1 for x in nf if x["why"].startswith("behind a host sync"))
     lines.append(f"not findings: {sync} reads behind a host sync, {len(nf) - sync} start-up reads (--json lists them)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from .tree import ClassInfo, Tree
@@ -135,3 +136,66 @@ def _module_of(tree: Tree, rel: str) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+# -- the catalog's entries ----------------------------------------------------------------------------------------
+
+#: A release cite's source: ``path:qualified.name:`` with the path relative to the ``sglang`` package.
+_CITE = re.compile(r"^((?:srt|kernels)/[\w/]+\.py):([\w.]+):")
+
+
+def _node_fingerprint(node: ast.AST) -> str:
+    """A function's fingerprint (``fingerprint``); a class's, by the same normalisation of its whole statement."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return fingerprint(node)
+    text = ast.dump(node, annotate_fields=True, include_attributes=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _find(module: ast.Module, qualname: str) -> ast.AST | None:
+    scope: list[ast.stmt] = module.body
+    node = None
+    for part in qualname.split("."):
+        node = next((n for n in scope if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.name == part), None)
+        if node is None:
+            return None
+        scope = node.body
+    return node
+
+
+def catalog_fingerprints(package: Path, version: str) -> dict:
+    """Per entry of the catalog ``version``, the fingerprint of every SGLang function or class its citations name,
+    read in the ``sglang`` package folder ``package`` (``"missing"`` where the file or the name is not there)."""
+    from ..catalog import load_catalog
+
+    parsed: dict[str, ast.Module | None] = {}
+    entries: dict[str, dict[str, str]] = {}
+    for s in load_catalog(version):
+        names: dict[str, str] = {}
+        for cite in s.cites:
+            m = _CITE.match(cite)
+            if m is None:
+                continue
+            path, qual = m.groups()
+            if path not in parsed:
+                try:
+                    parsed[path] = ast.parse((package / path).read_text(encoding="utf-8"))
+                except (OSError, SyntaxError, ValueError):
+                    parsed[path] = None
+            module = parsed[path]
+            node = _find(module, qual) if module is not None else None
+            names[f"{path}:{qual}"] = _node_fingerprint(node) if node is not None else "missing"
+        entries[s.name] = dict(sorted(names.items()))
+    return {"version": version, "entries": entries}
+
+
+def compare_catalog(recorded: dict, current: dict) -> list[dict]:
+    """The catalog entries whose cited sources differ: each with the names that changed (or went missing)."""
+    out = []
+    for entry, old in sorted(recorded.get("entries", {}).items()):
+        new = current.get("entries", {}).get(entry, {})
+        changed = sorted(k for k, h in old.items() if new.get(k) != h)
+        if changed:
+            out.append({"entry": entry, "changed": changed})
+    return out
