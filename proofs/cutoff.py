@@ -168,8 +168,8 @@ def runner_queries(ob, ctx, query) -> list:
             else:
                 (pa, fa), (pz, fz) = C.step_end(a, tag + "a"), C.step_end(z, tag + "z")
                 same = []
-                then = [z3.And(fa[loc].guard == fz[loc].guard, *[fa[loc].vc[x] == fz[loc].vc[x] for x in fa[loc].vc])
-                        for loc in fa]
+                then = [z3.And(wa.guard == wz.guard, *[wa.vc[x] == wz.vc[x] for x in wa.vc])
+                        for loc in fa for wa, wz in zip(fa[loc], fz[loc])]
             out.append(query(next(labels), [
                 *pa.constraints, *pz.constraints, pa.state_in.invariant(pb.runners), *C.renamed_config(perm, a, z),
                 C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same,
