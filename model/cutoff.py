@@ -8,8 +8,10 @@ state), with the same builder code ``build`` uses, so the pieces are the program
 
 - ``step_begin``: the start of ``run_batch`` (F.wait_stream(S)).
 - ``one_phase``: ONE phase with arbitrary knobs, runner and declaration.
-- ``step_end``: the barrier after ``run_batch`` returns, the scheduler's first write (the one a race is against) and,
-  when the barrier sits at the loop top, the loop-top barrier and its write.
+- ``step_end``: what the event loop does after ``run_batch`` returns (the non-overlap loop's and pipeline parallel's
+  ordering of S after F, the barrier, at once or deferred past result processing), the scheduler's writes that can be
+  the first after the step (the ones a race is against) and, when the barrier sits at the loop top, the loop-top
+  barrier and the next step's write.
 
 What a step's reads contribute to a race is summarised by ``maxread``: per stream (F, P) and location, the largest
 stream position of a read issued so far in the step (0: none). A read on stream X races the first write iff the
@@ -31,7 +33,7 @@ import z3
 from fencecheck.trace import WritePurpose, write_by
 
 from .program import KEEP, MB_MARKER, MB_NONE, MB_RING, SNAP, Program, State, _Builder
-from .symconfig import Bounds, SymConfig, select
+from .symconfig import LOOP_DISAGG_PREFILL, LOOP_NORMAL, LOOP_OVERLAP, LOOP_PP, Bounds, SymConfig, select
 
 #: The streams reads are issued on.
 READ_STREAMS = ("F", "P")
@@ -91,9 +93,20 @@ def _piece(cfg, b: _Builder, max_in, max_out) -> Piece:
 # strings these together with the phases, and the composition check holds that equal to ``build``.
 
 
+def _loops(b: _Builder):
+    """The event loop as ``_Builder.run`` reads it: (overlap, normal, pp, disagg_prefill, loop-top barrier)."""
+    cfg, d = b.cfg, b.d
+    overlap = cfg.loop == LOOP_OVERLAP
+    return overlap, cfg.loop == LOOP_NORMAL, cfg.loop == LOOP_PP, cfg.loop == LOOP_DISAGG_PREFILL, \
+        d.And(overlap, cfg.loop_top())
+
+
 def _before_first_step(b: _Builder) -> None:
-    lt = b.cfg.loop_top()
-    b.barrier(lt, 0, None)  # the loop-top barrier before the first step: nothing published yet
+    """Before the loop: the first step's prepare writes, or with the barrier at the loop top, the loop-top barrier
+    (nothing published yet) and then those writes."""
+    lt = _loops(b)[4]
+    b.writes(b.d.Not(lt), 1, lambda env: write_by(WritePurpose.PREPARE))
+    b.barrier(lt, 0, None)
     b.writes(lt, 1, lambda env: write_by(WritePurpose.PREPARE))
 
 
@@ -108,16 +121,34 @@ def _phase(b: _Builder, step: int, i: int, summary: dict) -> dict:
 
 
 def _end(b: _Builder, step: int, last: bool) -> dict:
-    """run_batch has returned: the barrier, the first writes (returned), and unless ``last`` the loop-top barrier
-    and the write of the next step."""
-    lt = b.cfg.loop_top()
+    """run_batch has returned, in each event loop: the non-overlap loop's S.wait_stream(F), pipeline parallel's host
+    synchronisation, the barrier (at once, or deferred past result processing in the disaggregated-prefill loop when
+    the publisher's mailbox holds no event or coarse is forced), result processing's and the next step's writes,
+    and unless ``last`` the loop-top barrier and the next step's write. Returns location -> the write slots that can
+    be the first write of the location (``Program.first_writes``), in host order."""
+    d = b.d
+    overlap, normal, pp, disagg, lt = _loops(b)
     pub = b.cfg.publisher[step - 1]
-    b.barrier(b.d.Not(lt), step, pub)
-    first = b.writes(b.d.BoolVal(True), step + 1, lambda env: write_by(WritePurpose.PROCESS_AND_PREPARE))
-    if not last:
-        b.barrier(lt, step, pub)
-        b.writes(lt, step + 1, lambda env: write_by(WritePurpose.PREPARE))
-    return first
+    b.join("S", dict(b.clock["F"]), normal, f"normal{step}")  # R7
+    b.join("S", dict(b.clock["F"]), pp, f"hostsync{step}")  # R1, R8
+    holds = select(b.fresh(b.owner_of(pub), f"peek{step}.owner"), b.mb_kind) != MB_NONE
+    deferred = b.fresh(d.And(disagg, b.cfg.barrier, d.Not(d.And(holds, d.Not(b.cfg.force_coarse)))),
+                       f"deferred{step}")
+    b.barrier(d.Or(d.And(overlap, d.Not(lt)), d.And(disagg, d.Not(deferred))), step, pub)
+    unfenced = d.And(d.Or(lt, deferred), b.cfg.results_touch_inflight)
+
+    def why(env):
+        if env.b(lt):
+            return write_by(WritePurpose.PROCESS_RESULTS)
+        if env.b(deferred):
+            return write_by(WritePurpose.PROCESS_RESULTS_UNFENCED)
+        return write_by(WritePurpose.PROCESS_AND_PREPARE)
+
+    first = b.writes(d.Or(unfenced, d.And(d.Not(lt), d.Not(deferred))), step + 1, why)
+    later = deferred if last else d.Or(deferred, lt)
+    b.barrier(later, step, pub)
+    second = b.writes(later, step + 1, lambda env: write_by(WritePurpose.PREPARE))
+    return {loc: [first[loc], second[loc]] for loc in first}
 
 
 def step_begin(cfg: SymConfig, tag: str = "begin") -> Piece:
@@ -134,16 +165,19 @@ def one_phase(cfg: SymConfig, tag: str = "phase") -> Piece:
 
 
 def step_end(cfg: SymConfig, tag: str = "end") -> tuple[Piece, dict]:
-    """``run_batch`` has returned: the barrier for the step's publisher, the first write of every location (the
-    writes a race is against: location -> ``WriteSlot``), then the loop-top barrier and write of the next step."""
+    """``run_batch`` has returned (``_end`` of a step that is not the last): the event loop's ordering and barrier
+    for the step's publisher, and the writes that can be the first of every location after the step (location ->
+    the candidate ``WriteSlot``s in host order), up to the loop-top barrier and write of the next step."""
     b, m = _start(cfg, tag)
     first = _end(b, 1, last=False)
     return _piece(cfg, b, m, m), first
 
 
 def race_of_summary(first: dict, summary: dict, d) -> z3.BoolRef:
-    """Some read the summary stands for races the first write of its location."""
-    return d.Or(*[d.And(w.guard, w.vc[x] < summary[(x, loc)]) for loc, w in first.items() for x in READ_STREAMS])
+    """Some read the summary stands for races the first write of its location: an issued candidate (``first``:
+    location -> the candidates in host order, as ``Program.race_of`` takes them) not ordered after it."""
+    return d.Or(*[d.And(w.guard, w.vc[x] < summary[(x, loc)])
+                  for loc, ws in first.items() for w in ws for x in READ_STREAMS])
 
 
 # -- the invariants --------------------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ and the phases after it (any number, none reads). The obligation ``unbounded_pha
    and every read summarised lies in F's past);
 4. last: the last reading phase, under every assumption, leaves the publisher's mailbox covering the summary;
 5. after: any phase that reads nothing keeps that;
-6. end, next: from either invariant (the first only if nothing was read), the barrier and the first write race
-   with no summarised read, and the next step starts from the step invariant;
+6. end, next: from either invariant (the first only if nothing was read), what the event loop does after
+   ``run_batch`` returns (the barrier at once or deferred, or S ordered after F) leaves no write that can be the first
+   after the step racing a summarised read, and the next step starts from the step invariant;
 7. composition: on bounded programs (two phases; two steps), the pieces composed and summarised are ``build``'s
    program: same state after, same race.
 
@@ -42,7 +43,8 @@ PHASES = ("base: the initial state satisfies the step invariant",
           "before: any phase keeps the phase invariant",
           "last: the last reading phase leaves the publisher's mailbox covering every read of the step",
           "after: a phase that reads nothing keeps the mailbox covering",
-          "end: the barrier orders every summarised read before the first write",
+          "end: the end of the step (the event loop's barrier or ordering) orders every summarised read before the "
+          "first write",
           "next: the next step starts from the step invariant",
           "composition (phases): from the step invariant, the pieces are build's program and the summaries its "
           "race, for one step of two phases",
@@ -168,8 +170,8 @@ def runner_queries(ob, ctx, query) -> list:
             else:
                 (pa, fa), (pz, fz) = C.step_end(a, tag + "a"), C.step_end(z, tag + "z")
                 same = []
-                then = [z3.And(fa[loc].guard == fz[loc].guard, *[fa[loc].vc[x] == fz[loc].vc[x] for x in fa[loc].vc])
-                        for loc in fa]
+                then = [z3.And(wa.guard == wz.guard, *[wa.vc[x] == wz.vc[x] for x in wa.vc])
+                        for loc in fa for wa, wz in zip(fa[loc], fz[loc])]
             out.append(query(next(labels), [
                 *pa.constraints, *pz.constraints, pa.state_in.invariant(pb.runners), *C.renamed_config(perm, a, z),
                 C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same,
@@ -211,9 +213,10 @@ by the same code that builds the bounded program (`model/cutoff.py` drives `mode
 whose clocks, mailboxes and markers are free variables), not by a second encoding.
 
 **The summary.** A read on stream X races the scheduler's first write after `run_batch` iff the write's clock knows less
-of X than the read's position. The write's clock is one for the whole step, so some read of the step races iff the write
-knows less of X than the largest position of a read on X in the step (0 if none): the race depends on the step's reads
-only through that maximum per stream (F, P) and location, the summary.
+of X than the read's position. Which write is first depends on the event loop (result processing's, or the next step's
+prepare after a deferred or loop-top barrier), but each candidate's clock is one for the whole step, so some read of
+the step races iff an issued candidate knows less of X than the largest position of a read on X in the step (0 if
+none): the race depends on the step's reads only through that maximum per stream (F, P) and location, the summary.
 
 **Phases.** Split a step at its last reading phase L (a phase that issues a backend or worker read, after which no phase
 does). Two invariants, over the state (vector clocks, every mailbox, every marker's latest record) and the summary:
@@ -225,16 +228,23 @@ does). Two invariants, over the state (vector clocks, every mailbox, every marke
   whose snapshot covers the summary, or a recorded marker whose latest record covers it.
 
 The queries show, each from an arbitrary state satisfying its premise: run_batch's start gives *before* with an empty
-summary (`begin`); any phase, under the assumptions that concern every phase (sound fallback, honest declarations, plan
-stream joined, barrier on and after run_batch), keeps *before* (`before`); L, under every assumption, turns *before*
-into *after* (`last`); a phase that reads nothing keeps *after* (`after`); from *after*, or from *before* with an empty
-summary (a step without reads), the barrier orders every summarised read before the first write and the next step starts
-from the step invariant (`end`, `next`); the initial state satisfies the step invariant (`base`). By induction over the
-phases before L, then over the phases after it, every step of any length is race-free and ends in the step invariant; by
-induction over steps, every run is. The two `composition` queries close the gap between the pieces and the bounded
-program: from the step invariant, the pieces strung together with the summary folded phase by phase are `build`'s
-program (the same state after it, the same race), for a step of two phases and for two steps; for more, `build` repeats
-the same calls (`run_batch` loops over the phases, `run` over the steps).
+summary (`begin`); any phase, under the assumptions that concern every phase or the configuration (sound fallback,
+honest declarations, plan stream joined, barrier on, barrier after run_batch, deferred barrier's results untouched),
+keeps *before* (`before`); L, under every assumption, turns *before* into *after* (`last`); a phase that reads nothing
+keeps *after* (`after`); from *after*, or from *before* with an empty summary (a step without reads), the end of the
+step orders every summarised read before the scheduler's first write and the next step starts from the step invariant
+(`end`, `next`). The end is the event loop's: in the overlap loop the barrier right after `run_batch`, or at the loop
+top once result processing's writes are done (which touch nothing in flight, by assumption); in the
+disaggregated-prefill loop the barrier at once when the publisher's mailbox holds an event and coarse is not forced,
+else a coarse one after result processing's writes (which touch nothing in flight, by assumption); in the non-overlap
+loop S.wait_stream(F); in the pipeline-parallel loop the host synchronising on an event recorded on F. The initial
+state satisfies the step invariant (`base`). By induction over the phases before L, then over the phases after it,
+every step of any length is race-free and ends in the step invariant; by induction over steps, every run is. The two
+`composition` queries close the gap between the pieces and the bounded program: from the step invariant, the pieces
+strung together with the summary folded phase by phase are `build`'s program (the same state after it, the same race),
+for a step of two phases and for two steps; for more, `build` repeats the same calls (`run_batch` loops over the
+phases, `run` over the steps; the last step's end issues a subset of the writes `end` considers, without the loop-top
+barrier of a next step).
 
 **Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index == i`;
 domains are whole index ranges), so the program is data-independent in them: renaming runners renames the run.

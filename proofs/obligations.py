@@ -157,10 +157,11 @@ OBLIGATIONS += [
         "The main theorem for steps of any number of phases: a step's phases split at its last reading phase. An "
         "invariant (the step invariant, and every read of the step so far lies in F's past) holds when run_batch "
         "begins and is kept by any phase; the last reading phase leaves the publisher's mailbox empty or covering "
-        "every read of the step; a phase that reads nothing keeps that; from either, the barrier orders every read "
-        "before the first write and the next step starts from the step invariant. What the step's reads contribute "
-        "to a race is their largest position per stream; a bounded step composed of the pieces is build's step.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=30_000_000,  # needs 6,749,284 (composition)
+        "every read of the step; a phase that reads nothing keeps that; from either, the event loop (the barrier, "
+        "at once or deferred, or S ordered after F) orders every read before the first write and the next step "
+        "starts from the step invariant. What the step's reads contribute to a race is their largest position per "
+        "stream; a bounded step composed of the pieces is build's step.",
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=66_000_000,  # needs 16,340,053 (composition of two steps)
         tags=("unbounded",),
     ),
     Obligation(
@@ -168,7 +169,7 @@ OBLIGATIONS += [
         "The same argument with an invariant that forgets that reads on the plan stream lie in F's past fails: a "
         "deliberately weakened invariant is caught.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("broken_invariant",),
-        rlimit=2_500_000,  # needs 624,637
+        rlimit=2_400_000,  # needs 582,789
         tags=("unbounded",),
     ),
     Obligation(
@@ -176,7 +177,7 @@ OBLIGATIONS += [
         "The same argument where phases after the last reading phase may read fails: the split at the last "
         "reading phase carries the argument.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("reads_after_publish",),
-        rlimit=4_100_000,  # needs 1,010,720
+        rlimit=4_100_000,  # needs 1,004,789
         tags=("unbounded",),
     ),
     Obligation(
@@ -185,14 +186,14 @@ OBLIGATIONS += [
         "the barrier with the write, commute with every renaming of the runners), and one phase changes only its "
         "runner's marker and its runner's owner's mailbox, so every claim of the phase argument involves at most 6 "
         "runners and is checked with 6.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=7_800_000,  # needs 1,949,330 (symmetry of the end)
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=9_100_000,  # needs 2,259,177 (symmetry of the end)
         tags=("unbounded",),
     ),
     Obligation(
         "unbounded_runners/mailbox_by_runner",
         "The frame that forgets mailbox sharing (only the mailbox indexed by the phase's own runner changes) fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("mailbox_by_runner",),
-        rlimit=300_000,  # needs 74,613
+        rlimit=430_000,  # needs 106,518
         tags=("unbounded",),
     ),
     Obligation(
@@ -200,7 +201,7 @@ OBLIGATIONS += [
         "A renaming that moves mailboxes and markers but leaves the runner a mailbox's marker names unrenamed is no "
         "symmetry of the program: the check of symmetry fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_unrenamed",),
-        rlimit=1_800_000,  # needs 425,964
+        rlimit=2_700_000,  # needs 662,248
         tags=("unbounded",),
     ),
 ]

@@ -9,7 +9,7 @@ from fencecheck.model import assumptions as A
 from fencecheck.model import cutoff as C
 from fencecheck.model.program import build
 from fencecheck.model.solver import Budget, check, fresh_context, make_solver
-from fencecheck.model.symconfig import Bounds, make_config
+from fencecheck.model.symconfig import LOOP_DISAGG_PREFILL, LOOP_NORMAL, LOOP_OVERLAP, LOOP_PP, Bounds, make_config
 from fencecheck.proofs import cutoff as PC
 from fencecheck.proofs import obligations as O
 from fencecheck.proofs.report import markdown
@@ -124,6 +124,59 @@ def test_a_summary_that_forgets_a_stream_differs_from_the_program(monkeypatch):
     fold = C.fold_reads
     monkeypatch.setattr(C, "fold_reads", lambda m, reads, d: fold(m, [r for r in reads if r.stream == "F"], d))
     assert _composition(SMALL) is Verdict.COUNTEREXAMPLE
+
+
+def test_a_step_end_that_knows_only_the_overlap_loop_differs_from_the_program(monkeypatch):
+    def overlap_only(b, step, last):
+        lt = b.cfg.loop_top()
+        b.barrier(b.d.Not(lt), step, b.cfg.publisher[step - 1])
+        first = b.writes(b.d.BoolVal(True), step + 1, lambda env: None)
+        return {loc: [w] for loc, w in first.items()}
+
+    monkeypatch.setattr(C, "_end", overlap_only)
+    assert _composition(SMALL) is Verdict.COUNTEREXAMPLE
+
+
+# -- the end of a step needs the assumptions on result processing -------------------------------------------------
+
+
+def _end_race(names, extra=lambda cfg: []):
+    """The ``end`` query under ``names`` and ``extra(cfg)``: (verdict, the solver, the configuration, the candidate
+    first writes)."""
+    ctx = fresh_context()
+    cfg = make_config(C.piece_bounds(), "e", ctx)
+    p, first = C.step_end(cfg)
+    start = z3.Or(C.after_last_reader(cfg, p.state_in, p.max_in),
+                  z3.And(C.before_last_reader(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
+    s = make_solver(Budget(rlimit=2_000_000), ctx)
+    s.add(*p.constraints, *A.constraints(cfg, p.prog, names), start, C.race_of_summary(first, p.max_in, p.builder.d),
+          *extra(cfg))
+    return check(s).verdict, s, cfg, first, p.state_in
+
+
+@pytest.mark.parametrize("dropped, loop", [("deferred_barrier_results_untouched", LOOP_DISAGG_PREFILL),
+                                           ("barrier_after_run_batch", LOOP_OVERLAP)])
+def test_the_end_races_through_result_processing_without_its_assumption(dropped, loop):
+    names = PC.per_phase(O.ALL)
+    assert _end_race(names)[0] is Verdict.PROVED
+    verdict, s, cfg, first, _ = _end_race(tuple(n for n in names if n != dropped))
+    assert verdict is Verdict.COUNTEREXAMPLE
+    m = s.model()
+    (unfenced, _), = first.values()
+    assert m.eval(cfg.loop).as_long() == loop and z3.is_true(m.eval(cfg.results_touch_inflight))
+    assert z3.is_true(m.eval(unfenced.guard, model_completion=True))  # result processing's write, before the barrier
+
+
+@pytest.mark.parametrize("loop, expected", [(LOOP_NORMAL, Verdict.PROVED), (LOOP_PP, Verdict.PROVED),
+                                            (LOOP_OVERLAP, Verdict.COUNTEREXAMPLE)])
+def test_with_the_barrier_off_only_the_loops_that_order_s_after_f_end_race_free(loop, expected):
+    names = tuple(n for n in PC.per_phase(O.ALL) if n != "barrier_on")
+    verdict, s, cfg, first, state = _end_race(names, lambda cfg: [cfg.loop == loop, z3.Not(cfg.barrier)])
+    assert verdict is expected
+    if verdict is Verdict.COUNTEREXAMPLE:  # the issued write knows of F only what S knew before the step ended
+        m = s.model()
+        w = next(w for ws in first.values() for w in ws if z3.is_true(m.eval(w.guard, model_completion=True)))
+        assert all(z3.is_true(m.eval(w.vc[x] == state.clock["S"][x], model_completion=True)) for x in w.vc)
 
 
 # -- the summary --------------------------------------------------------------------------------------------------
