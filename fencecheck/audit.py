@@ -140,7 +140,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
     from .reference.replay import replay
 
     parts: list[Part] = []
-    stages = 5
+    stages = 6
 
     def stage(n: int, name: str, fn: Callable[[], Part]) -> None:
         err.write(f"[{n}/{stages}] {name} ...\n")
@@ -216,6 +216,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
     stage(3, RELEASE_PART, lambda: release_part(state, check_text))
     stage(4, "corpus", corpus)
     stage(5, "replay", replay_part)
+    stage(6, READER_PART, lambda: reader_part(state))
     proofs = state.get("proof_files") or {"proofs.md": "# Proof obligations\n\nNot generated: the proof part of "
                                                         "`fencecheck audit` failed (see audit/README.md).\n"}
     write_tree(docs, {**proofs, **audit_documents(parts, state)}, names=DOCUMENT_SET)
@@ -334,6 +335,8 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
 
 #: The audit part that decides the release catalog, and the document it writes under audit/.
 RELEASE_PART = "sglang-0.5.23"
+READER_PART = "sglang-0.5.23 sources"
+READER_COMMAND = "fencecheck sglang --installed"
 RELEASE_VERSION = "0.5.23"
 RELEASE_DOC = "sglang-0.5.23.md"
 #: The parts of a release race scenario's description, in order: what races, then these (tests/test_catalog.py).
@@ -418,6 +421,32 @@ def _chain(cites) -> list[str]:
     return [f"- **{role}**: {item}" for role in CHAIN_ROLES for item in by.get(role, [])]
 
 
+def reader_part(state: dict) -> Part:
+    """The static reader on the installed release's sources (``pip install --no-deps sglang==0.5.23``: sources only,
+    never imported), every finding decided with witnesses; its section goes into the release document. Without the
+    sources the part says so and the document says it was not run."""
+    import importlib.metadata
+
+    from .sglang_source import read_path
+    from .sglang_source.decide import decide
+    from .sglang_source.report import markdown
+
+    try:
+        installed = importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed != RELEASE_VERSION:
+        have = f"sglang {installed} is installed" if installed else "sglang is not installed"
+        return Part(READER_PART, True, f"not run: {have} (pip install --no-deps sglang=={RELEASE_VERSION})", 0.0)
+    doc = read_path(None, installed=True).to_dict()
+    decide(doc, witness=True)
+    state["reader"] = markdown(doc, READER_COMMAND)
+    f = doc["findings"]
+    differ = [x for x in f if x.get("scenario") and x.get("oracles_agree") is False]
+    return Part(READER_PART, not differ, f"{len(f)} findings, {len(f) - len(differ)} decided alike by simulator "
+                "and model", 0.0)
+
+
 def release_document(part: Part, state: dict) -> str:
     """audit/sglang-0.5.23.md: per configuration its verdict; per race its chain of source locations, runtime
     condition, witness, reproduction and fix."""
@@ -496,6 +525,10 @@ def release_document(part: Part, state: dict) -> str:
                                                            if any(r.scenario is s for r in races) else "."), ""]
             if not d.report.safe and not any(r.scenario is s for r in races):
                 doc += ["What the simulator reports:", "", "```", d.witness.rstrip("\n"), "```", ""]
+    doc += state.get("reader") or [
+        "## What the static reader finds in the release's sources", "",
+        f"Not run: the release's sources were not installed (`python3 -m pip install --no-deps "
+        f"sglang=={RELEASE_VERSION}`, then `fencecheck audit --docs docs` again).", ""]
     return "\n".join(doc).rstrip("\n") + "\n"
 
 

@@ -115,7 +115,10 @@ class RunnerSpec:
     ring_depth: int = spec(2, "events in the model runner's ring", minimum=1, maximum=MAX_RING_DEPTH)
     publish: PublishPolicy = spec(PublishPolicy.RESOLVE, "`resolve`: resolve the backend's declaration and publish "
                                   "there (the decode graph runner); `always_pre_replay`: record and publish before every "
-                                  "replay without asking (the EAGLE draft-extend runner); `never`", model=True)
+                                  "replay without asking (the PR-era EAGLE draft-extend runner); `clear_then_resolve`: "
+                                  "set the mailbox to None after the prep, then resolve (the released draft-extend "
+                                  "runner); `prefill`: the prefill rule, publishing only PRE_REPLAY, eager or graph; "
+                                  "`never`", model=True)
     mailbox: str = spec("", "the runner whose model runner's mailbox (and ring) this runner publishes into (tree UNO); "
                         "empty: its own", schema={"type": "string", "maxLength": NAME_MAX})
     fresh_events: bool = spec(False, "each out-of-graph publish records a fresh event (the released SGLang) instead of "
@@ -192,8 +195,8 @@ class SchedulerSpec:
     """The scheduler's WAR barrier and what it writes between steps."""
 
     barrier: bool = spec(True, "the WAR barrier is on", model=True)
-    placement: BarrierPlacement = spec(BarrierPlacement.AFTER_RUN_BATCH, "`after_run_batch` (right after run_batch "
-                                       "returns, since PR #31687) or `loop_top`", model=True)
+    placement: BarrierPlacement = spec(BarrierPlacement.AFTER_RUN_BATCH, "in the `overlap` loop: `after_run_batch` "
+                                       "(right after run_batch returns, since PR #31687) or `loop_top`", model=True)
     force_coarse: bool = spec(False, "`SGLANG_FORCE_COARSE_WAR_BARRIER`: always `S.wait_stream(F)`; prefill "
                               "resolves `UNKNOWN`", model=True)
     writes: tuple[str, ...] = spec((), "locations the scheduler writes between steps (empty: every location read)")

@@ -49,7 +49,7 @@ def test_audit_writes_the_documents(tmp_path, small):
     assert "missing edge" in (audit / "counterexamples.md").read_text()
     readme = (audit / "README.md").read_text()
     assert "| replay | ok |" in readme and "| corpus | ok |" in readme
-    assert "[5/5] replay" in err.getvalue()  # progress is shown
+    assert "[5/6] replay" in err.getvalue() and "[6/6] sglang-0.5.23 sources" in err.getvalue()  # progress is shown
 
 
 @pytest.mark.slow

@@ -1,0 +1,86 @@
+"""The static reader's document of a release, as Markdown (a section of docs/audit/sglang-0.5.23.md): every finding
+with its status, evidence chain, scenario and witness, and the extracted tables. Paths are relative to the ``sglang``
+package's parent, so the text is the same wherever the sources were read."""
+
+from __future__ import annotations
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _decl(v) -> str:
+    if isinstance(v, str):
+        return v
+    return "; ".join(f"{r['end']} if `{r['condition']}`" if r.get("condition") else r["end"] for r in v)
+
+
+def markdown(doc: dict, command: str) -> list[str]:
+    """Lines of the section for the reader's JSON document ``doc`` (read with ``--witness``), produced by
+    ``command``."""
+    f = doc["findings"]
+    by = {s: sum(1 for x in f if x["status"] == s) for s in ("confirmed", "plausible", "unresolved")}
+    out = [
+        "## What the static reader finds in the release's sources",
+        "",
+        f"`{command}` reads the release's Python sources statically (never importing them) and decides each finding "
+        "with the simulator and the model (docs/sglang-reader.md). `confirmed`: the read is on a path with no "
+        "condition; `plausible`: behind a setting the reader cannot decide (the condition is shown); `unresolved`: "
+        "not decided statically. A finding is a read outside what the backend's declaration covers; its scenario "
+        "places the backend alone under one decode runner, so a counterexample there says the read is unordered "
+        "with the next write when that path runs in a graph replay, not that a given deployment takes the path.",
+        "",
+        f"SGLang {doc['sglang_version']}: {len(doc['backends'])} attention backends, "
+        f"{len({w['class'] for w in doc['workers']})} workers, {len(doc['barrier']['calls'])} barrier call sites, "
+        f"{len(doc['runners'])} runners; {len(f)} findings ({by['confirmed']} confirmed, {by['plausible']} plausible, "
+        f"{by['unresolved']} unresolved).",
+        "",
+        "### Findings",
+        "",
+    ]
+    for x in f:
+        what = (f"declares {x['declared']}" + (f" when `{x['condition']}`" if x.get("condition") else "")
+                + " but reads outside it") if x["kind"] == "read_outside_declaration" else x["kind"].replace("_", " ")
+        out += [f"#### {x['status'].upper()}: {x['subject']} {x['mode']}", "", what + ".", ""]
+        out += [f"- `{e['file']}:{e['line']}`: {e['what']}" for e in x["evidence"]]
+        out.append("")
+        if x.get("scenario"):
+            races = ", ".join(f"`{r}`" for r in x.get("races", ())) or "no race"
+            model = ("the model agrees" if x.get("oracles_agree") else f"the model: {x.get('model_verdict')}")
+            out += [f"Scenario `{x['scenario']}` (`{command} --scenarios DIR` writes it): simulator "
+                    f"{x['verdict']} ({races}); {model}.", ""]
+        for w in x.get("witness", ()):
+            o = w["stale_read"]
+            out += [f"Witness for `{w['race']}`: " + (
+                f"the step {o['step']} read of {o['location']} at {o['site']} sees step {o['seen']}'s data."
+                if o else "not reproduced."), ""]
+    out += ["### Not findings", "",
+            "| file:line | location | why not a finding |", "| --- | --- | --- |"]
+    for x in doc["not_findings"]:
+        out.append(f"| `{x.get('file')}:{x.get('line')}` | {_cell(x.get('location', ''))} | {_cell(x['why'])} |")
+    out += ["", "### Declarations that differ from the base rule", "",
+            "| class | where | declared in | per mode |", "| --- | --- | --- | --- |"]
+    roots = {x["class"] for x in doc["backends"] if x["kind"] == "base"}
+    for b in doc["backends"]:
+        src = b.get("declared_in")
+        if b["kind"] == "base" or (src and src["class"] in roots):
+            continue
+        modes = "; ".join(f"{m} {_decl(v)}" for m, v in b["declares"].items())
+        where = f"`{src['file']}:{src['line']}` ({src['class']})" if src else "-"
+        out.append(f"| {b['class']} | `{b['file']}:{b['line']}` | {where} | {_cell(modes)} |")
+    out += ["", "### `last_shared_read_runner` per worker", "",
+            "| worker | publisher | condition | defined |", "| --- | --- | --- | --- |"]
+    for w in doc["workers"]:
+        d = w.get("defined_in") or {}
+        out.append(f"| {w['class']} | `{_cell(w['publisher'])}` | {_cell(w.get('condition') or '-')} | "
+                   f"`{d.get('file')}:{d.get('line')}` |")
+    out += ["", "### The barrier and the event loops that apply it", "",
+            "| event loop | call site |", "| --- | --- |"]
+    for c in doc["barrier"]["calls"]:
+        out.append(f"| {c['event_loop']} | `{c['file']}:{c['line']}` |")
+    out += ["", "### Runners and how they publish", "", "| runner | publish | entry |", "| --- | --- | --- |"]
+    for r in doc["runners"]:
+        m = r["method"]
+        out.append(f"| {r['class']} | {r['publish']} | `{m['file']}:{m['line']}` ({m['class']}.{m['name']}) |")
+    out.append("")
+    return out
