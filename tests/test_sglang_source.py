@@ -297,3 +297,43 @@ def test_a_prefill_snapshot_claiming_pre_replay_is_checked_against_the_forward(t
     decide(doc)
     assert f["scenario"] == "sglang-snapshot-backend-extend-snapshot"
     assert f["races"] == ["req_to_token@extend/in_graph_after_marker"] and f["oracles_agree"] is True
+
+
+@pytest.mark.slow
+def test_each_finding_is_decided_in_the_release_contexts_of_its_mode(tmp_path):
+    doc = _doc(tmp_path, "after_marker")
+    decide(doc)
+    (f,) = doc["findings"]
+    rows = {r["context"]: r for r in f["contexts"]}
+    assert [r["context"] for r in f["contexts"]] == sorted(rows)
+    # only contexts that run a DECODE phase
+    assert "ngram" not in rows and "prefill-flashinfer" not in rows
+    assert {"decode-flashinfer", "decode-eager", "eagle", "loop-pp", "two-batch-overlap"} <= set(rows)
+    late = ["req_to_token@decode/in_graph_after_marker"]
+    for racing in ("decode-flashinfer", "decode-triton", "disagg-decode", "two-batch-overlap"):
+        assert rows[racing]["verdict"] == "counterexample" and rows[racing]["races"] == late, racing
+        assert rows[racing]["oracles_agree"] is True
+    # eager decode publishes nothing; EAGLE's draft runner never publishes (the barrier waits on the whole stream)
+    for safe in ("decode-eager", "eagle", "loop-normal"):
+        assert rows[safe] == {"context": safe, "verdict": "proved", "races": [], "oracles_agree": None}, safe
+    from fencecheck.sglang_source.command import contexts_text
+
+    line = contexts_text(f["contexts"])
+    racing = [r["context"] for r in f["contexts"] if r["verdict"] == "counterexample"]
+    assert line == f"in {len(racing)} of {len(rows)} release contexts: races in {', '.join(racing)}"
+
+
+def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read():
+    from fencecheck.sglang_source.decide import _contexts, context_dict
+
+    data = {"name": "x", "backends": {"ReadBackend": {"declares": {"TARGET_VERIFY": "IN_REPLAY"},
+                                                      "reads": {"TARGET_VERIFY": {"pre_replay": ["req_to_token"]}}}},
+            "algorithm": {"steps": {"normal": [{"mode": "TARGET_VERIFY"}]}}}
+    ctx = dict(_contexts("sglang-0.5.23"))
+    out = context_dict(ctx["eagle"], data)
+    phases = [(k, p["name"], p["backend"]) for k, v in out["algorithm"]["steps"].items() for p in v]
+    assert ("normal", "verify", "ReadBackend") in phases and ("fallback", "verify", "ReadBackend") in phases
+    assert ("normal", "draft", "attn") in phases and "expect" not in out
+    assert out["backends"]["ReadBackend"] == data["backends"]["ReadBackend"] and "attn" in out["backends"]
+    assert ctx["eagle"]["algorithm"]["steps"]["normal"][1]["backend"] == "attn"  # the context is not changed
+    assert context_dict(ctx["decode-flashinfer"], data) is None

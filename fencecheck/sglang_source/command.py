@@ -18,7 +18,7 @@ plausible when the declaration row or the read's path depends on a condition fen
 condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
 Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
-simulator and the SMT model; --scenarios writes them, --witness replays each race. --against lists the functions
+simulator and the SMT model, and is decided again in each release catalog context that runs a phase of its mode; --scenarios writes them, --witness replays each race. --against lists the functions
 the facts come from that changed since a recorded release. See docs/sglang-reader.md for the JSON contract
 (docs/sglang-reader.schema.json)."""
 
@@ -116,6 +116,20 @@ def _decl_text(v) -> str:
     return "; ".join(f"{r['end']} if {r['condition']}" if r.get("condition") else r["end"] for r in v)
 
 
+def contexts_text(rows: list) -> str:
+    """One line on a finding's release contexts: in how many of them it races, and which."""
+    racing = [r["context"] for r in rows if r["verdict"] == "counterexample"]
+    unknown = [r["context"] for r in rows if r["verdict"] == "unknown"]
+    differ = [r["context"] for r in rows if r["oracles_agree"] is False]
+    text = f"in {len(racing)} of {len(rows)} release contexts: " + (
+        f"races in {', '.join(racing)}" if racing else "no race")
+    if unknown:
+        text += f"; unknown in {', '.join(unknown)}"
+    if differ:
+        text += f"; the model DIFFERS in {', '.join(differ)}"
+    return text
+
+
 def render(doc: dict) -> str:
     lines = []
     b, w, f = doc["backends"], doc["workers"], doc["findings"]
@@ -142,6 +156,8 @@ def render(doc: dict) -> str:
             model = {True: "the model agrees", None: f"the model: {x['model_verdict']}"}.get(
                 x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
             lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
+        if "contexts" in x:
+            lines.append(f"    {contexts_text(x['contexts'])}")
         for wit in x.get("witness", ()):
             o = wit["stale_read"]
             lines.append(f"    witness: {wit['race']}: " + (
@@ -183,4 +199,4 @@ def render(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["add_parser", "cmd_sglang", "exit_code", "render", "EXIT_BAD_INPUT"]
+__all__ = ["add_parser", "cmd_sglang", "contexts_text", "exit_code", "render", "EXIT_BAD_INPUT"]

@@ -3,7 +3,13 @@ declaration row, its reads of that mode per site, replayed by a decode runner th
 its marker, the scheduler's barrier after ``run_batch``, the release's POST_REPLAY fallback), which the reference
 protocol runs on the simulator and the SMT model decides (each distinct configuration once: the answer depends on
 the configuration alone); both verdicts, the races and whether the two oracles agree are recorded on the finding.
-Each scenario cites the source lines it was built from."""
+Each scenario cites the source lines it was built from.
+
+Each finding is also decided in every context of the release catalog (``fencecheck/catalog/sglang-0.5.23``) that
+runs a phase of the finding's mode: the context as it is (its runners, algorithm, scheduler and settings, its other
+phases), with each phase of that mode run by the backend as read (its declaration and reads of that mode). Each
+distinct (context, backend configuration, mode) is decided once by the simulator and the model; the finding records
+``contexts``, one entry per context sorted by name."""
 
 from __future__ import annotations
 
@@ -50,9 +56,87 @@ def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
     }
 
 
-def decide(doc: dict, witness: bool = False) -> list:
+def _contexts(version: str) -> list[tuple[str, dict]]:
+    """The catalog's contexts of ``version`` as scenario tables (their expectations dropped), sorted by name."""
+    import tomllib
+
+    from ..catalog import catalog_paths
+
+    out = []
+    for p in catalog_paths(version):
+        d = tomllib.loads(p.read_text(encoding="utf-8"))
+        d.pop("expect", None)
+        out.append((p.name[:-len(".toml")], d))
+    return out
+
+
+def context_dict(context: dict, data: dict) -> dict | None:
+    """``context`` with each phase of the mode of ``data`` (a finding's scenario) run by ``data``'s backend as read
+    (None when the context runs no phase of that mode)."""
+    import copy
+
+    (name, backend), = data["backends"].items()
+    mode = data["algorithm"]["steps"]["normal"][0]["mode"]
+    out = copy.deepcopy(context)
+    hit = False
+    for phases in out["algorithm"]["steps"].values():
+        for ph in phases:
+            if ph["mode"] == mode:
+                ph["backend"] = name
+                hit = True
+    if not hit:
+        return None
+    out["backends"] = {**out["backends"], name: copy.deepcopy(backend)}
+    out["name"] = f"{context['name']}-with-{data['name']}"
+    out["description"] = f"{context['name']} with its {mode} phases run by {name} as read from the sources."
+    out["cites"] = list(data.get("cites", ()))
+    return out
+
+
+def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | None = None,
+                    model: str = "flagged") -> None:
+    """Sets ``contexts`` on each finding of ``built`` (pairs of finding and scenario table): for each catalog context
+    of ``version`` (the release by default) that runs a phase of its mode, the simulator's verdict and races there and
+    whether the model agrees (``oracles_agree``). ``model``: ``"all"`` asks the model about every configuration,
+    ``"flagged"`` only about those where the simulator finds a race (elsewhere ``oracles_agree`` is None: not asked).
+    Each distinct configuration is decided once."""
+    import json
+
+    from ..catalog import RELEASE
+    from ..model.check import model_check
+    from ..reference.run import run_scenario
+    from ..reference.sim.races import check_trace
+
+    contexts = _contexts(version or RELEASE)
+    cache: dict[str, dict] = {}
+    for f, data in built:
+        (backend,) = data["backends"].values()
+        mode = data["algorithm"]["steps"]["normal"][0]["mode"]
+        rows = []
+        for cname, ctx in contexts:
+            cdata = context_dict(ctx, data)
+            if cdata is None:
+                continue
+            key = json.dumps([cname, backend, mode], sort_keys=True)  # the backend's name does not change the answer
+            if key not in cache:
+                s = scenario_from_dict(cdata, cdata["name"])
+                report = check_trace(run_scenario(s))
+                agree = None
+                if model == "all" or report.verdict is not Verdict.PROVED:
+                    m = model_check(s)
+                    agree, _ = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
+                    agree = agree if m.verdict is not Verdict.UNKNOWN else None
+                cache[key] = {"context": cname, "verdict": report.verdict.value,
+                              "races": [r.text() for r in sorted({r.key() for r in report.races})],
+                              "oracles_agree": agree}
+            rows.append(dict(cache[key]))
+        f["contexts"] = sorted(rows, key=lambda r: r["context"])
+
+
+def decide(doc: dict, witness: bool = False, contexts: bool = True) -> list:
     """Builds and decides a scenario for each finding it can model; sets the finding's ``scenario``, ``verdict`` and
-    ``races`` (and ``witness`` when asked). Returns the scenarios built, in the findings' order."""
+    ``races`` (and ``witness`` when asked) and, unless ``contexts`` is false, ``contexts`` (``decide_contexts``).
+    Returns the scenarios built, in the findings' order."""
     import json
 
     from ..model.check import model_check
@@ -60,7 +144,7 @@ def decide(doc: dict, witness: bool = False) -> list:
     from ..reference.sim.races import check_trace
 
     backends = {f"{b['file']}:{b['line']}": b for b in doc["backends"]}
-    built, used, models = [], {}, {}
+    built, used, models, pairs = [], {}, {}, []
     for f in doc["findings"]:
         if f["kind"] != "read_outside_declaration":
             continue
@@ -96,4 +180,7 @@ def decide(doc: dict, witness: bool = False) -> list:
                                                        "location": o.location, "seen": o.seen}}
                 for race, (schedule, o) in zip(races, witnesses(analyze(trace), races))]
         built.append(s)
+        pairs.append((f, data))
+    if contexts:
+        decide_contexts(doc, pairs)
     return built

@@ -28,7 +28,10 @@ def markdown(doc: dict, command: str) -> list[str]:
         "condition; `plausible`: behind a setting the reader cannot decide (the condition is shown); `unresolved`: "
         "not decided statically. A finding is a read outside what the backend's declaration covers; its scenario "
         "places the backend alone under one decode runner, so a counterexample there says the read is unordered "
-        "with the next write when that path runs in a graph replay, not that a given deployment takes the path.",
+        "with the next write when that path runs in a graph replay, not that a given deployment takes the path. "
+        "Each finding is also decided in every context of the release catalog that runs a phase of its mode (the "
+        "context unchanged, that phase run by the backend as read); the model is asked where the simulator finds a "
+        "race. A context listed as racing may race through its own phases: `--json` gives each context's races.",
         "",
         f"SGLang {doc['sglang_version']}: {len(doc['backends'])} attention backends, "
         f"{len({w['class'] for w in doc['workers']})} workers, {len(doc['barrier']['calls'])} barrier call sites, "
@@ -49,6 +52,11 @@ def markdown(doc: dict, command: str) -> list[str]:
             model = ("the model agrees" if x.get("oracles_agree") else f"the model: {x.get('model_verdict')}")
             out += [f"Scenario `{x['scenario']}` (`{command} --scenarios DIR` writes it): simulator "
                     f"{x['verdict']} ({races}); {model}.", ""]
+        if x.get("contexts"):
+            from .command import contexts_text
+
+            out += [f"In the release catalog's contexts (each phase of mode {x['mode']} run by {x['subject']} as "
+                    f"read): {contexts_text(x['contexts'])}.", ""]
         for w in x.get("witness", ()):
             o = w["stale_read"]
             out += [f"Witness for `{w['race']}`: " + (
