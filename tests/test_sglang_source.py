@@ -337,3 +337,12 @@ def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read():
     assert out["backends"]["ReadBackend"] == data["backends"]["ReadBackend"] and "attn" in out["backends"]
     assert ctx["eagle"]["algorithm"]["steps"]["normal"][1]["backend"] == "attn"  # the context is not changed
     assert context_dict(ctx["decode-flashinfer"], data) is None
+
+
+def test_without_cross_check_the_contexts_are_the_simulators_alone(tmp_path):
+    doc = _doc(tmp_path, "after_marker")
+    decide(doc, context_model="none")
+    (f,) = doc["findings"]
+    assert f["oracles_agree"] is True  # the finding's own scenario: both oracles, always
+    assert f["contexts"] and all(r["oracles_agree"] is None for r in f["contexts"])
+    assert "counterexample" in {r["verdict"] for r in f["contexts"]}

@@ -46,6 +46,9 @@ def add_parser(sub) -> None:
     p.add_argument("--against", default=None, metavar="VERSION",
                    help="list the functions the facts come from whose code differs from a recorded release "
                         "(sglang-0.5.23) or a fingerprint file (.json); drift alone does not change the exit code")
+    p.add_argument("--cross-check", action="store_true",
+                   help="also ask the SMT model about every release context where the simulator finds a race (the "
+                        "findings' own scenarios are always decided by both; fencecheck audit always cross-checks)")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
                    help="write the fingerprints of the functions the facts come from (JSON, for --against)")
     p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True), ("fingerprints", False)))
@@ -92,7 +95,7 @@ def cmd_sglang(args, out: TextIO) -> int:
         from ..atomic import write_text_atomic
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
-    scenarios = decide(doc, witness=args.witness)
+    scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
     if args.scenarios:
         from pathlib import Path
 

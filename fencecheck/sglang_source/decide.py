@@ -98,7 +98,8 @@ def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | No
     """Sets ``contexts`` on each finding of ``built`` (pairs of finding and scenario table): for each catalog context
     of ``version`` (the release by default) that runs a phase of its mode, the simulator's verdict and races there and
     whether the model agrees (``oracles_agree``). ``model``: ``"all"`` asks the model about every configuration,
-    ``"flagged"`` only about those where the simulator finds a race (elsewhere ``oracles_agree`` is None: not asked).
+    ``"flagged"`` only about those where the simulator finds a race (elsewhere ``oracles_agree`` is None: not asked),
+    ``"none"`` about none (the simulator alone; ``fencecheck sglang`` without ``--cross-check``).
     Each distinct configuration is decided once."""
     import json
 
@@ -122,7 +123,7 @@ def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | No
                 s = scenario_from_dict(cdata, cdata["name"])
                 report = check_trace(run_scenario(s))
                 agree = None
-                if model == "all" or report.verdict is not Verdict.PROVED:
+                if model == "all" or (model == "flagged" and report.verdict is not Verdict.PROVED):
                     m = model_check(s)
                     agree, _ = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
                     agree = agree if m.verdict is not Verdict.UNKNOWN else None
@@ -133,7 +134,7 @@ def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | No
         f["contexts"] = sorted(rows, key=lambda r: r["context"])
 
 
-def decide(doc: dict, witness: bool = False, contexts: bool = True) -> list:
+def decide(doc: dict, witness: bool = False, contexts: bool = True, context_model: str = "flagged") -> list:
     """Builds and decides a scenario for each finding it can model; sets the finding's ``scenario``, ``verdict`` and
     ``races`` (and ``witness`` when asked) and, unless ``contexts`` is false, ``contexts`` (``decide_contexts``).
     Returns the scenarios built, in the findings' order."""
@@ -182,5 +183,5 @@ def decide(doc: dict, witness: bool = False, contexts: bool = True) -> list:
         built.append(s)
         pairs.append((f, data))
     if contexts:
-        decide_contexts(doc, pairs)
+        decide_contexts(doc, pairs, model=context_model)
     return built

@@ -44,7 +44,10 @@ def markdown(doc: dict, command: str) -> list[str]:
     for x in f:
         what = (f"declares {x['declared']}" + (f" when `{x['condition']}`" if x.get("condition") else "")
                 + " but reads outside it") if x["kind"] == "read_outside_declaration" else x["kind"].replace("_", " ")
-        out += [f"#### {x['status'].upper()}: {x['subject']} {x['mode']}", "", what + ".", ""]
+        where = x.get("subject_at", "")
+        out += [f"#### {x['status'].upper()}: {x['subject']} {x['mode']}"
+                + (" (prefill snapshot)" if x.get("declared_by") == "_snapshot_prefill_shared_reads" else "")
+                + (f" at {where}" if where else ""), "", what + ".", ""]
         out += [f"- `{e['file']}:{e['line']}`: {e['what']}" for e in x["evidence"]]
         out.append("")
         if x.get("scenario"):
