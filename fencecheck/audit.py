@@ -442,9 +442,11 @@ def reader_part(state: dict) -> Part:
     decide(doc, witness=True)
     state["reader"] = markdown(doc, READER_COMMAND)
     f = doc["findings"]
-    differ = [x for x in f if x.get("scenario") and x.get("oracles_agree") is False]
-    return Part(READER_PART, not differ, f"{len(f)} findings, {len(f) - len(differ)} decided alike by simulator "
-                "and model", 0.0)
+    differ = [x for x in f if (x.get("scenario") and x.get("oracles_agree") is False)
+              or any(c.get("oracles_agree") is False for c in x.get("contexts", ()))]
+    pairs = sum(len(x.get("contexts", ())) for x in f)
+    return Part(READER_PART, not differ, f"{len(f)} findings in {pairs} release contexts, {len(f) - len(differ)} "
+                "decided alike by simulator and model", 0.0)
 
 
 def release_document(part: Part, state: dict) -> str:
