@@ -6,6 +6,7 @@ import json
 from typing import TextIO
 
 from ..errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+from .report import contexts_text
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
 fence's facts, each with file:line: every AttentionBackend subclass and its shared_read_ends declaration per
@@ -119,18 +120,6 @@ def _decl_text(v) -> str:
     return "; ".join(f"{r['end']} if {r['condition']}" if r.get("condition") else r["end"] for r in v)
 
 
-def contexts_text(rows: list) -> str:
-    """One line on a finding's release contexts: in how many of them it races, and which."""
-    racing = [r["context"] for r in rows if r["verdict"] == "counterexample"]
-    unknown = [r["context"] for r in rows if r["verdict"] == "unknown"]
-    differ = [r["context"] for r in rows if r["oracles_agree"] is False]
-    text = f"in {len(racing)} of {len(rows)} release contexts: " + (
-        f"races in {', '.join(racing)}" if racing else "no race")
-    if unknown:
-        text += f"; unknown in {', '.join(unknown)}"
-    if differ:
-        text += f"; the model DIFFERS in {', '.join(differ)}"
-    return text
 
 
 def render(doc: dict) -> str:

@@ -15,6 +15,20 @@ def _decl(v) -> str:
     return "; ".join(f"{r['end']} if `{r['condition']}`" if r.get("condition") else r["end"] for r in v)
 
 
+def contexts_text(rows: list) -> str:
+    """One line on a finding's release contexts: in how many of them it races, and which."""
+    racing = [r["context"] for r in rows if r["verdict"] == "counterexample"]
+    unknown = [r["context"] for r in rows if r["verdict"] == "unknown"]
+    differ = [r["context"] for r in rows if r["oracles_agree"] is False]
+    text = f"in {len(racing)} of {len(rows)} release contexts: " + (
+        f"races in {', '.join(racing)}" if racing else "no race")
+    if unknown:
+        text += f"; unknown in {', '.join(unknown)}"
+    if differ:
+        text += f"; the model DIFFERS in {', '.join(differ)}"
+    return text
+
+
 def markdown(doc: dict, command: str) -> list[str]:
     """Lines of the section for the reader's JSON document ``doc`` (read with ``--witness``), produced by
     ``command``."""
@@ -56,8 +70,6 @@ def markdown(doc: dict, command: str) -> list[str]:
             out += [f"Scenario `{x['scenario']}` (`{command} --scenarios DIR` writes it): simulator "
                     f"{x['verdict']} ({races}); {model}.", ""]
         if x.get("contexts"):
-            from .command import contexts_text
-
             out += [f"In the release catalog's contexts (each phase of mode {x['mode']} run by {x['subject']} as "
                     f"read): {contexts_text(x['contexts'])}.", ""]
         for w in x.get("witness", ()):
