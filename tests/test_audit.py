@@ -31,6 +31,10 @@ def small(monkeypatch):
     keep_release = {"decode-flashinfer", "race-qsa-sparse-decode"}
     release = [s for s in A.release_catalog() if s.name in keep_release]
     monkeypatch.setattr(A, "release_catalog", lambda: release)
+    from fencecheck.sglang_source import decide as D
+
+    contexts = [c for c in D._contexts(RELEASE) if c[0] in keep_release]
+    monkeypatch.setattr(D, "_contexts", lambda version: contexts)  # the reader part: two release contexts
 
 
 @pytest.mark.slow
