@@ -37,7 +37,8 @@ def markdown(doc: dict, command: str) -> list[str]:
     out = [
         "## What the static reader finds in the release's sources",
         "",
-        f"`{command}` reads the release's Python sources statically (never importing them) and decides each finding "
+        f"`{command}` (exit status 1: it has findings) reads the release's Python sources statically (never importing "
+        "them) and decides each finding "
         "with the simulator and the model (docs/sglang-reader.md). `confirmed`: the read is on a path with no "
         "condition; `plausible`: behind a setting the reader cannot decide (the condition is shown); `unresolved`: "
         "not decided statically. A finding is a read outside what the backend's declaration covers; its scenario "
@@ -67,7 +68,7 @@ def markdown(doc: dict, command: str) -> list[str]:
         if x.get("scenario"):
             races = ", ".join(f"`{r}`" for r in x.get("races", ())) or "no race"
             model = ("the model agrees" if x.get("oracles_agree") else f"the model: {x.get('model_verdict')}")
-            out += [f"Scenario `{x['scenario']}` (`{command} --scenarios DIR` writes it): simulator "
+            out += [f"Scenario `{x['scenario']}` (written by `--scenarios DIR`): simulator "
                     f"{x['verdict']} ({races}); {model}.", ""]
         if x.get("contexts"):
             out += [f"In the release catalog's contexts (each phase of mode {x['mode']} run by {x['subject']} as "
