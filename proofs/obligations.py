@@ -161,7 +161,7 @@ OBLIGATIONS += [
         "at once or deferred, or S ordered after F) orders every read before the first write and the next step "
         "starts from the step invariant. What the step's reads contribute to a race is their largest position per "
         "stream; a bounded step composed of the pieces is build's step.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=66_000_000,  # needs 16,340,053 (composition of two steps)
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=66_000_000,  # needs 18,657,578 (composition of two steps)
         tags=("unbounded",),
     ),
     Obligation(
@@ -169,7 +169,7 @@ OBLIGATIONS += [
         "The same argument with an invariant that forgets that reads on the plan stream lie in F's past fails: a "
         "deliberately weakened invariant is caught.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("broken_invariant",),
-        rlimit=2_400_000,  # needs 582,789
+        rlimit=2_400_000,  # needs 384,540
         tags=("unbounded",),
     ),
     Obligation(
@@ -177,7 +177,7 @@ OBLIGATIONS += [
         "The same argument where phases after the last reading phase may read fails: the split at the last "
         "reading phase carries the argument.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("reads_after_publish",),
-        rlimit=4_100_000,  # needs 1,004,789
+        rlimit=4_100_000,  # needs 805,619
         tags=("unbounded",),
     ),
     Obligation(
@@ -186,14 +186,14 @@ OBLIGATIONS += [
         "the barrier with the write, commute with every renaming of the runners), and one phase changes only its "
         "runner's marker and its runner's owner's mailbox, so every claim of the phase argument involves at most 6 "
         "runners and is checked with 6.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=9_100_000,  # needs 2,259,177 (symmetry of the end)
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=9_100_000,  # needs 1,243,304
         tags=("unbounded",),
     ),
     Obligation(
         "unbounded_runners/mailbox_by_runner",
         "The frame that forgets mailbox sharing (only the mailbox indexed by the phase's own runner changes) fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("mailbox_by_runner",),
-        rlimit=430_000,  # needs 106,518
+        rlimit=430_000,  # needs 20,799
         tags=("unbounded",),
     ),
     Obligation(
@@ -201,7 +201,7 @@ OBLIGATIONS += [
         "A renaming that moves mailboxes and markers but leaves the runner a mailbox's marker names unrenamed is no "
         "symmetry of the program: the check of symmetry fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_unrenamed",),
-        rlimit=2_700_000,  # needs 662,248
+        rlimit=2_700_000,  # needs 274,579
         tags=("unbounded",),
     ),
 ]
