@@ -165,7 +165,7 @@ def test_not_sglang_is_a_bad_input_error():
 def test_help_names_every_option_and_the_exit_codes():
     code, out, _ = _run("--help")
     assert code == 0
-    for word in ("--installed", "--json", "PATH", "0  no finding", "3  unresolved facts"):
+    for word in ("--installed", "--json", "PATH", "0  no finding", "3  unresolved facts", "or drift: with"):
         assert word in out
 
 
@@ -240,6 +240,33 @@ def test_drift_lists_a_changed_function_and_ignores_comments(tmp_path):
     assert (d["function"], d["status"], d["line"]) == (key, "changed", 11)
     code, out, _ = _run(root, "--against", prints)
     assert f"CHANGED {key} (sglang/srt/layers/attention/composite_backend.py:11)" in out
+
+
+def test_drift_exits_1_and_lists_the_catalog_entries_whose_cited_source_changed(tmp_path):
+    """A clean tree holding a class at a path and name the release catalog cites: against its own fingerprints it
+    exits 0; after an edit of that declaration it exits 1, listing the function and exactly the catalog entries that
+    cite it."""
+    from fencecheck.catalog import RELEASE, load_catalog
+
+    root = _tree(tmp_path, "drift")
+    prints = tmp_path / "prints.json"
+    assert _run(root, "--fingerprints", prints)[0] == 0
+    code, out, err = _run(root, "--json", "--against", prints)
+    drift = json.loads(out)["drift"]
+    assert (code, err, drift["functions"], drift["catalog_entries"]) == (0, "", [], [])
+    src = root / "srt" / "layers" / "attention" / "trtllm_mha_backend.py"
+    src.write_text(src.read_text("utf-8").replace("fm.is_extend()", "fm.is_extend() or fm.is_idle()", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    doc = json.loads(out)
+    assert code == 1 and doc["findings"] == []  # drift alone
+    key = "sglang.srt.layers.attention.trtllm_mha_backend.TRTLLMHAAttnBackend.shared_read_ends"
+    assert [(d["function"], d["status"]) for d in doc["drift"]["functions"]] == [(key, "changed")]
+    cited = "srt/layers/attention/trtllm_mha_backend.py:TRTLLMHAAttnBackend.shared_read_ends"
+    citing = sorted(s.name for s in load_catalog(RELEASE) if any(c.startswith(cited + ":") for c in s.cites))
+    assert "decode-trtllm-mha" in citing
+    assert doc["drift"]["catalog_entries"] == [{"entry": e, "changed": [cited]} for e in citing]
+    code, out, _ = _run(root, "--against", prints)
+    assert code == 1 and f"catalog entries whose cited sources changed: {len(citing)}" in out
 
 
 def test_against_an_unknown_release_is_bad_input(tmp_path):

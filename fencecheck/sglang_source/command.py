@@ -20,12 +20,15 @@ condition is named). A read behind a host sync (a path a CUDA graph cannot captu
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
 Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
 simulator and the SMT model, and is decided again in each release catalog context that runs a phase of its mode; --scenarios writes them, --witness replays each race. --against lists the functions
-the facts come from that changed since a recorded release. See docs/sglang-reader.md for the JSON contract
+the facts come from and the catalog entries whose cited sources changed since a recorded release; drift exits 1
+(something to review before merge). See docs/sglang-reader.md for the JSON contract
 (docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
   0  no finding
-  1  a finding (a read outside what its declaration covers) or a race
+  1  a finding (a read outside what its declaration covers), a race, or drift: with
+     --against, a function the facts come from or a catalog entry's cited source
+     changed since the recorded release (to review before merge)
   2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
   3  unresolved facts and nothing wrong
   4  I/O failure
@@ -46,7 +49,8 @@ def add_parser(sub) -> None:
                    help="replay each race under its witness interleaving (the schedule and the stale read it shows)")
     p.add_argument("--against", default=None, metavar="VERSION",
                    help="list the functions the facts come from whose code differs from a recorded release "
-                        "(sglang-0.5.23) or a fingerprint file (.json); drift alone does not change the exit code")
+                        "(sglang-0.5.23) or a fingerprint file (.json), and the catalog entries whose cited sources "
+                        "changed; any drift exits 1")
     p.add_argument("--cross-check", action="store_true",
                    help="also ask the SMT model about every release context where the simulator finds a race (the "
                         "findings' own scenarios are always decided by both; fencecheck audit always cross-checks)")
@@ -55,10 +59,17 @@ def add_parser(sub) -> None:
     p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True), ("fingerprints", False)))
 
 
+def has_drift(doc: dict) -> bool:
+    """Whether ``--against`` found drift: a function the facts come from that changed, was removed or was added, or
+    a catalog entry whose cited sources changed."""
+    d = doc.get("drift")
+    return bool(d and (d["functions"] or d.get("catalog_entries")))
+
+
 def exit_code(doc: dict) -> int:
     kinds = [f["status"] for f in doc["findings"]]
     if any(s in ("confirmed", "plausible") for s in kinds) or \
-            any(f.get("verdict") == "counterexample" for f in doc["findings"]):
+            any(f.get("verdict") == "counterexample" for f in doc["findings"]) or has_drift(doc):
         return EXIT_RACE
     if "unresolved" in kinds:
         return EXIT_UNKNOWN
