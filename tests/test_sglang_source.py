@@ -373,3 +373,35 @@ def test_without_cross_check_the_contexts_are_the_simulators_alone(tmp_path):
     assert f["oracles_agree"] is True  # the finding's own scenario: both oracles, always
     assert f["contexts"] and all(r["oracles_agree"] is None for r in f["contexts"])
     assert "counterexample" in {r["verdict"] for r in f["contexts"]}
+
+
+def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_finding(tmp_path):
+    """The same late decode read in three backends: bound to the NPU (a module-level torch_npu import) or to the CPU
+    (an sgl-kernel *_cpu operator), whose decode graph runners in capture_decode_graph's map never publish, it is
+    not a finding, with why citing each fact; bound to no device it stays a finding. Once the NPU runner publishes,
+    the NPU backend's read is a finding again."""
+    root = _tree(tmp_path, "device")
+    doc = read_path(root).to_dict()
+    assert set(_findings(doc)) == {("CudaLateBackend", "DECODE")}
+    moved = {(n["subject"], n["mode"]): n for n in doc["not_findings"] if n["why"].startswith("never resolved")}
+    assert set(moved) == {("NpuLateBackend", "DECODE"), ("CpuLateBackend", "DECODE")}
+    npu = moved["NpuLateBackend", "DECODE"]
+    assert (npu["file"], npu["line"], npu["location"]) == ("sglang/srt/layers/attention/npu_late_backend.py", 13,
+                                                           "req_to_token")
+    for cite in ("imports torch_npu at module level (sglang/srt/layers/attention/npu_late_backend.py:1)",
+                 "NPUGraphRunner (sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py:12)",
+                 "NPUGraphRunner.execute never publishes (sglang/srt/hardware_backend/npu/graph_runner/"
+                 "npu_graph_runner.py:4)", "prefill PRE_REPLAY (sglang/srt/model_executor/runner/eager_runner.py:8)"):
+        assert cite in npu["why"], cite
+    cpu = moved["CpuLateBackend", "DECODE"]
+    assert "takes torch.ops.sgl_kernel.decode_attention_cpu (sglang/srt/layers/attention/cpu_late_backend.py:11)" \
+        in cpu["why"] and "CPUGraphRunner.execute never publishes" in cpu["why"]
+    code, out, _ = _run(root)
+    assert code == 1 and "not findings: 0 reads behind a host sync, 0 start-up reads, 2 reads on a device" in out
+    runner = root / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
+    runner.write_text(runner.read_text("utf-8").replace(
+        "        return self.backend.replay(forward_batch)",
+        "        self.backend.shared_read_ends(forward_batch.forward_mode)\n        self._publish_read_done(False)\n"
+        "        return self.backend.replay(forward_batch)"), "utf-8")
+    doc = read_path(root).to_dict()
+    assert set(_findings(doc)) == {("CudaLateBackend", "DECODE"), ("NpuLateBackend", "DECODE")}

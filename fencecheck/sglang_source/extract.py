@@ -44,6 +44,7 @@ class Extraction:
     stats: dict = field(default_factory=dict)
     via_keys: dict = field(default_factory=dict)  # "file:line" of a backend -> qualified names on its read chains
     fingerprints: object = None  # drift.Fingerprints of the functions these facts come from
+    uncovered: dict = field(default_factory=dict)  # id(finding) -> [(ReadSite, Read)] its evidence lists
 
     def to_dict(self) -> dict:
         return {
@@ -186,12 +187,15 @@ def read_tree(tree: Tree) -> Extraction:
     for ci in rd.backends:
         ex.backends.append(_backend(rd, ci, ex))
     ex.findings.sort(key=lambda f: (f["subject"], f["subject_at"], f["mode"] or "", f["kind"], json_key(f)))
-    unique = {(f["subject"], f["mode"] or "", f["file"], f["line"], f["location"], f["why"]): f for f in
-              sorted(ex.not_findings, key=lambda f: (len(f["via"]), f["via"]), reverse=True)}
-    ex.not_findings = [unique[k] for k in sorted(unique)]
     ex.workers = _workers(tree)
     ex.barrier = _barrier(tree)
     ex.runners = _runners(tree)
+    from .device import never_published
+
+    never_published(tree, rd, ex)
+    unique = {(f["subject"], f["mode"] or "", f["file"], f["line"], f["location"], f["why"]): f for f in
+              sorted(ex.not_findings, key=lambda f: (len(f["via"]), f["via"]), reverse=True)}
+    ex.not_findings = [unique[k] for k in sorted(unique)]
     ex.call_graph = rd.walker.graph
     from .drift import collect
 
@@ -328,6 +332,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
                                 "declared": end, "declared_by": node.name, "condition": _conds_text(cond),
                                 "status": "plausible" if plausible else "confirmed",
                                 "evidence": evidence, "scenario": None})
+            ex.uncovered[id(ex.findings[-1])] = bad
 
 
 # --- workers, barrier, runners ---------------------------------------------------------------------------------------

@@ -1,0 +1,122 @@
+"""Backends bound to a device whose graph-replayed modes never publish: their findings are not findings.
+
+A read outside a backend's declaration races only when a runner resolves that declaration and publishes the
+shared-read-done event the barrier waits on (docs/sglang-mechanism.md). SGLang picks the decode graph runner per
+device in ``capture_decode_graph`` (a ``{"cpu": CPUGraphRunner, "npu": NPUGraphRunner, ...}`` map; other devices
+take the CUDA runner). A backend whose code binds it to one of those devices, on a device whose mapped runner never
+publishes (the runners table) and whose eager runner publishes only a prefill ``PRE_REPLAY``, never has its
+declaration for a graph-replayed mode (``DECODE``, ``TARGET_VERIFY``, ``IDLE``) resolved: the barrier waits on the
+whole forward stream there. Each such finding is moved to ``not_findings``, one row per uncovered read, its ``why``
+citing every fact with file:line.
+
+A backend is bound to a device by its code, never by its name:
+
+- ``npu``: a module defining a class on its MRO imports ``torch_npu`` (Ascend's PyTorch extension) at module level;
+- ``cpu``: a method on its MRO takes a ``torch.ops.sgl_kernel.*_cpu`` kernel (sgl-kernel's CPU operators).
+
+Anything not decided this way stays a finding.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .tree import ClassInfo, Tree
+
+#: A module-level import that binds a module's classes to a device.
+DEVICE_IMPORTS = {"torch_npu": "npu"}
+#: Runner publish kinds that resolve a declaration for a graph-replayed mode.
+PUBLISHING = ("resolve", "clear_then_resolve", "publish_unconditionally")
+
+
+def device_runners(tree: Tree) -> dict[str, tuple[ClassInfo, str, int]]:
+    """device -> (decode graph runner class, file, line of the map entry) from ``capture_decode_graph``."""
+    out: dict[str, tuple[ClassInfo, str, int]] = {}
+    for m in tree.modules_containing("def capture_decode_graph"):
+        mod = tree.module(m)
+        fn = mod.functions.get("capture_decode_graph") if mod else None
+        if fn is None:
+            continue
+        for node in ast.walk(fn.node):
+            if not isinstance(node, ast.Dict):
+                continue
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, (ast.Name, ast.Attribute)):
+                    r = tree.resolve_expr(mod, v)
+                    if isinstance(r, ClassInfo) and r.name.endswith("Runner"):
+                        out.setdefault(k.value, (r, mod.rel, k.lineno))
+    return out
+
+
+def backend_device(tree: Tree, ci: ClassInfo, root: ClassInfo) -> tuple[str, str, int, str] | None:
+    """(device, file, line, what) binding ``ci`` to a device, or None."""
+    chain = [c for c in tree.mro(ci) if c is not root]
+    for c in chain:
+        for node in c.module.tree.body:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in DEVICE_IMPORTS:
+                        return (DEVICE_IMPORTS[a.name], c.module.rel, node.lineno,
+                                f"{c.module.name} imports {a.name} at module level")
+    for c in chain:
+        for fn in c.methods.values():
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Attribute) and node.attr.endswith("_cpu") \
+                        and ast.unparse(node.value) == "torch.ops.sgl_kernel":
+                    return ("cpu", c.file, node.lineno, f"{c.name}.{fn.name} takes {ast.unparse(node)}")
+    return None
+
+
+def _barrier_gate(tree: Tree) -> str | None:
+    """``file:line (expression)`` where the scheduler decides whether the barrier applies at all."""
+    for m in tree.modules_containing("_war_barrier_enabled ="):
+        mod = tree.module(m)
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "_war_barrier_enabled"
+                                                    for t in node.targets):
+                return f"{mod.rel}:{node.lineno} ({ast.unparse(node.value)})"
+    return None
+
+
+def never_published(tree: Tree, reader, ex) -> None:
+    """Moves each ``read_outside_declaration`` finding of ``ex`` whose backend is bound to a device whose runners
+    never resolve its mode's declaration into ``ex.not_findings`` (one row per uncovered read, with why)."""
+    runners = device_runners(tree)
+    if not runners:
+        return
+    table = {(r["class"], r["file"], r["line"]): r for r in ex.runners}
+    eager = [r for r in ex.runners if r["class"] == "EagerRunner"]
+    if len(eager) != 1 or eager[0]["publish"] not in ("never", "prefill_publish"):
+        return
+    em = eager[0]["method"]
+    gate = _barrier_gate(tree)
+    classes = {f"{c.file}:{c.line}": c for c in reader.backends}
+    memo: dict[str, object] = {}
+    keep = []
+    for f in ex.findings:
+        ci = classes.get(f.get("subject_at", ""))
+        moved = False
+        if f["kind"] == "read_outside_declaration" and ci is not None and f.get("mode") \
+                and reader.modes.predicate("is_cuda_graph", f["mode"]) is True:
+            if f["subject_at"] not in memo:
+                memo[f["subject_at"]] = backend_device(tree, ci, reader.root)
+            bound = memo[f["subject_at"]]
+            hit = runners.get(bound[0]) if bound else None
+            row = table.get((hit[0].name, hit[0].file, hit[0].line)) if hit else None
+            if bound and row is not None and row["publish"] not in PUBLISHING:
+                device, bfile, bline, what = bound
+                runner, mfile, mline = hit
+                m = row["method"]
+                why = (f"never resolved on {device}: {what} ({bfile}:{bline}); {device}'s decode graph runner is "
+                       f"{runner.name} ({mfile}:{mline}), whose {m['class']}.{m['name']} never publishes "
+                       f"({m['file']}:{m['line']}), and the eager runner publishes only a prefill PRE_REPLAY "
+                       f"({em['file']}:{em['line']}): the barrier waits on the whole forward stream after a "
+                       f"{f['mode']} step" + (f"; the barrier applies at all only when {gate}" if gate else ""))
+                for s, r in ex.uncovered.get(id(f), ()):
+                    ex.not_findings.append({"subject": f["subject"], "mode": f["mode"], "location": r.location,
+                                            "file": r.file, "line": r.line, "via": [h.text() for h in r.via],
+                                            "why": why})
+                moved = True
+        if not moved:
+            keep.append(f)
+    ex.findings = keep
