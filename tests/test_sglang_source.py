@@ -405,3 +405,41 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
         "        return self.backend.replay(forward_batch)"), "utf-8")
     doc = read_path(root).to_dict()
     assert set(_findings(doc)) == {("CudaLateBackend", "DECODE"), ("NpuLateBackend", "DECODE")}
+
+
+def test_children_passed_to_a_constructor_are_resolved_from_the_calls_that_construct_it(tmp_path):
+    """Children its caller passes in, in another module: one class at every call (the composite's finding goes
+    through the child, citing the constructing call); a class picked by a setting (conditional rows, the finding
+    on the row that picks the late child); a caller's own parameter (unresolved, with the reason)."""
+    root = _tree(tmp_path, "passed")
+    doc = read_path(root).to_dict()
+    factory = "sglang/srt/model_executor/backend_factory.py"
+    found = _findings(doc)
+    assert set(found) == {("LateChildBackend", "DECODE"), ("PassedCompositeBackend", "DECODE"),
+                          ("SwitchBackend", "DECODE")}
+    comp = _backend(doc, "PassedCompositeBackend")
+    assert comp["children"] == {"dense": "HonestBackend", "sparse": "LateChildBackend"} and comp["unfollowed"] == []
+    f = found["PassedCompositeBackend", "DECODE"]
+    assert (f["status"], f["declared"]) == ("confirmed", "IN_REPLAY")
+    decl, read, ctor = f["evidence"]
+    assert (read["file"], read["line"]) == ("sglang/srt/layers/attention/passed_backend.py", 11)
+    assert read["what"].endswith("via AttentionBackend.forward -> PassedCompositeBackend.forward_decode -> "
+                                 "LateChildBackend.forward_decode")
+    assert ctor == {"file": factory, "line": 12,
+                    "what": "constructs PassedCompositeBackend with self.sparse = LateChildBackend"}
+    pick = f"self.inner is LateChildBackend ({factory}:20)"
+    assert _backend(doc, "SwitchBackend")["declares"]["DECODE"] == [
+        {"condition": f"not model_runner.server_args.late_decode and self.inner is HonestBackend ({factory}:20)",
+         "end": "IN_REPLAY"},
+        {"condition": f"model_runner.server_args.late_decode and {pick}", "end": "IN_REPLAY"}]
+    sw = found["SwitchBackend", "DECODE"]
+    assert (sw["status"], sw["condition"]) == ("plausible", f"model_runner.server_args.late_decode and {pick}")
+    assert sw["evidence"][-1] == {"file": factory, "line": 20, "what": "constructs SwitchBackend with self.inner = "
+                                  "LateChildBackend when model_runner.server_args.late_decode"}
+    decide(doc, contexts=False)
+    assert sw["races"] == f["races"] == ["req_to_token@decode/in_graph_after_marker"]
+    assert _backend(doc, "OpenBackend")["passed_children"] == {"inner": [
+        {"class": None, "condition": None, "file": factory, "line": 24,
+         "reason": f"a parameter of build_open ({factory}:23), chosen by its callers"}]}
+    assert ("OpenBackend", "DECODE") not in found and _backend(doc, "OpenBackend")["declares"]["DECODE"] == \
+        "delegate(self.inner)"

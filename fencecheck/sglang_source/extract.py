@@ -77,6 +77,9 @@ class Reader:
         self.backends = tree.subclasses([self.root])
         self._backend_ids = {id(c) for c in self.backends}
         self._attr_memo: dict[int, dict] = {}
+        from .children import PassedChildren
+
+        self.passed = PassedChildren(tree, self.root, lambda c: id(c) in self._backend_ids)
         self.decl = DeclEval(tree, self.modes, self.attr_types)
         self.walker = ReadWalker(tree, self.modes, self.attr_types)
         graph = self.modes.members
@@ -98,6 +101,8 @@ class Reader:
                 (c,) = cs
                 if c is not None and id(c) in self._backend_ids:
                     out[a] = c
+        for a, c in self.passed.single(ci).items():  # a child every constructing call passes, of one class
+            out.setdefault(a, c)
         self._attr_memo[id(ci)] = out
         return out
 
@@ -123,30 +128,45 @@ class Reader:
         except Unresolved as u:
             return None, u
 
-    def expand(self, value, mode: str, depth: int = 0):
-        """[(conds, end name or None)]: a child of unknown class is None."""
+    def expand(self, value, mode: str, depth: int = 0, subject: ClassInfo | None = None):
+        """[(conds, end name or None, chosen)]: a child of unknown class is None; a child ``subject``'s constructing
+        calls pass (``children.PassedChildren``) is one row per option, its conditions naming the option, and
+        ``chosen`` the classes so picked."""
         if isinstance(value, End):
-            return [((), value.name)]
+            return [((), value.name, ())]
         if isinstance(value, Child):
+            if value.cls is None and not value.many and subject is not None and depth <= 6 \
+                    and value.src.startswith("self.") and value.src.count(".") == 1:
+                opts = self.passed.of(subject).get(value.src[5:])
+                if opts:
+                    out = []
+                    for o in opts:
+                        if o.cls is None:
+                            out.append(((), None, ()))
+                            continue
+                        name = (f"{value.src} is {o.cls.name} ({o.file}:{o.line})",)
+                        out += [(o.conditions + name + c, e, (o.cls,) + ch)
+                                for c, e, ch in self.expand(Child(value.src, cls=o.cls), mode, depth + 1)]
+                    return out
             if value.cls is None or value.many or depth > 6:
-                return [((), None)]
+                return [((), None, ())]
             rows, err = self.rows(value.cls, mode)
             if rows is None:
-                return [((), None)]
+                return [((), None, ())]
             out = []
             for c, v in rows:
-                out += [(c + c2, e) for c2, e in self.expand(v, mode, depth + 1)]
+                out += [(c + c2, e, ch) for c2, e, ch in self.expand(v, mode, depth + 1, value.cls)]
             return out
         if isinstance(value, MaxOf):
-            acc = [((), "PRE_REPLAY")]
+            acc = [((), "PRE_REPLAY", ())]
             for item in value.items:
                 nxt = []
-                for c1, e1 in acc:
-                    for c2, e2 in self.expand(item, mode, depth + 1):
-                        nxt.append((c1 + c2, None if e1 is None or e2 is None else max_end([e1, e2])))
+                for c1, e1, h1 in acc:
+                    for c2, e2, h2 in self.expand(item, mode, depth + 1, subject):
+                        nxt.append((c1 + c2, None if e1 is None or e2 is None else max_end([e1, e2]), h1 + h2))
                 acc = nxt
             return acc
-        return [((), None)]
+        return [((), None, ())]
 
     # --- reads --------------------------------------------------------------------------------------------------
     def reads(self, ci: ClassInfo, mode: str) -> list[tuple[ReadSite, Read]]:
@@ -229,7 +249,7 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
                                               "line": err.line or (owner.line if owner else ci.line),
                                               "what": f"shared_read_ends({mode}) not evaluated: {err.reason}"}]})
             continue
-        declares[mode] = _rows_json(rows)
+        declares[mode] = _rows_json(_declared_rows(rd, ci, rows, mode))
         for c, v in rows:
             if c:
                 kinds.add("conditional")
@@ -244,6 +264,7 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
             if r.host_sync is None:
                 reads.append(_read_json(mode, site, r))
                 keys.update(h.key for h in r.via)
+    reads += _passed_reads(rd, ci, keys)
     ex.via_keys[f"{ci.file}:{ci.line}"] = keys
     reads = _dedupe(reads)
     startup = []
@@ -273,6 +294,7 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
         "declares": declares,
         "prefill_snapshot": snapshot,
         "children": {a: c.name for a, c in sorted(rd.attr_types(ci).items())},
+        "passed_children": {a: [o.to_json() for o in opts] for a, opts in sorted(rd.passed.of(ci).items())},
         "unfollowed": sorted(rd.walker.unfollowed.get(ci.key, ())),
         "reads": reads,
     }
@@ -303,13 +325,15 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
                                            f"(a path a CUDA graph cannot capture)"})
     live = [(s, r) for s, r in all_reads if r.host_sync is None]
     for conds, value in rows:
-        for c2, end in rd.expand(value, mode):
+        for c2, end, chosen in rd.expand(value, mode, subject=ci):
             if end is None:
                 continue
             covered = COVERED_SITES[SharedReadEnds[end]]
             if snapshot:
                 covered = covered | {ReadSite.IN_GRAPH_BEFORE_MARKER}
-            bad = [(s, r) for s, r in live if s not in covered]
+            # a child picked among those the constructing calls pass: its reads are the composite's in that row
+            extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if r.host_sync is None]
+            bad = [(s, r) for s, r in live + extra if s not in covered]
             if not bad:
                 continue
             cond = conds + c2
@@ -327,12 +351,68 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
                                  "what": f"reads {r.location} at {s.value} via "
                                          + " -> ".join(h.func for h in r.via)
                                          + (f" (when {_conds_text(r.conditions)})" if r.conditions else "")})
+            evidence += _passed_evidence(rd, ci, [r for _, r in bad], chosen)
             ex.findings.append({"kind": "read_outside_declaration", "subject": ci.name,
                                 "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
                                 "declared": end, "declared_by": node.name, "condition": _conds_text(cond),
                                 "status": "plausible" if plausible else "confirmed",
                                 "evidence": evidence, "scenario": None})
             ex.uncovered[id(ex.findings[-1])] = bad
+
+
+def _passed_evidence(rd: Reader, ci: ClassInfo, reads, chosen=()) -> list[dict]:
+    """The calls constructing ``ci`` that pass a child a read's call chain enters (or the row ``chosen``)."""
+    entered = {h.func.split(".")[0] for r in reads for h in r.via}
+    single = rd.passed.single(ci)
+    out = []
+    for attr, opts in sorted(rd.passed.of(ci).items()):
+        for o in opts:
+            if o.cls is not None and (any(o.cls is k for k in chosen) or
+                                      (single.get(attr) is o.cls and o.cls.name in entered)):
+                out.append({"file": o.file, "line": o.line,
+                            "what": f"constructs {ci.name} with self.{attr} = {o.cls.name}"
+                                    + (f" when {_conds_text(o.conditions)}" if o.conditions else "")})
+    return out
+
+
+def _passed_reads(rd: Reader, ci: ClassInfo, keys: set) -> list[dict]:
+    """The reads of each child, among several the constructing calls pass, that ``ci`` calls into (a call on
+    ``self.attr`` left unfollowed), each under the conditions that pick that child."""
+    calls = " ".join(rd.walker.unfollowed.get(ci.key, ()))
+    single = rd.passed.single(ci)
+    out = []
+    for attr, opts in sorted(rd.passed.of(ci).items()):
+        if attr in single or f"self.{attr}." not in calls:
+            continue
+        for o in opts:
+            if o.cls is None:
+                continue
+            pick = list(o.conditions) + [f"self.{attr} is {o.cls.name} ({o.file}:{o.line})"]
+            for mode in rd.modes.members:
+                for site, r in rd.reads(o.cls, mode):
+                    if r.host_sync is None:
+                        j = _read_json(mode, site, r)
+                        j["conditions"] = pick + j["conditions"]
+                        out.append(j)
+                        keys.update(h.key for h in r.via)
+    return out
+
+
+def _declared_rows(rd: Reader, ci: ClassInfo, rows, mode: str):
+    """``rows`` with each delegation to a child the constructing calls pass (all options resolved, more than one
+    class or under a condition) replaced by one row per option: its conditions and that child's end."""
+    out = []
+    for conds, v in rows:
+        opts = None
+        if isinstance(v, Child) and v.cls is None and not v.many and v.src.startswith("self.") \
+                and v.src.count(".") == 1:
+            opts = rd.passed.of(ci).get(v.src[5:])
+        if not opts or any(o.cls is None for o in opts):
+            out.append((conds, v))
+            continue
+        for c2, e, _ in rd.expand(v, mode, subject=ci):
+            out.append((conds + c2, End(e) if e is not None else v))
+    return out
 
 
 # --- workers, barrier, runners ---------------------------------------------------------------------------------------
