@@ -412,8 +412,12 @@ def test_children_passed_to_a_constructor_are_resolved_from_the_calls_that_const
     through the child, citing the constructing call); a class picked by a setting (conditional rows, the finding
     on the row that picks the late child); a caller's own parameter (unresolved, with the reason)."""
     root = _tree(tmp_path, "passed")
-    doc = read_path(root).to_dict()
+    ex = read_path(root)
+    doc = ex.to_dict()
     factory = "sglang/srt/model_executor/backend_factory.py"
+    # drift covers the constructing calls
+    prints = ex.fingerprints.entries["sglang.srt.model_executor.backend_factory.build_composite"]
+    assert prints["facts"] == {"children passed to PassedCompositeBackend"}
     found = _findings(doc)
     assert set(found) == {("LateChildBackend", "DECODE"), ("PassedCompositeBackend", "DECODE"),
                           ("SwitchBackend", "DECODE")}

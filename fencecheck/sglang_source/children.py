@@ -99,17 +99,30 @@ def passed_params(tree: Tree, ci: ClassInfo, root: ClassInfo) -> dict[str, tuple
     return out
 
 
-def _functions(mod) -> list[tuple[ast.FunctionDef, dict]]:
-    """Every function of a module (nested ones included) with its parent map."""
+def _functions(mod) -> list[tuple[ast.FunctionDef, dict, str]]:
+    """Every function of a module (nested ones included) with its parent map and its qualified name
+    (``Class.method``)."""
     out = []
-    for node in ast.walk(mod.tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            parents = {}
-            for p in ast.walk(node):
-                for c in ast.iter_child_nodes(p):
-                    parents[c] = p
-            out.append((node, parents))
+
+    def visit(body, prefix):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                parents = {}
+                for p in ast.walk(node):
+                    for c in ast.iter_child_nodes(p):
+                        parents[c] = p
+                out.append((node, parents, prefix + node.name))
+                visit(node.body, prefix + node.name + ".")
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, prefix + node.name + ".")
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                visit([n for f in ("body", "orelse", "finalbody", "handlers") for n in getattr(node, f, [])], prefix)
+            elif isinstance(node, ast.ExceptHandler):
+                visit(node.body, prefix)
+
+    visit(mod.tree.body, "")
     return out
+
 
 
 def _branch(node, parents, fn) -> list[tuple[int, str]]:
@@ -142,7 +155,7 @@ class PassedChildren:
         params = passed_params(self.tree, ci, self.root)
         out: dict[str, list[Option]] = {}
         if params:
-            for mod, fn, parents, call in self._calls(ci):
+            for mod, fn, parents, call, _ in self._calls(ci):
                 for attr, (p, pos, _init) in params.items():
                     arg = next((k.value for k in call.keywords if k.arg == p), None)
                     if arg is None and 0 <= pos < len(call.args) and \
@@ -162,6 +175,16 @@ class PassedChildren:
                                                                o.conditions, o.reason or ""))
         self._memo[id(ci)] = out
         return out
+
+    def calling_functions(self, ci: ClassInfo) -> list:
+        """(qualified name, function node, module) of each function holding a call that constructs ``ci`` and
+        passes it children (sorted by name)."""
+        if not passed_params(self.tree, ci, self.root):
+            return []
+        seen = {}
+        for mod, fn, _parents, _call, qual in self._calls(ci):
+            seen.setdefault(f"{mod.name}.{qual}", (fn, mod))
+        return [(k, *seen[k]) for k in sorted(seen)]
 
     def single(self, ci: ClassInfo) -> dict[str, ClassInfo]:
         """attr -> the one class every call passes for it, with no condition and nothing unresolved."""
@@ -185,7 +208,7 @@ class PassedChildren:
                 continue
             if id(mod) not in self._fns:
                 self._fns[id(mod)] = _functions(mod)
-            for fn, parents in self._fns[id(mod)]:
+            for fn, parents, qual in self._fns[id(mod)]:
                 local = {"cls": True} if id(fn) in own else {}
                 for node in ast.walk(fn):
                     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
@@ -199,7 +222,7 @@ class PassedChildren:
                     if (isinstance(f, ast.Name) and f.id in local) or \
                             (isinstance(f, (ast.Name, ast.Attribute)) and any(r is ci for r in self._names(mod, fn, f))):
                         if parents.get(node) is not None and _inner(fn, node, parents):
-                            yield mod, fn, parents, node
+                            yield mod, fn, parents, node, qual
 
     def _names(self, mod, fn, expr) -> list:
         """What a name or dotted name means in ``fn``: each class a function-local ``from X import Y`` binds to it

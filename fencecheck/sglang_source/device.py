@@ -29,15 +29,23 @@ DEVICE_IMPORTS = {"torch_npu": "npu"}
 PUBLISHING = ("resolve", "clear_then_resolve", "publish_unconditionally")
 
 
-def device_runners(tree: Tree) -> dict[str, tuple[ClassInfo, str, int]]:
-    """device -> (decode graph runner class, file, line of the map entry) from ``capture_decode_graph``."""
-    out: dict[str, tuple[ClassInfo, str, int]] = {}
+def decode_graph_runner_map(tree: Tree):
+    """(``capture_decode_graph``'s node, its module), or None."""
     for m in tree.modules_containing("def capture_decode_graph"):
         mod = tree.module(m)
         fn = mod.functions.get("capture_decode_graph") if mod else None
-        if fn is None:
-            continue
-        for node in ast.walk(fn.node):
+        if fn is not None:
+            return fn.node, mod
+    return None
+
+
+def device_runners(tree: Tree) -> dict[str, tuple[ClassInfo, str, int]]:
+    """device -> (decode graph runner class, file, line of the map entry) from ``capture_decode_graph``."""
+    out: dict[str, tuple[ClassInfo, str, int]] = {}
+    hit = decode_graph_runner_map(tree)
+    if hit is not None:
+        fn, mod = hit
+        for node in ast.walk(fn):
             if not isinstance(node, ast.Dict):
                 continue
             for k, v in zip(node.keys, node.values):

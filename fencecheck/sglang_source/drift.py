@@ -6,7 +6,8 @@ line numbers, with its docstring dropped, so a comment, a blank line, a docstrin
 change it; any change to the code does. A function is named by its qualified name (``module.Class.method``), which
 does not move with line numbers. The facts a function supports: each backend's declaration (``shared_read_ends`` in
 force and the prefill snapshot), the functions on each read's call chain, each worker's ``last_shared_read_runner``,
-the barrier and the event loops that call it, and each publishing runner's entry method.
+the barrier and the event loops that call it, each publishing runner's entry method, the functions that construct a
+composite passing it children, and ``capture_decode_graph`` (the decode graph runner per device).
 """
 
 from __future__ import annotations
@@ -108,6 +109,14 @@ def collect(tree: Tree, reader, ex) -> Fingerprints:
         for key in sorted(ex.via_keys.get(f"{b['file']}:{b['line']}", ())):
             node, file = walked[key]
             fp.add(key, node, file, f"reads of {b['class']}")
+    for ci in reader.backends:
+        for key, fn, mod in reader.passed.calling_functions(ci):
+            fp.add(key, fn, mod.rel, f"children passed to {ci.name}")
+    from .device import decode_graph_runner_map
+
+    hit = decode_graph_runner_map(tree)
+    if hit is not None:
+        fp.add(f"{hit[1].name}.{hit[0].name}", hit[0], hit[1].rel, "decode graph runner per device")
     for w in ex.workers:
         mod = tree.module(_module_of(tree, w["defined_in"]["file"]))
         owner = mod.classes[w["defined_in"]["class"]]
