@@ -147,31 +147,43 @@ def test_the_release_has_no_drift_against_its_recorded_fingerprints(extraction):
     assert funcs[dsv4]["line"] == 1221
 
 
-def test_catalog_entries_record_the_fingerprints_of_what_they_cite():
+@pytest.fixture(scope="module")
+def catalog_parsed():
+    """The release's files the catalog cites, parsed once for the module: (fingerprints, path -> syntax tree)."""
+    from fencecheck.catalog import RELEASE as VERSION
+    from fencecheck.sglang_source.drift import catalog_fingerprints
+
+    parsed: dict = {}
+    return catalog_fingerprints(RELEASE, VERSION, parsed), parsed
+
+
+def test_catalog_entries_record_the_fingerprints_of_what_they_cite(catalog_parsed):
     from fencecheck.catalog import RELEASE as VERSION, load_catalog
-    from fencecheck.sglang_source.drift import catalog_fingerprints, compare_catalog, load_release
+    from fencecheck.sglang_source.drift import compare_catalog, load_release
 
     _, recorded = load_release("sglang-0.5.23")
     assert recorded["catalog"]["version"] == VERSION
     assert set(recorded["catalog"]["entries"]) == {s.name for s in load_catalog(VERSION)}
     assert "missing" not in {h for e in recorded["catalog"]["entries"].values() for h in e.values()}
-    assert compare_catalog(recorded["catalog"], catalog_fingerprints(RELEASE, VERSION)) == []
+    assert compare_catalog(recorded["catalog"], catalog_parsed[0]) == []
 
 
-def test_a_changed_declaration_flags_exactly_the_entries_that_cite_it(tmp_path):
-    """A PR that edits TRT-LLM MHA's declaration: `--against` lists the catalog entries that cite it, and no other."""
-    import shutil
-
+def test_a_changed_declaration_flags_exactly_the_entries_that_cite_it(tmp_path, catalog_parsed):
+    """A PR that edits TRT-LLM MHA's declaration: `--against` lists the catalog entries that cite it, and no other.
+    The edited tree is the release with that one file changed: the edited file is read from a copy, every other
+    cited file is the release's, parsed once for the module."""
     from fencecheck.sglang_source.drift import catalog_fingerprints, compare_catalog, load_release
 
+    rel = "srt/layers/attention/trtllm_mha_backend.py"
     tree = tmp_path / "sglang"
-    shutil.copytree(RELEASE, tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.so", "*.cu", "*.json", "*.h"))
-    target = tree / "srt/layers/attention/trtllm_mha_backend.py"
-    text = target.read_text(encoding="utf-8")
+    target = tree / rel
+    target.parent.mkdir(parents=True)
+    text = (RELEASE / rel).read_text(encoding="utf-8")
     assert "SharedReadEnds.PRE_REPLAY" in text
     target.write_text(text.replace("SharedReadEnds.PRE_REPLAY", "SharedReadEnds.IN_REPLAY", 1), encoding="utf-8")
+    parsed = {k: v for k, v in catalog_parsed[1].items() if k != rel}
     _, recorded = load_release("sglang-0.5.23")
-    flagged = compare_catalog(recorded["catalog"], catalog_fingerprints(tree, recorded["catalog"]["version"]))
+    flagged = compare_catalog(recorded["catalog"], catalog_fingerprints(tree, recorded["catalog"]["version"], parsed))
     cited = "srt/layers/attention/trtllm_mha_backend.py:TRTLLMHAAttnBackend.shared_read_ends"
     expected = sorted(name for name, names in recorded["catalog"]["entries"].items() if cited in names)
     assert expected and [x["entry"] for x in flagged] == expected
@@ -208,3 +220,54 @@ def test_qsa_sparse_decode_races_in_the_release_contexts_that_replay_decode_in_a
         "decode-eager", "decode-hip-barrier-forced", "decode-no-marker-cuda", "dspark-swa-ring", "eagle",
         "eagle-minimax-nvfp4", "force-coarse-qsa", "frozen-kv-mtp", "loop-normal", "loop-pp", "standalone"}
     assert all(r["oracles_agree"] is True for r in f["contexts"] if r["verdict"] == "counterexample")
+
+
+def test_backends_bound_to_a_device_whose_runners_never_publish_are_not_findings(doc):
+    """intel_amx (sgl-kernel CPU operators) and the Ascend backends (torch_npu): their devices' decode graph runners
+    (capture_decode_graph's map) never publish, so their DECODE and TARGET_VERIFY reads are not findings; XPU's
+    runner inherits the CUDA runner's execute and MUSA, ROCm take the CUDA runner: those stay findings."""
+    moved = {}
+    for n in doc["not_findings"]:
+        if n["why"].startswith("never resolved on "):
+            moved.setdefault((n["subject"], n["mode"]), n["why"])
+    assert set(moved) == {("AscendAttnBackend", "DECODE"), ("DeepseekV4AscendAttnBackend", "DECODE"),
+                          ("DeepseekV4AscendAttnBackend", "TARGET_VERIFY"), ("IntelAMXAttnBackend", "DECODE"),
+                          ("IntelAMXAttnBackend", "TARGET_VERIFY")}
+    setup = "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py"
+    amx = moved["IntelAMXAttnBackend", "DECODE"]
+    for cite in ("takes torch.ops.sgl_kernel.decode_attention_cpu (sglang/srt/layers/attention/intel_amx_backend.py:58)",
+                 f"CPUGraphRunner ({setup}:774)",
+                 "CPUGraphRunner.execute never publishes (sglang/srt/model_executor/cpu_graph_runner.py:992)",
+                 "sglang/srt/managers/scheduler.py:2007 (is_cuda() or envs.SGLANG_ENABLE_WAR_BARRIER.get())"):
+        assert cite in amx, cite
+    npu = moved["AscendAttnBackend", "DECODE"]
+    for cite in ("imports torch_npu at module level (sglang/srt/hardware_backend/npu/attention/ascend_backend.py:7)",
+                 f"NPUGraphRunner ({setup}:775)", "NPUGraphRunner.execute never publishes "
+                 "(sglang/srt/hardware_backend/npu/graph_runner/npu_graph_runner.py:238)"):
+        assert cite in npu, cite
+    subjects = {f["subject"] for f in doc["findings"]}
+    assert {"XPUAttentionBackend", "MusaFlashAttentionBackend", "AiterAttnBackend", "TorchNativeAttnBackend",
+            "TorchFlexAttnBackend"} <= subjects
+    assert not subjects & {"IntelAMXAttnBackend", "AscendAttnBackend", "DeepseekV4AscendAttnBackend"}
+
+
+def test_children_passed_to_the_release_composites(doc):
+    by = {b["class"]: b for b in doc["backends"]}
+    registry = "sglang/srt/layers/attention/attention_registry.py"
+    mm = by["MiniMaxHybridAttnBackend"]
+    assert mm["children"] == {"sparse": "MiniMaxSparseAttnBackend"}
+    assert mm["passed_children"]["sparse"] == [{"class": "MiniMaxSparseAttnBackend", "condition": None,
+                                                "file": registry, "line": 388}]
+    (dense,) = mm["passed_children"]["dense"]
+    assert dense["class"] is None and dense["reason"] == (
+        f"a parameter of attn_backend_wrapper ({registry}:355), chosen by its callers")
+    (dec,) = by["HybridAttnBackend"]["passed_children"]["decode_backend"]
+    assert dec["class"] is None and dec["reason"].startswith("the value of _build_full_attention_backend_from_str(")
+    linear = by["HybridLinearAttnBackend"]["passed_children"]["linear_attn_backend"]
+    assert {"GDNAttnBackend", "KDAAttnBackend", "LightningAttentionBackend", "Mamba2AttnBackend",
+            "ShortConvAttnBackend", None} <= {o["class"] for o in linear}
+    gdn = [o for o in linear if o["class"] == "GDNAttnBackend"]
+    assert gdn == [{"class": "GDNAttnBackend", "condition": "hybrid_gdn_config(runner.model_config) is not None",
+                    "file": registry, "line": 572}]
+    (tbo,) = by["TboAttnBackend"]["passed_children"]["primary"]
+    assert tbo["class"] is None and tbo["reason"].startswith("the value of creator(...)")

@@ -173,12 +173,13 @@ def _find(module: ast.Module, qualname: str) -> ast.AST | None:
     return node
 
 
-def catalog_fingerprints(package: Path, version: str) -> dict:
+def catalog_fingerprints(package: Path, version: str, parsed: dict | None = None) -> dict:
     """Per entry of the catalog ``version``, the fingerprint of every SGLang function or class its citations name,
-    read in the ``sglang`` package folder ``package`` (``"missing"`` where the file or the name is not there)."""
+    read in the ``sglang`` package folder ``package`` (``"missing"`` where the file or the name is not there).
+    ``parsed`` (cited path -> syntax tree or None), when given, holds files already read and receives those read."""
     from ..catalog import load_catalog
 
-    parsed: dict[str, ast.Module | None] = {}
+    parsed = {} if parsed is None else parsed
     entries: dict[str, dict[str, str]] = {}
     for s in load_catalog(version):
         names: dict[str, str] = {}
