@@ -422,6 +422,7 @@ def test_children_passed_to_a_constructor_are_resolved_from_the_calls_that_const
     assert set(found) == {("LateChildBackend", "DECODE"), ("PassedCompositeBackend", "DECODE"),
                           ("SwitchBackend", "DECODE")}
     comp = _backend(doc, "PassedCompositeBackend")
+    # sparse: a local of the caller; dense: what the factory make_dense returns
     assert comp["children"] == {"dense": "HonestBackend", "sparse": "LateChildBackend"} and comp["unfollowed"] == []
     f = found["PassedCompositeBackend", "DECODE"]
     assert (f["status"], f["declared"]) == ("confirmed", "IN_REPLAY")
@@ -431,19 +432,19 @@ def test_children_passed_to_a_constructor_are_resolved_from_the_calls_that_const
                                  "LateChildBackend.forward_decode")
     assert ctor == {"file": factory, "line": 12,
                     "what": "constructs PassedCompositeBackend with self.sparse = LateChildBackend"}
-    pick = f"self.inner is LateChildBackend ({factory}:20)"
+    pick = f"self.inner is LateChildBackend ({factory}:24)"
     assert _backend(doc, "SwitchBackend")["declares"]["DECODE"] == [
-        {"condition": f"not model_runner.server_args.late_decode and self.inner is HonestBackend ({factory}:20)",
+        {"condition": f"not model_runner.server_args.late_decode and self.inner is HonestBackend ({factory}:24)",
          "end": "IN_REPLAY"},
         {"condition": f"model_runner.server_args.late_decode and {pick}", "end": "IN_REPLAY"}]
     sw = found["SwitchBackend", "DECODE"]
     assert (sw["status"], sw["condition"]) == ("plausible", f"model_runner.server_args.late_decode and {pick}")
-    assert sw["evidence"][-1] == {"file": factory, "line": 20, "what": "constructs SwitchBackend with self.inner = "
+    assert sw["evidence"][-1] == {"file": factory, "line": 24, "what": "constructs SwitchBackend with self.inner = "
                                   "LateChildBackend when model_runner.server_args.late_decode"}
     decide(doc, contexts=False)
     assert sw["races"] == f["races"] == ["req_to_token@decode/in_graph_after_marker"]
     assert _backend(doc, "OpenBackend")["passed_children"] == {"inner": [
-        {"class": None, "condition": None, "file": factory, "line": 24,
-         "reason": f"a parameter of build_open ({factory}:23), chosen by its callers"}]}
+        {"class": None, "condition": None, "file": factory, "line": 28,
+         "reason": f"a parameter of build_open ({factory}:27), chosen by its callers"}]}
     assert ("OpenBackend", "DECODE") not in found and _backend(doc, "OpenBackend")["declares"]["DECODE"] == \
         "delegate(self.inner)"

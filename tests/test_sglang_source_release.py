@@ -261,8 +261,12 @@ def test_children_passed_to_the_release_composites(doc):
     (dense,) = mm["passed_children"]["dense"]
     assert dense["class"] is None and dense["reason"] == (
         f"a parameter of attn_backend_wrapper ({registry}:355), chosen by its callers")
-    (dec,) = by["HybridAttnBackend"]["passed_children"]["decode_backend"]
-    assert dec["class"] is None and dec["reason"].startswith("the value of _build_full_attention_backend_from_str(")
+    setup = "sglang/srt/model_executor/model_runner_components/attention_backend_setup.py"
+    for attr in ("decode_backend", "prefill_backend"):  # the factory returns a registry lookup
+        (dec,) = by["HybridAttnBackend"]["passed_children"][attr]
+        assert dec["class"] is None and dec["reason"] == f"the value of ATTENTION_BACKENDS[backend_str](...) at {setup}:283"
+    dots = by["DotsHybridAttnBackend"]
+    assert dots["children"] == {"dsa_backend": "DeepseekSparseAttnBackend", "swa_backend": "DotsSWAMLAAttnBackend"}
     linear = by["HybridLinearAttnBackend"]["passed_children"]["linear_attn_backend"]
     assert {"GDNAttnBackend", "KDAAttnBackend", "LightningAttentionBackend", "Mamba2AttnBackend",
             "ShortConvAttnBackend", None} <= {o["class"] for o in linear}

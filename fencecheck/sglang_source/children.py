@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .declare import negate
 from .reads import CHILD_ENTRY_METHODS
-from .tree import ClassInfo, Tree
+from .tree import ClassInfo, FuncInfo, Tree
 
 MAX_DEPTH = 4
 
@@ -78,14 +78,19 @@ def _self_attr(e) -> bool:
 
 
 def passed_params(tree: Tree, ci: ClassInfo, root: ClassInfo) -> dict[str, tuple[str, int, ast.FunctionDef]]:
-    """attr -> (parameter, its position after ``self``, the ``__init__``) for each child attribute (``child_attrs``)
-    that the ``__init__`` in force on ``ci`` (not the root's) sets from a parameter: ``self.attr = parameter``."""
+    """attr -> (parameter, its position after ``self``, the ``__init__``) for each child attribute (``child_attrs``, or
+    a parameter annotated as the root backend class) that the ``__init__`` in force on ``ci`` (not the root's) sets
+    from a parameter: ``self.attr = parameter``."""
     hit = tree.lookup(ci, "__init__")
     if hit is None or hit[0] is root:
         return {}
     fn = hit[1]
     params = _params(fn)[1:]
     positional = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
+    # a parameter annotated as the root backend class (``prefill_backend: AttentionBackend``) is a child too
+    typed = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs if a.annotation is not None
+             and (a.annotation.value if isinstance(a.annotation, ast.Constant) else ast.unparse(a.annotation))
+             .strip("'\"") == root.name}
     out = {}
     wanted = None
     for node in ast.walk(fn):
@@ -93,7 +98,7 @@ def passed_params(tree: Tree, ci: ClassInfo, root: ClassInfo) -> dict[str, tuple
             for t in node.targets:
                 if _self_attr(t):
                     wanted = child_attrs(tree, ci, root) if wanted is None else wanted
-                    if t.attr in wanted:
+                    if t.attr in wanted or node.value.id in typed:
                         p = node.value.id
                         out.setdefault(t.attr, (p, positional.index(p) if p in positional else -1, fn))
     return out
@@ -245,6 +250,23 @@ class PassedChildren:
         r = self.tree.resolve_expr(mod, expr)
         return [r] if r is not None else []
 
+    def _returns(self, fi: FuncInfo, call, here, depth) -> list[Option]:
+        """What a module-level factory returns: each ``return``, resolved in the factory, under the ``if`` tests
+        leading to it; the option keeps the constructing call's file:line."""
+        mod = fi.module
+        if id(mod) not in self._fns:
+            self._fns[id(mod)] = _functions(mod)
+        entry = next((e for e in self._fns[id(mod)] if e[0] is fi.node), None)
+        if entry is None:
+            return [Option(None, (), *here, f"the value of {fi.name}(...)")]
+        fn, parents, _ = entry
+        out = []
+        for ret in _returns_of(fn):
+            conds = tuple(c for _, c in _branch(ret, parents, fn))
+            for o in self._resolve(mod, fn, parents, ret.value, ret, depth + 1):
+                out.append(Option(o.cls, conds + o.conditions, *here, o.reason))
+        return out or [Option(None, (), *here, f"{fi.name} ({mod.rel}:{fn.lineno}) returns nothing")]
+
     def _resolve(self, mod, fn, parents, expr, call, depth) -> list[Option]:
         here = (mod.rel, call.lineno)
         if depth > MAX_DEPTH:
@@ -253,6 +275,8 @@ class PassedChildren:
             rs = self._names(mod, fn, expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) else []
             if rs and all(isinstance(r, ClassInfo) and self.is_backend(r) for r in rs):
                 return [Option(r, (), *here) for r in rs]
+            if len(rs) == 1 and isinstance(rs[0], FuncInfo):
+                return self._returns(rs[0], call, here, depth)
             return [Option(None, (), *here, f"the value of {ast.unparse(expr.func)}(...) at {mod.rel}:{expr.lineno}")]
         if isinstance(expr, ast.Name):
             if expr.id in _params(fn):
@@ -270,6 +294,18 @@ class PassedChildren:
                     out.append(Option(o.cls, conds + o.conditions, o.file, o.line, o.reason))
             return out
         return [Option(None, (), *here, f"cannot resolve {ast.unparse(expr)[:80]}")]
+
+
+def _returns_of(fn) -> list[ast.Return]:
+    """The ``return`` statements of ``fn`` itself (not of functions nested in it)."""
+    out, todo = [], list(fn.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Return) and n.value is not None:
+            out.append(n)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(n))
+    return sorted(out, key=lambda r: r.lineno)
 
 
 def _inner(fn, node, parents) -> bool:

@@ -9,7 +9,11 @@ from sglang.srt.layers.attention.triton_like_backend import HonestBackend
 
 def build_composite(model_runner):
     sparse = LateChildBackend(model_runner)
-    return PassedCompositeBackend(sparse, dense=HonestBackend(model_runner))
+    return PassedCompositeBackend(sparse, dense=make_dense(model_runner))
+
+
+def make_dense(model_runner):
+    return HonestBackend(model_runner)
 
 
 def build_switch(model_runner):
