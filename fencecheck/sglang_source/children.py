@@ -56,20 +56,29 @@ def _params(fn: ast.FunctionDef) -> list[str]:
 CHILD_METHODS = frozenset(CHILD_ENTRY_METHODS) | {"shared_read_ends", "_snapshot_prefill_shared_reads"}
 
 
-def child_attrs(tree: Tree, ci: ClassInfo, root: ClassInfo) -> set[str]:
+def _own_child_attrs(c: ClassInfo) -> set[str]:
+    out = set()
+    for name, fn in c.methods.items():
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Attribute) and node.attr in CHILD_METHODS and _self_attr(node.value):
+                out.add(node.value.attr)
+            elif name in ("shared_read_ends", "_snapshot_prefill_shared_reads") \
+                    and isinstance(node, (ast.Tuple, ast.List)):
+                out.update(e.attr for e in node.elts if _self_attr(e))
+    return out
+
+
+def child_attrs(tree: Tree, ci: ClassInfo, root: ClassInfo, memo: dict | None = None) -> set[str]:
     """The attributes ``ci``'s methods (below the root) use as child backends: ``self.attr.forward(...)`` and the
-    other backend entry methods, or an item of a tuple or list in its declaration (``max_of`` over children)."""
+    other backend entry methods, or an item of a tuple or list in its declaration (``max_of`` over children).
+    ``memo`` (id of a class -> its own methods' attributes) is shared across calls on one tree."""
+    memo = {} if memo is None else memo
     out = set()
     for c in tree.mro(ci):
-        if c is root:
-            continue
-        for name, fn in c.methods.items():
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Attribute) and node.attr in CHILD_METHODS and _self_attr(node.value):
-                    out.add(node.value.attr)
-                elif name in ("shared_read_ends", "_snapshot_prefill_shared_reads") \
-                        and isinstance(node, (ast.Tuple, ast.List)):
-                    out.update(e.attr for e in node.elts if _self_attr(e))
+        if c is not root:
+            if id(c) not in memo:
+                memo[id(c)] = _own_child_attrs(c)
+            out |= memo[id(c)]
     return out
 
 
@@ -77,7 +86,8 @@ def _self_attr(e) -> bool:
     return isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self"
 
 
-def passed_params(tree: Tree, ci: ClassInfo, root: ClassInfo) -> dict[str, tuple[str, int, ast.FunctionDef]]:
+def passed_params(tree: Tree, ci: ClassInfo, root: ClassInfo,
+                  memo: dict | None = None) -> dict[str, tuple[str, int, ast.FunctionDef]]:
     """attr -> (parameter, its position after ``self``, the ``__init__``) for each child attribute (``child_attrs``, or
     a parameter annotated as the root backend class) that the ``__init__`` in force on ``ci`` (not the root's) sets
     from a parameter: ``self.attr = parameter``."""
@@ -97,7 +107,7 @@ def passed_params(tree: Tree, ci: ClassInfo, root: ClassInfo) -> dict[str, tuple
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
             for t in node.targets:
                 if _self_attr(t):
-                    wanted = child_attrs(tree, ci, root) if wanted is None else wanted
+                    wanted = child_attrs(tree, ci, root, memo) if wanted is None else wanted
                     if t.attr in wanted or node.value.id in typed:
                         p = node.value.id
                         out.setdefault(t.attr, (p, positional.index(p) if p in positional else -1, fn))
@@ -146,21 +156,35 @@ def _branch(node, parents, fn) -> list[tuple[int, str]]:
 class PassedChildren:
     """Resolves, per backend class, the children its constructor's callers pass (memoized)."""
 
-    def __init__(self, tree: Tree, root: ClassInfo, is_backend):
-        self.tree, self.root, self.is_backend = tree, root, is_backend
+    def __init__(self, tree: Tree, root: ClassInfo, backends: list[ClassInfo]):
+        self.tree, self.root, self.backends = tree, root, backends
+        self._ids = {id(c) for c in backends}
         self._memo: dict[int, dict[str, list[Option]]] = {}
         self._fns: dict[int, list] = {}
         self._local: dict[tuple, list] = {}
+        self._attrs: dict[int, set] = {}
+        self._params: dict[int, dict] = {}
+        self._sites: dict[int, list] = {}
+
+    def params(self, ci: ClassInfo) -> dict:
+        if id(ci) not in self._params:
+            self._params[id(ci)] = passed_params(self.tree, ci, self.root, self._attrs)
+        return self._params[id(ci)]
+
+    def calls(self, ci: ClassInfo) -> list:
+        if id(ci) not in self._sites:
+            self._sites[id(ci)] = list(self._calls(ci))
+        return self._sites[id(ci)]
 
     def of(self, ci: ClassInfo) -> dict[str, list[Option]]:
         """attr -> the options passed for it at every call constructing ``ci`` (sorted by file, line)."""
         if id(ci) in self._memo:
             return self._memo[id(ci)]
         self._memo[id(ci)] = {}
-        params = passed_params(self.tree, ci, self.root)
+        params = self.params(ci)
         out: dict[str, list[Option]] = {}
         if params:
-            for mod, fn, parents, call, _ in self._calls(ci):
+            for mod, fn, parents, call, _ in self.calls(ci):
                 for attr, (p, pos, _init) in params.items():
                     arg = next((k.value for k in call.keywords if k.arg == p), None)
                     if arg is None and 0 <= pos < len(call.args) and \
@@ -184,10 +208,10 @@ class PassedChildren:
     def calling_functions(self, ci: ClassInfo) -> list:
         """(qualified name, function node, module) of each function holding a call that constructs ``ci`` and
         passes it children (sorted by name)."""
-        if not passed_params(self.tree, ci, self.root):
+        if not self.params(ci):
             return []
         seen = {}
-        for mod, fn, _parents, _call, qual in self._calls(ci):
+        for mod, fn, _parents, _call, qual in self.calls(ci):
             seen.setdefault(f"{mod.name}.{qual}", (fn, mod))
         return [(k, *seen[k]) for k in sorted(seen)]
 
@@ -273,7 +297,7 @@ class PassedChildren:
             return [Option(None, (), *here, "assignments nested too deep")]
         if isinstance(expr, ast.Call):
             rs = self._names(mod, fn, expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) else []
-            if rs and all(isinstance(r, ClassInfo) and self.is_backend(r) for r in rs):
+            if rs and all(isinstance(r, ClassInfo) and id(r) in self._ids for r in rs):
                 return [Option(r, (), *here) for r in rs]
             if len(rs) == 1 and isinstance(rs[0], FuncInfo):
                 return self._returns(rs[0], call, here, depth)

@@ -79,7 +79,7 @@ class Reader:
         self._attr_memo: dict[int, dict] = {}
         from .children import PassedChildren
 
-        self.passed = PassedChildren(tree, self.root, lambda c: id(c) in self._backend_ids)
+        self.passed = PassedChildren(tree, self.root, self.backends)
         self.decl = DeclEval(tree, self.modes, self.attr_types)
         self.walker = ReadWalker(tree, self.modes, self.attr_types)
         graph = self.modes.members
