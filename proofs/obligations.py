@@ -27,7 +27,8 @@ def without(*names: str) -> tuple[str, ...]:
 class Obligation:
     """``kind`` says how it is evaluated: ``safety`` (no race within ``bounds`` under ``assumptions`` and
     ``extra``), ``induction`` (the unbounded argument), ``compare`` (pre-#35059 rule against #35059), ``scenario``
-    (one catalog scenario, concrete). ``extra`` names restrictions defined in ``proofs.runner``."""
+    (one catalog configuration, decided by the model's program on its concrete values; no solver query, so
+    ``rlimit`` is 0). ``extra`` names restrictions defined in ``proofs.runner``."""
 
     name: str
     statement: str
@@ -38,6 +39,7 @@ class Obligation:
     extra: tuple[str, ...] = ()
     rlimit: int = 50_000_000  # z3's deterministic resource limit of each check (see Calibration above)
     scenario: str = ""
+    catalog: str = ""  # a scenario obligation's catalog version (fencecheck.catalog.VERSIONS)
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -56,8 +58,6 @@ NEEDS_RLIMIT = {
     "last_reader_publishes": 8_100_000,  # 2,004,370
     "worker_reads_cleared": 550_000,  # 135,751
 }
-#: rlimit of every catalog obligation (a pinned configuration; the costliest, multi-layer-eagle-first, needs 91,155).
-CATALOG_RLIMIT = 370_000
 
 OBLIGATIONS: list[Obligation] = [
     Obligation(
@@ -133,15 +133,19 @@ OBLIGATIONS: list[Obligation] = [
 
 
 def catalog_obligations() -> list[Obligation]:
-    from fencecheck.catalog import PR_ERA, load_catalog
+    """One obligation per catalog configuration: the PR-era catalog's as ``catalog/<name>``, the release's as
+    ``sglang-0.5.23/<name>`` (each version's scenarios in file order)."""
+    from fencecheck.catalog import PR_ERA, RELEASE, load_catalog
 
     out = []
-    for s in load_catalog(PR_ERA):
-        expected = Verdict.PROVED if s.expect is None else s.expect.verdict
-        out.append(Obligation(
-            f"catalog/{s.name}", f"The model's verdict on catalog scenario {s.name} for {s.steps} steps (the "
-            "simulator must agree, race for race).", "scenario", expected, scenario=s.name, rlimit=CATALOG_RLIMIT,
-        ))
+    for version, prefix, what in ((PR_ERA, "catalog", "catalog scenario"),
+                                  (RELEASE, RELEASE, "release configuration")):
+        for s in load_catalog(version):
+            expected = Verdict.PROVED if s.expect is None else s.expect.verdict
+            out.append(Obligation(
+                f"{prefix}/{s.name}", f"The model's verdict on {what} {s.name} for {s.steps} steps (the simulator "
+                "must agree, race for race).", "scenario", expected, scenario=s.name, catalog=version, rlimit=0,
+            ))
     return out
 
 
