@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -21,7 +22,8 @@ def cmd_prove(args, out: TextIO) -> int:
     def progress(r) -> None:
         args.err.write(f"  {r.obligation.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
 
-    results = prove_all(args.only, progress if args.progress else None)
+    jobs = getattr(args, "jobs", None) or min(2, os.cpu_count() or 1)
+    results = prove_all(args.only, progress if args.progress else None, jobs)
     if args.json:
         json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
                     "as_expected": r.ok, "seconds": round(r.seconds, 3), "rlimit": r.obligation.rlimit,

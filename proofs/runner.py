@@ -39,6 +39,11 @@ class Query:
     rlimit: int = 0  # the most z3 rlimit one of its checks consumed (a function of the query alone)
     checks: int = 1
     seconds: float = 0.0  # wall-clock, for timings only: never in a verdict or a generated document
+    assertions: int = 0  # the query's assertions, kept when ``detach`` drops the solver
+
+    @property
+    def size(self) -> int:
+        return len(self.solver.assertions()) if self.solver is not None else self.assertions
 
     @classmethod
     def of(cls, label: str, solver: z3.Solver, verdict: Verdict, expect: Verdict, answers: list[Answer]) -> "Query":
@@ -67,7 +72,7 @@ class Result:
     @property
     def size(self) -> int:
         """Encoding size: assertions of the obligation's largest query."""
-        return max((len(q.solver.assertions()) for q in self.queries), default=0)
+        return max((q.size for q in self.queries), default=0)
 
     @property
     def rlimit_used(self) -> int:
@@ -292,6 +297,18 @@ def _phases(ob: Obligation, res: Result, ctx: z3.Context) -> None:
 
 
 KINDS = {"safety": _safety, "induction": _induction, "compare": _compare, "scenario": _scenario, "phases": _phases}
+
+
+def detach(res: Result) -> Result:
+    """``res`` without its z3 objects (each query's solver, the counterexample's symbolic terms), so that it can be
+    sent between processes; everything the documents, the table and the timings show is kept."""
+    for q in res.queries:
+        if q.solver is not None:
+            q.assertions, q.solver = len(q.solver.assertions()), None
+    ce = res.counterexample
+    if ce is not None:
+        res.counterexample = dataclasses.replace(ce, race=dataclasses.replace(ce.race, guard=None, pos=None))
+    return res
 
 
 def evaluate(ob: Obligation) -> Result:

@@ -18,7 +18,7 @@ from fencecheck.model.solver import version
 from . import obligations as O
 from .obligations import Obligation
 from .report import counterexample_files, markdown
-from .runner import Result, evaluate
+from .runner import Result, detach, evaluate
 
 
 def all_obligations() -> list[Obligation]:
@@ -37,15 +37,38 @@ def select(only: Sequence[str] | None = None) -> list[Obligation]:
     return chosen
 
 
-def prove_all(only: Sequence[str] | None = None, progress: Callable[[Result], None] | None = None) -> list[Result]:
-    """Evaluate the obligations ``select(only)`` chooses, in order; ``progress`` sees each result as it is made."""
-    results = []
-    for ob in select(only):
-        r = evaluate(ob)
-        if progress is not None:
-            progress(r)
-        results.append(r)
-    return results
+def prove_all(only: Sequence[str] | None = None, progress: Callable[[Result], None] | None = None,
+              jobs: int = 1) -> list[Result]:
+    """Evaluate the obligations ``select(only)`` chooses; the results in their usual order, ``progress`` sees each
+    as it is made. With ``jobs`` > 1 they are evaluated in that many worker processes, costliest first (by the
+    rlimit they are given), and come back without their z3 objects (``runner.detach``): each obligation runs in a
+    z3 context of its own either way, so the verdicts, rlimits and documents are those of a run in one process."""
+    obligations = select(only)
+    if jobs <= 1 or len(obligations) < 2:
+        results = []
+        for ob in obligations:
+            r = evaluate(ob)
+            if progress is not None:
+                progress(r)
+            results.append(r)
+        return results
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    mp = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    order = sorted(range(len(obligations)), key=lambda i: -obligations[i].rlimit)  # stable: ties in usual order
+    done: list[Result | None] = [None] * len(obligations)
+    with mp.Pool(min(jobs, len(obligations))) as pool:
+        for i, r in pool.imap_unordered(_evaluate_at, [(i, obligations[i]) for i in order]):
+            done[i] = r
+            if progress is not None:
+                progress(r)
+    return [r for r in done if r is not None]
+
+
+def _evaluate_at(job: tuple[int, Obligation]) -> tuple[int, Result]:
+    i, ob = job
+    return i, detach(evaluate(ob))
 
 
 def document_files(results: list[Result]) -> dict[str, str]:

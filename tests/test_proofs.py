@@ -454,6 +454,35 @@ def test_results_do_not_depend_on_order_or_subset(monkeypatch):
     assert [r.rlimit_used for r in forward] == [r.rlimit_used for r in backward][::-1]
 
 
+def test_a_detached_result_crosses_processes_with_its_documents():
+    """What a worker process sends back: no z3 object, every document byte, size and rlimit kept."""
+    import pickle
+
+    r = evaluate(BY_NAME["ngram_without_clear"])
+    files, size, rlimits = document_files([r]), r.size, [q.rlimit for q in r.queries]
+    back = pickle.loads(pickle.dumps(runner.detach(r)))
+    assert all(q.solver is None for q in back.queries) and back.counterexample.race.guard is None
+    assert (document_files([back]), back.size, [q.rlimit for q in back.queries]) == (files, size, rlimits)
+    assert len(files) == 4 and size > 0
+
+
+def _facts(results) -> list:
+    return [(r.obligation.name, r.verdict, r.reason, r.rlimit_used, r.size, r.nonvacuity, r.notes, r.races, r.agrees,
+             [(q.label, q.verdict, q.rlimit, q.checks) for q in r.queries]) for r in results]
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_serial_results_and_documents():
+    """Two worker processes, costliest obligation first: the same results in the usual order, the same bytes."""
+    names = [*SAMPLE, "catalog/ngram", "sglang-0.5.23/loop-pp"]
+    seen = []
+    serial, parallel = prove_all(names), prove_all(names, progress=seen.append, jobs=2)
+    assert [r.obligation.name for r in parallel] == [r.obligation.name for r in serial] and len(serial) == 7
+    assert sorted(r.obligation.name for r in seen) == sorted(names)
+    assert _facts(parallel) == _facts(serial)
+    assert document_files(parallel) == document_files(serial)
+
+
 def test_an_obligation_after_other_solver_work_is_unchanged():
     """A context of its own: work done before in z3's main context does not change the result."""
     first = evaluate(BY_NAME["ngram_without_clear"])
