@@ -10,6 +10,7 @@ so it is the same on every machine; after a change to the model, re-measure and 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from fencecheck.report import Verdict
@@ -132,15 +133,24 @@ OBLIGATIONS: list[Obligation] = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
+def catalog_scenarios(version: str) -> dict:
+    """The scenarios of a catalog version by name, in file order, read once per process (scenarios are immutable;
+    worker processes forked after ``catalog_obligations`` find them read)."""
+    from fencecheck.catalog import load_catalog
+
+    return {s.name: s for s in load_catalog(version)}
+
+
 def catalog_obligations() -> list[Obligation]:
     """One obligation per catalog configuration: the PR-era catalog's as ``catalog/<name>``, the release's as
     ``sglang-0.5.23/<name>`` (each version's scenarios in file order)."""
-    from fencecheck.catalog import PR_ERA, RELEASE, load_catalog
+    from fencecheck.catalog import PR_ERA, RELEASE
 
     out = []
     for version, prefix, what in ((PR_ERA, "catalog", "catalog scenario"),
                                   (RELEASE, RELEASE, "release configuration")):
-        for s in load_catalog(version):
+        for s in catalog_scenarios(version).values():
             expected = Verdict.PROVED if s.expect is None else s.expect.verdict
             out.append(Obligation(
                 f"{prefix}/{s.name}", f"The model's verdict on {what} {s.name} for {s.steps} steps (the simulator "

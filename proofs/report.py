@@ -15,7 +15,8 @@ from fencecheck.model.solver import LOGIC, SAFETY_TIMEOUT_MS, SEED, version
 from fencecheck.report import Verdict
 from fencecheck.scenario_io import dumps
 
-from .runner import UNFENCED, Result, catalog_scenarios
+from .obligations import catalog_scenarios
+from .runner import UNFENCED, Result
 
 GLYPH = {True: "ok", False: "DIFFERS"}
 CE_DIR = "counterexamples"
@@ -35,15 +36,17 @@ def _tally(results: list[Result]) -> str:
             + (f" ({unknown} unknown)" if unknown else ""))
 
 
-def table(results: list[Result]) -> str:
-    """The terminal's table: verdicts, rlimit consumed against the obligation's rlimit, and wall-clock time."""
+def table(results: list[Result], wall: float | None = None) -> str:
+    """The terminal's table: verdicts, rlimit consumed against the obligation's rlimit, and wall-clock time (each
+    obligation's; at the foot the run's, ``wall``, where given: with worker processes it is less than the sum)."""
     rows = [("obligation", "verdict", "expected", "as expected", "rlimit used", "time s")]
     for r in results:
         rows.append((r.obligation.name, r.verdict.value, r.obligation.expected.value, GLYPH[r.ok],
                      f"{r.rlimit_used:,} of {r.obligation.rlimit:,}" if r.obligation.rlimit else "-",
                      f"{r.seconds:.2f}"))
     total = sum(r.seconds for r in results)
-    return "\n".join(_columns(rows) + [f"{_tally(results)}; {total:.2f} s"]) + "\n"
+    foot = f"{total:.2f} s" if wall is None else f"{wall:.2f} s wall-clock ({total:.2f} s in obligations)"
+    return "\n".join(_columns(rows) + [f"{_tally(results)}; {foot}"]) + "\n"
 
 
 def _rlimit(r: Result) -> str:

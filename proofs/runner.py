@@ -9,7 +9,6 @@ before it or in which order.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -24,7 +23,7 @@ from fencecheck.model.symconfig import DECL_ONLY, GATED, VERIFY, Bounds, SymConf
 from fencecheck.report import Verdict, oracles_agree
 from fencecheck.vocab import EventLoop
 
-from .obligations import Obligation
+from .obligations import Obligation, catalog_scenarios
 
 
 @dataclass
@@ -57,6 +56,7 @@ class Result:
     obligation: Obligation
     verdict: Verdict
     seconds: float = 0.0  # wall-clock of the whole evaluation, for timings only
+    cpu: float = 0.0  # CPU seconds of the evaluating process, for timings only (less sensitive to other load)
     reason: str = ""
     queries: list[Query] = field(default_factory=list)
     nonvacuity: list[tuple[str, bool]] = field(default_factory=list)
@@ -242,14 +242,6 @@ def _compare(ob: Obligation, res: Result, ctx: z3.Context) -> None:
         res.notes.append("the same configuration under resolution = 'gated' is race-free")
 
 
-@functools.lru_cache(maxsize=None)
-def catalog_scenarios(version: str) -> dict:
-    """The scenarios of a catalog version by name, read once per process (scenarios are immutable)."""
-    from fencecheck.catalog import load_catalog
-
-    return {x.name: x for x in load_catalog(version)}
-
-
 #: The non-vacuity of a race-free catalog configuration: it races once the fence is taken away; where its event
 #: loop orders the scheduler's writes without the fence (``normal``, ``pp``), once that loop is the overlap loop too.
 UNFENCED = "race once the fence is taken away"
@@ -314,7 +306,7 @@ def detach(res: Result) -> Result:
 def evaluate(ob: Obligation) -> Result:
     """``ob``'s result, in a z3 context of its own: the same whatever was evaluated before."""
     res = Result(ob, Verdict.UNKNOWN)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     KINDS[ob.kind](ob, res, fresh_context())
-    res.seconds = time.perf_counter() - t
+    res.seconds, res.cpu = time.perf_counter() - t, time.process_time() - cpu
     return res

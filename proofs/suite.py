@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import platform
 from typing import Callable, Sequence
 
@@ -81,18 +82,24 @@ def document_files(results: list[Result]) -> dict[str, str]:
     return files
 
 
-def timings_text(results: list[Result]) -> str:
-    """The run's times and the rlimit each obligation consumed, as JSON: machine facts live here, not in documents."""
+def timings_text(results: list[Result], wall: float | None = None, jobs: int = 1) -> str:
+    """The run's times and the rlimit each obligation consumed, as JSON: machine facts live here, not in documents.
+    ``wall``: the run's wall-clock seconds, with ``jobs`` worker processes (each obligation's seconds are its own)."""
     data = {
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "cpus": os.cpu_count(),
         "z3": version(),
+        "jobs": jobs,
+        **({} if wall is None else {"wall_seconds": round(wall, 3)}),
         "seconds": round(sum(r.seconds for r in results), 3),
+        "cpu_seconds": round(sum(r.cpu for r in results), 3),
         "obligations": [
             {
                 "name": r.obligation.name,
                 "verdict": r.verdict.value,
                 "seconds": round(r.seconds, 3),
+                "cpu_seconds": round(r.cpu, 3),
                 "rlimit": r.obligation.rlimit,
                 "rlimit_used": r.rlimit_used,
                 "queries": [{"label": q.label, "verdict": q.verdict.value, "checks": q.checks, "rlimit_used": q.rlimit,

@@ -64,7 +64,7 @@ def _ce_files(results) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def results():
-    return {r.obligation.name: r for r in prove_all([o.name for o in O.OBLIGATIONS])}
+    return {r.obligation.name: r for r in prove_all([o.name for o in O.OBLIGATIONS], jobs=2)}
 
 
 @pytest.mark.slow
