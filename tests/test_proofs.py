@@ -540,8 +540,16 @@ def test_prove_cli_writes_docs_and_exits_0(tmp_path):
     assert "2 obligations: 2 as expected, 0 not" in out.getvalue()
     written = {p.relative_to(docs).as_posix(): p.read_text() for p in docs.rglob("*") if p.is_file()}
     assert written == document_files(prove_all(["ngram_*"]))
-    assert [o["name"] for o in json.loads(timings.read_text())["obligations"]] == [
-        "ngram_without_clear", "ngram_with_clear"]
+    data = json.loads(timings.read_text())
+    assert [o["name"] for o in data["obligations"]] == ["ngram_without_clear", "ngram_with_clear"]
+    assert data["jobs"] == min(2, os.cpu_count() or 1) and data["wall_seconds"] > 0
+    assert all(o["cpu_seconds"] >= 0 for o in data["obligations"])
+
+
+def test_prove_jobs_must_be_positive():
+    err = io.StringIO()
+    assert main(["prove", "--only", "ngram_*", "--jobs", "0"], io.StringIO(), err) == 2
+    assert "--jobs" in err.getvalue()
 
 
 def test_unknown_has_its_own_exit_code_and_is_never_proved(monkeypatch):
