@@ -263,6 +263,16 @@ def test_the_concrete_decision_is_the_solvers_on_every_catalog_configuration():
     assert checked == decided > sum(len(load_catalog(v)) for v in VERSIONS)
 
 
+def test_a_catalog_obligation_whose_fence_changes_nothing_is_vacuous(monkeypatch):
+    """Non-vacuity can fail: where taking the ordering away left the configuration race-free, the obligation (proved
+    as expected) is not as expected."""
+    ob = next(o for o in O.catalog_obligations() if o.name == "catalog/plain-decode")
+    assert evaluate(ob).ok
+    monkeypatch.setattr(runner, "unordered", lambda s: (runner.UNFENCED, s))
+    r = evaluate(ob)
+    assert r.verdict is Verdict.PROVED and r.nonvacuity == [(runner.UNFENCED, False)] and not r.ok
+
+
 def test_a_catalog_obligation_whose_expectation_is_inverted_differs():
     ob = next(o for o in O.catalog_obligations() if o.scenario == "ngram-no-clear")
     assert ob.expected is Verdict.COUNTEREXAMPLE
