@@ -92,8 +92,8 @@ def catalog_tables(results: list[Result]) -> list[str]:
         "(racing reads counted once per step). The model decides a configuration by running its program (the host "
         "program the symbolic obligations hand to the solver) on the configuration's concrete values: no solver "
         "query; on every catalog configuration, and on every configuration a non-vacuity check below decides, that "
-        "gives the verdict and the races the solver gives for the configuration pinned (tests/test_proofs.py). Non-vacuity of a race-free "
-        "configuration: with its barrier switched off it races (\"fence taken away\"); where its event loop orders "
+        "gives the verdict and the races the solver gives for the configuration pinned (tests/test_proofs.py). "
+        "Non-vacuity of a race-free configuration: with its barrier switched off it races (\"fence taken away\"); where its event loop orders "
         "the scheduler's writes after the forward without the barrier (`normal`, `pp`), it races with the barrier "
         "off under the overlap loop (\"(overlap loop)\").",
         "",
