@@ -437,6 +437,9 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable results, one object per obligation")
     p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
     p.add_argument("--timings", default=None, metavar="FILE", help="write the run's times and rlimits here (JSON)")
+    p.add_argument("--jobs", "-j", type=_positive, default=None, metavar="N",
+                   help="worker processes (default: 2, or 1 on one core); the results and documents are the same "
+                        "for any N")
     p.set_defaults(func=cmd_prove, **_outputs(("docs", True), ("timings", False)))
 
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -13,6 +14,7 @@ from .vocab import ReadSite, SharedReadEnds
 def cmd_prove(args, out: TextIO) -> int:
     """Parse -> ``prove_all`` -> render -> exit code: 0 all as expected, 1 a verdict differs, 3 only unknowns."""
     import json
+    import time
 
     from .atomic import write_text_atomic, write_tree
     from .proofs.report import table
@@ -21,7 +23,10 @@ def cmd_prove(args, out: TextIO) -> int:
     def progress(r) -> None:
         args.err.write(f"  {r.obligation.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
 
-    results = prove_all(args.only, progress if args.progress else None)
+    jobs = getattr(args, "jobs", None) or min(2, os.cpu_count() or 1)
+    start = time.perf_counter()
+    results = prove_all(args.only, progress if args.progress else None, jobs)
+    wall = time.perf_counter() - start
     if args.json:
         json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
                     "as_expected": r.ok, "seconds": round(r.seconds, 3), "rlimit": r.obligation.rlimit,
@@ -29,7 +34,7 @@ def cmd_prove(args, out: TextIO) -> int:
                     "notes": r.notes} for r in results], out, indent=2)
         out.write("\n")
     else:
-        out.write(table(results))
+        out.write(table(results, wall))
     if args.docs:
         files = document_files(results)
         if args.only:  # a subset: its own files, each replaced; the rest of the set stays as it was
@@ -38,7 +43,7 @@ def cmd_prove(args, out: TextIO) -> int:
         else:  # the whole set, swapped in whole (no counterexample file of an earlier run is left behind)
             write_tree(args.docs, files, names=("proofs.md", "counterexamples"))
     if getattr(args, "timings", None):
-        write_text_atomic(Path(args.timings), timings_text(results))
+        write_text_atomic(Path(args.timings), timings_text(results, wall, jobs))
     if any(not r.ok and r.verdict is not Verdict.UNKNOWN for r in results):
         return EXIT_RACE
     if any(not r.ok for r in results):

@@ -10,6 +10,7 @@ so it is the same on every machine; after a change to the model, re-measure and 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from fencecheck.report import Verdict
@@ -27,7 +28,8 @@ def without(*names: str) -> tuple[str, ...]:
 class Obligation:
     """``kind`` says how it is evaluated: ``safety`` (no race within ``bounds`` under ``assumptions`` and
     ``extra``), ``induction`` (the unbounded argument), ``compare`` (pre-#35059 rule against #35059), ``scenario``
-    (one catalog scenario, concrete). ``extra`` names restrictions defined in ``proofs.runner``."""
+    (one catalog configuration, decided by the model's program on its concrete values; no solver query, so
+    ``rlimit`` is 0). ``extra`` names restrictions defined in ``proofs.runner``."""
 
     name: str
     statement: str
@@ -38,6 +40,7 @@ class Obligation:
     extra: tuple[str, ...] = ()
     rlimit: int = 50_000_000  # z3's deterministic resource limit of each check (see Calibration above)
     scenario: str = ""
+    catalog: str = ""  # a scenario obligation's catalog version (fencecheck.catalog.VERSIONS)
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -56,8 +59,6 @@ NEEDS_RLIMIT = {
     "last_reader_publishes": 8_100_000,  # 2,004,370
     "worker_reads_cleared": 550_000,  # 135,751
 }
-#: rlimit of every catalog obligation (a pinned configuration; the costliest, multi-layer-eagle-first, needs 91,155).
-CATALOG_RLIMIT = 370_000
 
 OBLIGATIONS: list[Obligation] = [
     Obligation(
@@ -132,16 +133,29 @@ OBLIGATIONS: list[Obligation] = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
+def catalog_scenarios(version: str) -> dict:
+    """The scenarios of a catalog version by name, in file order, read once per process (scenarios are immutable;
+    worker processes forked after ``catalog_obligations`` find them read)."""
+    from fencecheck.catalog import load_catalog
+
+    return {s.name: s for s in load_catalog(version)}
+
+
 def catalog_obligations() -> list[Obligation]:
-    from fencecheck.catalog import PR_ERA, load_catalog
+    """One obligation per catalog configuration: the PR-era catalog's as ``catalog/<name>``, the release's as
+    ``sglang-0.5.23/<name>`` (each version's scenarios in file order)."""
+    from fencecheck.catalog import PR_ERA, RELEASE
 
     out = []
-    for s in load_catalog(PR_ERA):
-        expected = Verdict.PROVED if s.expect is None else s.expect.verdict
-        out.append(Obligation(
-            f"catalog/{s.name}", f"The model's verdict on catalog scenario {s.name} for {s.steps} steps (the "
-            "simulator must agree, race for race).", "scenario", expected, scenario=s.name, rlimit=CATALOG_RLIMIT,
-        ))
+    for version, prefix, what in ((PR_ERA, "catalog", "catalog scenario"),
+                                  (RELEASE, RELEASE, "release configuration")):
+        for s in catalog_scenarios(version).values():
+            expected = Verdict.PROVED if s.expect is None else s.expect.verdict
+            out.append(Obligation(
+                f"{prefix}/{s.name}", f"The model's verdict on {what} {s.name} for {s.steps} steps (the simulator "
+                "must agree, race for race).", "scenario", expected, scenario=s.name, catalog=version, rlimit=0,
+            ))
     return out
 
 

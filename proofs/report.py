@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 
+from fencecheck.catalog import catalog_file
 from fencecheck.model.assumptions import BY_NAME
 from fencecheck.model.solver import LOGIC, SAFETY_TIMEOUT_MS, SEED, version
 from fencecheck.report import Verdict
 from fencecheck.scenario_io import dumps
 
-from .runner import Result
+from .obligations import catalog_scenarios
+from .runner import UNFENCED, Result
 
 GLYPH = {True: "ok", False: "DIFFERS"}
 CE_DIR = "counterexamples"
@@ -34,23 +36,85 @@ def _tally(results: list[Result]) -> str:
             + (f" ({unknown} unknown)" if unknown else ""))
 
 
-def table(results: list[Result]) -> str:
-    """The terminal's table: verdicts, rlimit consumed against the obligation's rlimit, and wall-clock time."""
+def table(results: list[Result], wall: float | None = None) -> str:
+    """The terminal's table: verdicts, rlimit consumed against the obligation's rlimit, and wall-clock time (each
+    obligation's; at the foot the run's, ``wall``, where given: with worker processes it is less than the sum)."""
     rows = [("obligation", "verdict", "expected", "as expected", "rlimit used", "time s")]
     for r in results:
         rows.append((r.obligation.name, r.verdict.value, r.obligation.expected.value, GLYPH[r.ok],
-                     f"{r.rlimit_used:,} of {r.obligation.rlimit:,}", f"{r.seconds:.2f}"))
+                     f"{r.rlimit_used:,} of {r.obligation.rlimit:,}" if r.obligation.rlimit else "-",
+                     f"{r.seconds:.2f}"))
     total = sum(r.seconds for r in results)
-    return "\n".join(_columns(rows) + [f"{_tally(results)}; {total:.2f} s"]) + "\n"
+    foot = f"{total:.2f} s" if wall is None else f"{wall:.2f} s wall-clock ({total:.2f} s in obligations)"
+    return "\n".join(_columns(rows) + [f"{_tally(results)}; {foot}"]) + "\n"
+
+
+def _rlimit(r: Result) -> str:
+    return f"{r.obligation.rlimit:,}" if r.obligation.rlimit else "-"
+
+
+def _catalogs(results: list[Result]) -> dict[str, list[Result]]:
+    """The catalog obligations by catalog version, in the order they first appear."""
+    out: dict[str, list[Result]] = {}
+    for r in results:
+        if r.obligation.kind == "scenario":
+            out.setdefault(r.obligation.catalog, []).append(r)
+    return out
 
 
 def doc_table(results: list[Result]) -> str:
-    """docs/proofs.md's table: what is the same on every run."""
+    """docs/proofs.md's table: what is the same on every run. A catalog's configurations take one line (each has a
+    row of the catalog's own table below)."""
     rows = [("obligation", "verdict", "expected", "as expected", "queries", "size", "rlimit")]
     for r in results:
-        rows.append((r.obligation.name, r.verdict.value, r.obligation.expected.value, GLYPH[r.ok], str(len(r.queries)),
-                     str(r.size) if r.size else "-", f"{r.obligation.rlimit:,}"))
-    return "\n".join(_columns(rows) + [_tally(results)]) + "\n"
+        if r.obligation.kind != "scenario":
+            rows.append((r.obligation.name, r.verdict.value, r.obligation.expected.value, GLYPH[r.ok],
+                         str(len(r.queries)), str(r.size) if r.size else "-", _rlimit(r)))
+    lines = _columns(rows)
+    for version, rs in _catalogs(results).items():
+        prefix = rs[0].obligation.name.split("/")[0]
+        lines.append(f"{prefix}/* ({len(rs)} configurations of {catalog_file(version, '*')}): "
+                     f"{sum(r.ok for r in rs)} as expected, {sum(not r.ok for r in rs)} not; "
+                     f"{sum(r.verdict is Verdict.COUNTEREXAMPLE for r in rs)} race")
+    return "\n".join(lines + [_tally(results)]) + "\n"
+
+
+def catalog_tables(results: list[Result]) -> list[str]:
+    """docs/proofs.md's section on the catalog obligations: per catalog version, one row per configuration."""
+    groups = _catalogs(results)
+    if not groups:
+        return []
+    out = [
+        "## Catalog configurations",
+        "",
+        "One obligation per configuration of each catalog: the model's verdict on the configuration for its own "
+        "number of steps, which must be the one the configuration expects, with the simulator agreeing race for race "
+        "(racing reads counted once per step). The model decides a configuration by running its program (the host "
+        "program the symbolic obligations hand to the solver) on the configuration's concrete values: no solver "
+        "query; on every catalog configuration, and on every configuration a non-vacuity check below decides, that "
+        "gives the verdict and the races the solver gives for the configuration pinned (tests/test_proofs.py). "
+        "Non-vacuity of a race-free configuration: with its barrier switched off it races (\"fence taken away\"); where its event loop orders "
+        "the scheduler's writes after the forward without the barrier (`normal`, `pp`), it races with the barrier "
+        "off under the overlap loop (\"(overlap loop)\").",
+        "",
+    ]
+    for version, rs in groups.items():
+        prefix = rs[0].obligation.name.split("/")[0]
+        out += [f"### {prefix}/*: `{catalog_file(version, '*')}`", "",
+                "| configuration | steps | verdict | expected | as expected | racing reads | simulator agrees | "
+                "fence taken away | races at |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in rs:
+            ob = r.obligation
+            s = catalog_scenarios(ob.catalog)[ob.scenario]
+            unfenced = "; ".join(("races" if ok else "NO race") + ("" if label == UNFENCED else " (overlap loop)")
+                                 for label, ok in r.nonvacuity) or "-"
+            places = "; ".join(f"`{p.text()}`" for p in sorted({x.place() for x in r.races})) or "-"
+            out.append(f"| [{ob.name}](../{catalog_file(ob.catalog, ob.scenario)}) | {s.steps} | {r.verdict.value} | "
+                       f"{ob.expected.value} | {GLYPH[r.ok]} | {len(r.races)} | {'yes' if r.agrees else 'NO'} | "
+                       f"{unfenced} | {places} |")
+        out.append("")
+    return out
 
 
 def ce_stem(r: Result) -> str:
@@ -83,7 +147,8 @@ def markdown(results: list[Result]) -> str:
         "Generated by `fencecheck prove --docs docs`; do not edit by hand. Each obligation states a property of the "
         "model of SGLang's shared-read fence (`model/`), within bounds, under assumptions; the verdict is the "
         "solver's: `proved` (no configuration in the family races), `counterexample` (a minimal configuration that does, "
-        "replayable), or `unknown` (the solver ran out of budget: never read as proved).",
+        "replayable), or `unknown` (the solver ran out of budget: never read as proved). A catalog configuration is "
+        "one configuration: the model's program decides it on its values (\"Catalog configurations\", below).",
         "",
         f"Solver: z3 {version()} (pinned exactly in pyproject.toml: another release may search differently and find "
         f"another counterexample), logic {LOGIC}, random seed {SEED}. Every check is bounded by z3's deterministic "
@@ -112,12 +177,13 @@ def markdown(results: list[Result]) -> str:
     out += [ARGUMENT]
     for r in results:
         ob = r.obligation
+        if ob.kind == "scenario":  # the catalogs' tables, below
+            continue
         out += [f"## {ob.name}", "", ob.statement, ""]
-        if ob.kind != "scenario":
-            out.append(f"- Bounds: {ob.bounds.text()}.")
-            out.append("- Assumptions: " + (", ".join(f"`{n}`" for n in ob.assumptions) or "none") + ".")
-            if ob.extra:
-                out.append("- Restricted to: " + ", ".join(f"`{e}`" for e in ob.extra) + ".")
+        out.append(f"- Bounds: {ob.bounds.text()}.")
+        out.append("- Assumptions: " + (", ".join(f"`{n}`" for n in ob.assumptions) or "none") + ".")
+        if ob.extra:
+            out.append("- Restricted to: " + ", ".join(f"`{e}`" for e in ob.extra) + ".")
         out.append(f"- Verdict: **{r.verdict.value}** (expected {ob.expected.value}){' - ' + r.reason if r.reason else ''}; "
                    f"{len(r.queries)} solver queries; largest encoding {r.size} assertions; rlimit {ob.rlimit:,} "
                    "per check.")
@@ -138,4 +204,5 @@ def markdown(results: list[Result]) -> str:
                        f"Replay from the repository root: `fencecheck check {DOCS}/{paths['scenario']} --witness` "
                        "(exit status 1: the race).")
         out.append("")
+    out += catalog_tables(results)
     return "\n".join(out)

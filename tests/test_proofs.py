@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import z3
 
+from fencecheck.catalog import PR_ERA, RELEASE, VERSIONS, load_catalog
 from fencecheck.cli import main
 from fencecheck.errors import InputError
 from fencecheck.model import assumptions as A
@@ -38,6 +39,7 @@ from fencecheck.model.symconfig import (
     make_config,
     select,
 )
+from fencecheck.model.verify import Decision
 from fencecheck.proofs import obligations as O
 from fencecheck.proofs import runner
 from fencecheck.proofs.runner import INDUCTION, evaluate, setup_for
@@ -62,7 +64,7 @@ def _ce_files(results) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def results():
-    return {r.obligation.name: r for r in prove_all([o.name for o in O.OBLIGATIONS])}
+    return {r.obligation.name: r for r in prove_all([o.name for o in O.OBLIGATIONS], jobs=2)}
 
 
 @pytest.mark.slow
@@ -186,7 +188,7 @@ CATALOG_RACES = {
 
 
 def test_catalog_obligations_expect_the_catalogs_verdicts(catalog):
-    obs = {o.scenario: o for o in O.catalog_obligations()}
+    obs = {o.scenario: o for o in O.catalog_obligations() if o.catalog == PR_ERA}
     assert set(obs) == set(catalog)
     for name, ob in obs.items():
         s = catalog[name]
@@ -197,11 +199,78 @@ def test_catalog_obligations_expect_the_catalogs_verdicts(catalog):
         assert obs[name].expected is want, name
 
 
+def test_the_release_catalog_is_in_the_obligations():
+    release = load_catalog(RELEASE)
+    obs = [o for o in O.catalog_obligations() if o.catalog == RELEASE]
+    assert [o.name for o in obs] == [f"sglang-0.5.23/{s.name}" for s in release]
+    assert [o.expected for o in obs] == [s.expect.verdict for s in release]
+    assert {o.kind for o in obs} == {"scenario"} and {o.rlimit for o in obs} == {0}
+
+
 @pytest.mark.slow
 def test_catalog_obligations_are_as_expected():
-    results = prove_all(["catalog/*"])
-    assert {r.obligation.scenario for r in results if r.verdict is Verdict.COUNTEREXAMPLE} == CATALOG_RACES
-    assert [r.obligation.name for r in results if not r.ok] == []
+    results = prove_all(["catalog/*", "sglang-0.5.23/*"])
+    pr = [r for r in results if r.obligation.catalog == PR_ERA]
+    assert {r.obligation.scenario for r in pr if r.verdict is Verdict.COUNTEREXAMPLE} == CATALOG_RACES
+    assert len(results) == len(O.catalog_obligations()) and [r.obligation.name for r in results if not r.ok] == []
+    # Every race-free configuration races once its ordering is taken away; the races are the simulator's.
+    for r in results:
+        assert r.agrees and r.queries == [] and r.rlimit_used == 0, r.obligation.name
+        assert [ok for _, ok in r.nonvacuity] == ([True] if r.verdict is Verdict.PROVED else []), r.obligation.name
+        assert r.races == tuple(sorted({x.id for x in check_scenario(_scenario_of(r.obligation)).races}))
+    loops = {r.obligation.scenario: r.nonvacuity[0][0] for r in results if r.obligation.scenario.startswith("loop-")}
+    assert loops == {"loop-normal": runner.UNORDERED, "loop-pp": runner.UNORDERED}
+
+
+def _scenario_of(ob):
+    return runner.catalog_scenarios(ob.catalog)[ob.scenario]
+
+
+@pytest.mark.slow
+def test_the_concrete_decision_is_the_solvers_on_every_catalog_configuration():
+    """The catalog obligations decide a configuration by the model's program on concrete values; asked of the
+    solver (model_check's query: the configuration pinned, some read racing), every configuration of both catalogs
+    and, where race-free, the configuration its non-vacuity decides gets the same verdict and the same races in the
+    same order. One symbolic program per bounds, each configuration pinned in a push/pop scope of its solver."""
+    groups: dict = {}
+    decided = 0
+    for version in VERSIONS:
+        for s in load_catalog(version):
+            decided += 1 + (Decision(s).report.verdict is Verdict.PROVED)
+            for v in [s, runner.unordered(s)[1]] if Decision(s).report.verdict is Verdict.PROVED else [s]:
+                lay = layout(v)
+                groups.setdefault(lay.bounds(v), []).append((v, lay))
+    checked = 0
+    for bounds, group in groups.items():
+        ctx = fresh_context()
+        cfg = make_config(bounds, ctx=ctx)
+        prog = build(cfg)
+        solver = make_solver(Budget(rlimit=50_000_000), ctx)
+        solver.add(*cfg.domain, *prog.constraints, prog.any_race())
+        for v, lay in group:
+            solver.push()
+            solver.add(*pin(cfg, v, lay))
+            a = check(solver)
+            races = ()
+            if a.verdict is Verdict.COUNTEREXAMPLE:
+                m = solver.model()
+                races = tuple(r.race_id(v) for r in prog.reads
+                              if z3.is_true(m.eval(prog.race_of(r), model_completion=True)))
+            solver.pop()
+            got = Decision(v).report
+            assert (got.verdict, got.races) == (a.verdict, races), v.name
+            checked += 1
+    assert checked == decided > sum(len(load_catalog(v)) for v in VERSIONS)
+
+
+def test_a_catalog_obligation_whose_fence_changes_nothing_is_vacuous(monkeypatch):
+    """Non-vacuity can fail: where taking the ordering away left the configuration race-free, the obligation (proved
+    as expected) is not as expected."""
+    ob = next(o for o in O.catalog_obligations() if o.name == "catalog/plain-decode")
+    assert evaluate(ob).ok
+    monkeypatch.setattr(runner, "unordered", lambda s: (runner.UNFENCED, s))
+    r = evaluate(ob)
+    assert r.verdict is Verdict.PROVED and r.nonvacuity == [(runner.UNFENCED, False)] and not r.ok
 
 
 def test_a_catalog_obligation_whose_expectation_is_inverted_differs():
@@ -395,6 +464,35 @@ def test_results_do_not_depend_on_order_or_subset(monkeypatch):
     assert [r.rlimit_used for r in forward] == [r.rlimit_used for r in backward][::-1]
 
 
+def test_a_detached_result_crosses_processes_with_its_documents():
+    """What a worker process sends back: no z3 object, every document byte, size and rlimit kept."""
+    import pickle
+
+    r = evaluate(BY_NAME["ngram_without_clear"])
+    files, size, rlimits = document_files([r]), r.size, [q.rlimit for q in r.queries]
+    back = pickle.loads(pickle.dumps(runner.detach(r)))
+    assert all(q.solver is None for q in back.queries) and back.counterexample.race.guard is None
+    assert (document_files([back]), back.size, [q.rlimit for q in back.queries]) == (files, size, rlimits)
+    assert len(files) == 4 and size > 0
+
+
+def _facts(results) -> list:
+    return [(r.obligation.name, r.verdict, r.reason, r.rlimit_used, r.size, r.nonvacuity, r.notes, r.races, r.agrees,
+             [(q.label, q.verdict, q.rlimit, q.checks) for q in r.queries]) for r in results]
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_serial_results_and_documents():
+    """Two worker processes, costliest obligation first: the same results in the usual order, the same bytes."""
+    names = [*SAMPLE, "catalog/ngram", "sglang-0.5.23/loop-pp"]
+    seen = []
+    serial, parallel = prove_all(names), prove_all(names, progress=seen.append, jobs=2)
+    assert [r.obligation.name for r in parallel] == [r.obligation.name for r in serial] and len(serial) == 7
+    assert sorted(r.obligation.name for r in seen) == sorted(names)
+    assert _facts(parallel) == _facts(serial)
+    assert document_files(parallel) == document_files(serial)
+
+
 def test_an_obligation_after_other_solver_work_is_unchanged():
     """A context of its own: work done before in z3's main context does not change the result."""
     first = evaluate(BY_NAME["ngram_without_clear"])
@@ -452,8 +550,16 @@ def test_prove_cli_writes_docs_and_exits_0(tmp_path):
     assert "2 obligations: 2 as expected, 0 not" in out.getvalue()
     written = {p.relative_to(docs).as_posix(): p.read_text() for p in docs.rglob("*") if p.is_file()}
     assert written == document_files(prove_all(["ngram_*"]))
-    assert [o["name"] for o in json.loads(timings.read_text())["obligations"]] == [
-        "ngram_without_clear", "ngram_with_clear"]
+    data = json.loads(timings.read_text())
+    assert [o["name"] for o in data["obligations"]] == ["ngram_without_clear", "ngram_with_clear"]
+    assert data["jobs"] == min(2, os.cpu_count() or 1) and data["wall_seconds"] > 0
+    assert all(o["cpu_seconds"] >= 0 for o in data["obligations"])
+
+
+def test_prove_jobs_must_be_positive():
+    err = io.StringIO()
+    assert main(["prove", "--only", "ngram_*", "--jobs", "0"], io.StringIO(), err) == 2
+    assert "--jobs" in err.getvalue()
 
 
 def test_unknown_has_its_own_exit_code_and_is_never_proved(monkeypatch):
