@@ -7,6 +7,7 @@ audit (exit 1; 3 when the only shortfall is an unknown verdict), it is never lef
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -156,7 +157,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
     state: dict = {}
 
     def prove() -> Part:
-        results = prove_all()
+        results = prove_all(jobs=min(2, os.cpu_count() or 1))  # the documents are the same bytes for any jobs
         state["results"], state["proof_files"] = results, document_files(results)
         bad = [r for r in results if not r.ok]
         unknown = [r for r in bad if r.verdict is Verdict.UNKNOWN]
@@ -165,11 +166,11 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
                     len(unknown) == len(bad), lines=doc_table(results).splitlines())
 
     def catalog() -> Part:
-        from .model.check import model_check
+        from .model.verify import Decision
 
         rows, bad = [], 0
         for s in load_catalog(PR_ERA):
-            sim, mod = check_scenario(s), model_check(s)
+            sim, mod = check_scenario(s), Decision(s).report
             want = s.expect.verdict.value if s.expect else "-"
             got = sim.verdict.value
             agree = (oracles_agree((sim.verdict, [r.id for r in sim.races]), (mod.verdict, mod.races))[0]
@@ -373,7 +374,7 @@ def release_part(state: dict, check_text: CheckText | None) -> Part:
     """Decide every release configuration with the simulator and the model, against its expectation; each
     scenario's ``check --witness`` text comes from ``check_text`` (the library does not import the command line)."""
     from .catalog import RELEASE, catalog_paths
-    from .model.check import model_check
+    from .model.verify import Decision
     from .reference.check import check_scenario
 
     if check_text is None:
@@ -381,7 +382,7 @@ def release_part(state: dict, check_text: CheckText | None) -> Part:
     paths = {p.stem: p for p in catalog_paths(RELEASE)}
     decided, rows, bad = [], [], 0
     for s in release_catalog():
-        sim, mod = check_scenario(s), model_check(s)
+        sim, mod = check_scenario(s), Decision(s).report
         agree = (oracles_agree((sim.verdict, [r.id for r in sim.races]), (mod.verdict, mod.races))[0]
                  and agreement(s.expect, sim.verdict, [r.id for r in sim.races])[0])
         bad += not agree
