@@ -135,11 +135,13 @@ def _spans(path: Path) -> dict[str, list[tuple[int, int]]]:
 
 @pytest.mark.skipif(RELEASE_TREE is None, reason=WHY)
 def test_every_release_cite_lies_inside_the_function_it_names():
-    bad = []
+    bad, parsed = [], {}
     for s in RELEASED.values():
         for cite in s.cites:
             path, func, lines = RELEASE_CITE.match(cite).groups()[:3]
-            spans = _spans(RELEASE_TREE / path).get(func, [])
+            if path not in parsed:  # each file parsed once (large files are cited many times)
+                parsed[path] = _spans(RELEASE_TREE / path)
+            spans = parsed[path].get(func, [])
             for part in lines.split(","):
                 a, _, b = part.partition("-")
                 if not any(lo <= int(a) and int(b or a) <= hi for lo, hi in spans):
