@@ -25,7 +25,7 @@ def _agree(s) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=500)
+@settings(max_examples=250)
 @given(scenarios())
 def test_model_equals_simulator(s):
     _agree(s)

@@ -1,12 +1,13 @@
-"""Second solver: every obligation query that z3 answers within 2,000,000 rlimit (a measure of z3's work, the same
-on every machine), exported as SMT-LIB2 (QF_LIA) and read back by cvc5, must get the same answer."""
+"""Second solver: every query that z3 answers within 2,000,000 rlimit (a measure of z3's work, the same on every
+machine), of the obligations whose every check is cheap (given at most 4x that), exported as SMT-LIB2 (QF_LIA) and
+read back by cvc5, must get the same answer."""
 
 from __future__ import annotations
 
 import pytest
 
 from fencecheck.model.solver import to_smt2
-from fencecheck.proofs.obligations import OBLIGATIONS, catalog_obligations
+from fencecheck.proofs.obligations import OBLIGATIONS
 from fencecheck.proofs.runner import evaluate
 from fencecheck.report import Verdict
 
@@ -30,7 +31,9 @@ def cvc5_answer(text: str) -> str:
 
 
 def _queries():
-    for ob in OBLIGATIONS + catalog_obligations()[::5]:
+    for ob in OBLIGATIONS:
+        if ob.rlimit > 4 * CHEAP:  # the costly ones: their few cheap queries are not worth their evaluation here
+            continue
         for q in evaluate(ob).queries:
             if q.rlimit <= CHEAP and q.verdict is not Verdict.UNKNOWN:
                 yield ob.name, q
