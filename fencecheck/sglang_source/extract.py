@@ -38,6 +38,7 @@ class Extraction:
     workers: list[dict] = field(default_factory=list)
     barrier: dict = field(default_factory=dict)
     runners: list[dict] = field(default_factory=list)
+    algorithms: list[dict] = field(default_factory=list)  # algorithms.read_algorithms
     findings: list[dict] = field(default_factory=list)
     not_findings: list[dict] = field(default_factory=list)
     call_graph: object = None
@@ -54,6 +55,7 @@ class Extraction:
             "workers": self.workers,
             "barrier": self.barrier,
             "runners": self.runners,
+            "algorithms": self.algorithms,
             "findings": self.findings,
             "not_findings": self.not_findings,
         }
@@ -192,6 +194,9 @@ def read_tree(tree: Tree) -> Extraction:
     ex.workers = _workers(tree)
     ex.barrier = _barrier(tree)
     ex.runners = _runners(tree)
+    from .algorithms import read_algorithms
+
+    ex.algorithms = read_algorithms(tree, rd.modes, ex.workers)
     ex.call_graph = rd.walker.graph
     from .drift import collect
 

@@ -1,0 +1,534 @@
+"""Each speculative algorithm of an SGLang tree, read statically: the worker class ``create_worker`` returns for it,
+the ordered phases of one decode step (which runner runs, in which forward mode, under which condition), the worker's
+publisher (joined from the ``workers`` rows) and the worker's reads of scheduler-shared state after the publisher's
+runner has returned.
+
+The algorithms are the members of ``SpeculativeAlgorithm`` (its ``is_*`` predicates evaluated per member with the
+forward-mode evaluator of ``declare.Modes``); ``create_worker``'s ``if`` chain is followed per member: a test the
+predicates decide picks its branch, any other test (a server setting) becomes the row's condition.
+
+A decode step enters the worker's ``forward_batch_generation`` with the batch in ``DECODE`` and no extend in the
+batch (``is_extend_in_batch`` false). Its statements are followed in order through ``self`` methods (the MRO), the
+worker's sub-workers (``self.x = Cls(...)``, and properties returning such a field), ``super()`` and helper functions
+(resolved through the module's imports and the function's own imports). A runner call is ``<r>.execute/replay/forward``
+on a receiver whose name says ``runner``, or ``<w>.forward_batch_generation`` on any receiver but ``self`` (the target
+worker's model runner). The phase's mode is the last ``ForwardMode`` member assigned to a ``forward_mode`` (or passed
+as ``forward_mode=``) on the path before the call; forward-mode tests are decided for that mode. A call of the
+scheduler's ``on_publish`` callback is listed as a phase with runner ``on_publish``.
+
+A worker read after the publisher's runner is a read of a scheduler-shared map (``reads.SHARED_ATTRS`` and the
+translator methods) found by ``reads.ReadWalker`` on the worker whose call chain comes after the call chain of the
+last phase on the publisher's side (draft or target, from the names). The fence covers only reads before the
+publisher's read-done record: such a read is a plausible finding, unless its data is copied to the host at once
+(``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it), which completes before the worker returns and so before
+the scheduler issues its next write.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .declare import Modes
+from .reads import HOST_SYNC_METHODS, ReadWalker
+from .tree import ClassInfo, FuncInfo, Tree
+
+ENTRY = "forward_batch_generation"
+STEP_MODE = "DECODE"
+RUNNER_METHODS = ("execute", "replay", "forward")
+MAX_DEPTH = 7
+
+
+class Algorithms(Modes):
+    """``SpeculativeAlgorithm``'s members and its boolean ``is_*`` methods, evaluated per member (``Modes``'s
+    evaluator over another enum)."""
+
+    def __init__(self, ci: ClassInfo):  # noqa: super().__init__ looks up ForwardMode
+        self.cls = ci
+        self.members = [n.targets[0].id for n in ci.node.body
+                        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                        and n.targets[0].id.isupper()]
+        self._memo = {}
+
+
+def _registry(tree: Tree) -> Algorithms | None:
+    cands = [c for c in tree.classes_named("SpeculativeAlgorithm") if "create_worker" in c.methods]
+    return Algorithms(sorted(cands, key=lambda c: c.file)[0]) if cands else None
+
+
+def _local_imports(tree: Tree, mod, stmts) -> dict:
+    """name -> what it resolves to, for the ``import`` statements anywhere in ``stmts`` (imports inside functions)."""
+    from .tree import _absolute
+
+    out = {}
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.ImportFrom):
+                src = _absolute(mod.name, mod.path.name == "__init__.py", n.module, n.level)
+                target = tree.module(src)
+                for a in n.names:
+                    if target is not None and a.name != "*":
+                        r = tree.resolve(target, a.name)
+                        if r is not None:
+                            out[a.asname or a.name] = r
+    return out
+
+
+def _residual(algos: Algorithms, test: ast.expr, member: str):
+    """(value, texts): True/False when the predicates decide ``test`` for ``member``; else None and the texts of the
+    parts they do not decide (the parts of an ``and`` that hold are dropped)."""
+    v = algos._eval(test, member, {})
+    if v is not None:
+        return v, ()
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        rest = tuple(ast.unparse(x) for x in test.values if algos._eval(x, member, {}) is not True)
+        return None, rest
+    return None, (ast.unparse(test),)
+
+
+def _neg(text: str) -> str:
+    return f"not ({text})" if " " in text else f"not {text}"
+
+
+def dispatch(tree: Tree, algos: Algorithms) -> list[dict]:
+    """One row per (member, outcome) of ``create_worker``: name, condition texts, worker ClassInfo (or None with a
+    reason), line of the ``return``."""
+    owner = algos.cls
+    fn = owner.methods["create_worker"]
+    rows = []
+    for m in algos.members:
+        if algos.predicate("is_none", m) is True:
+            continue
+        notes: list[str] = []
+        _dispatch_block(tree, algos, owner, list(fn.body), m, (), rows, notes)
+        for r in rows:
+            if r["name"] == m:
+                r["notes"] = list(notes)
+    return rows
+
+
+def _dispatch_block(tree, algos, owner, stmts, m, conds, rows, notes) -> bool:
+    """Appends ``m``'s rows of ``stmts``; True when every path returns."""
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Raise):
+            return True
+        if isinstance(s, ast.Return) and s.value is not None:
+            r = _local_imports(tree, owner.module, stmts[:i]).get(getattr(s.value, "id", None)) \
+                if isinstance(s.value, ast.Name) else None
+            if r is None and isinstance(s.value, ast.Name):
+                r = tree.resolve(owner.module, s.value.id)
+            if isinstance(r, ClassInfo):
+                rows.append({"name": m, "conditions": conds, "worker": r, "line": s.lineno})
+            else:
+                notes.append(f"an out-of-tree worker `{ast.unparse(s.value)}` ({owner.file}:{s.lineno}) replaces "
+                             f"the built-in one when {' and '.join(conds) or 'reached'}: not in the tree")
+            return True
+        if isinstance(s, ast.If):
+            v, texts = _residual(algos, s.test, m)
+            if v is True:
+                if _dispatch_block(tree, algos, owner, list(s.body), m, conds, rows, notes):
+                    return True
+                continue
+            if v is False:
+                if _dispatch_block(tree, algos, owner, list(s.orelse), m, conds, rows, notes):
+                    return True
+                continue
+            text = " and ".join(texts)
+            n_rows = len(rows)
+            body_ends = _dispatch_block(tree, algos, owner, list(s.body), m, conds + (text,), rows, notes)
+            dynamic = len(rows) == n_rows  # the branch returned no class of the tree: not a condition of the rest
+            rest = conds if dynamic else conds + (_neg(text),)
+            if _dispatch_block(tree, algos, owner, list(s.orelse), m, rest, rows, notes) and body_ends:
+                return True
+            if body_ends:
+                conds = rest
+    return False
+
+
+# --- phases ---------------------------------------------------------------------------------------------------------
+def worker_attr_types(tree: Tree):
+    """``self.x`` -> the class every ``self.x = Cls(...)`` (or ``Cls(...) if c else None``) of the lowest class on a
+    worker's MRO that assigns ``x`` names (when just one), plus properties
+    returning such a field; runners, backends and target workers (an attribute named ``*target*``) are left out:
+    their work is the runners' phases, not the worker's."""
+    memo: dict[int, dict] = {}
+
+    def types(ci: ClassInfo) -> dict:
+        if id(ci) in memo:
+            return memo[id(ci)]
+        memo[id(ci)] = {}
+        seen: dict[str, set] = {}
+        props: dict[str, str] = {}
+        for c in tree.mro(ci):
+            own: dict[str, set] = {}
+            for fn in c.methods.values():
+                local = None
+                for node in ast.walk(fn):
+                    if not isinstance(node, ast.Assign):
+                        continue
+                    value = node.value
+                    if isinstance(value, ast.IfExp):  # ``Cls(...) if hosts else None``: Cls or nothing
+                        sides = [x for x in (value.body, value.orelse)
+                                 if not (isinstance(x, ast.Constant) and x.value is None)]
+                        value = sides[0] if len(sides) == 1 else value
+                    if not isinstance(value, ast.Call):
+                        continue
+                    for t in node.targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                            r = tree.resolve_expr(c.module, value.func)
+                            if r is None and isinstance(value.func, ast.Name):
+                                if local is None:
+                                    local = _local_imports(tree, c.module, fn.body)
+                                r = local.get(value.func.id)
+                            own.setdefault(t.attr, set()).add(r if isinstance(r, ClassInfo) else None)
+                body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+                if any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list) and len(body) == 1 \
+                        and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Attribute) \
+                        and isinstance(body[0].value.value, ast.Name) and body[0].value.value.id == "self":
+                    props.setdefault(fn.name, body[0].value.attr)
+            for a, cs in own.items():  # the lowest class on the MRO that assigns a field decides its class
+                seen.setdefault(a, cs)
+        out = {}
+        for a, cs in seen.items():
+            if len(cs) == 1:
+                (k,) = cs
+                if k is not None and not k.name.endswith(("Runner", "Backend")) and "target" not in a:
+                    out[a] = k
+        for p, a in props.items():
+            if a in out and p not in out and "target" not in p:
+                out[p] = out[a]
+        memo[id(ci)] = out
+        return out
+
+    return types
+
+
+class _Walk:
+    """One decode step of one worker: the phases in order, the unresolved calls."""
+
+    def __init__(self, tree: Tree, modes: Modes, types):
+        self.tree, self.modes, self.types = tree, modes, types
+        self.phases: list[dict] = []
+        self.unresolved: list[str] = []
+
+    def fn(self, subject, owner, node, module, mode, conds, chain, loop, depth, stack):
+        """Walks one function; returns the mode in force after it (None: the paths disagree)."""
+        key = f"{owner.key}.{node.name}" if owner is not None else f"{module.name}.{node.name}"
+        if depth > MAX_DEPTH or key in stack:
+            return mode
+        ctx = {"subject": subject, "module": module, "file": (owner.module if owner else module).rel,
+               "key": key, "chain": chain, "stack": stack + (key,), "depth": depth,
+               "imports": _local_imports(self.tree, module, node.body), "aliases": {}, "loop": loop}
+        mode, _ = self.block(node.body, mode, conds, ctx)
+        return mode
+
+    def block(self, stmts, mode, conds, ctx):
+        for s in stmts:
+            mode, conds, dead = self.stmt(s, mode, conds, ctx)
+            if dead:
+                return mode, True
+        return mode, False
+
+    def stmt(self, s, mode, conds, ctx):
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return mode, conds, False
+        if isinstance(s, ast.Raise):
+            return mode, conds, True
+        if isinstance(s, ast.Return):
+            if s.value is not None:
+                mode = self.exprs(s.value, mode, conds, ctx)
+            return mode, conds, True
+        if isinstance(s, ast.If):
+            mode = self.exprs(s.test, mode, conds, ctx)
+            t = self.test(s.test, mode)
+            if t is not None:
+                m2, dead = self.block(s.body if t else s.orelse, mode, conds, ctx)
+                return m2, conds, dead
+            text = ast.unparse(s.test)
+            m1, d1 = self.block(s.body, mode, conds + (text,), ctx)
+            m2, d2 = self.block(s.orelse, mode, conds + (_neg(text),), ctx)
+            if d1 and d2:
+                return mode, conds, True
+            if d1:
+                return m2, conds + (_neg(text),), False
+            if d2:
+                return m1, conds + (text,), False
+            return (m1 if m1 == m2 else None), conds, False
+        if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
+            head = s.test if isinstance(s, ast.While) else s.iter
+            mode = self.exprs(head, mode, conds, ctx)
+            inner = dict(ctx, loop=f"{'while' if isinstance(s, ast.While) else 'for'} {ast.unparse(head)[:80]} "
+                                   f"({ctx['file']}:{s.lineno})")
+            m1, _ = self.block(s.body, mode, conds, inner)
+            return (m1 if m1 == mode else None), conds, False
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            for it in s.items:
+                mode = self.exprs(it.context_expr, mode, conds, ctx)
+            m1, dead = self.block(s.body, mode, conds, ctx)
+            return m1, conds, dead
+        if isinstance(s, ast.Try):
+            m1, dead = self.block(s.body, mode, conds, ctx)
+            m1, _ = self.block(s.finalbody, m1, conds, ctx)
+            return m1, conds, False
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            value = s.value
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if value is not None:
+                mode = self.exprs(value, mode, conds, ctx)
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and t.attr == "forward_mode":
+                        m = self.mode_of(value, mode)
+                        if m is not None:
+                            mode = m
+                    elif isinstance(t, ast.Name):
+                        text = ast.unparse(value)
+                        if "runner" in text.rsplit(".", 1)[-1].lower() and not isinstance(value, ast.Call):
+                            ctx["aliases"][t.id] = text
+            return mode, conds, False
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                mode = self.exprs(child, mode, conds, ctx)
+        return mode, conds, False
+
+    def mode_of(self, e, mode):
+        if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == self.modes.cls.name \
+                and e.attr in self.modes.members:
+            return e.attr
+        if isinstance(e, ast.IfExp):
+            t = self.test(e.test, mode)
+            if t is not None:
+                return self.mode_of(e.body if t else e.orelse, mode)
+        return None
+
+    def test(self, e, mode):
+        from .reads import _is_mode_expr
+        from .declare import compare_mode
+
+        if mode is None:
+            return None
+        if isinstance(e, ast.Attribute) and e.attr == "is_extend_in_batch":
+            return False
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            t = self.test(e.operand, mode)
+            return None if t is None else not t
+        if isinstance(e, ast.BoolOp):
+            vals = [self.test(v, mode) for v in e.values]
+            if isinstance(e.op, ast.And):
+                return False if False in vals else (True if all(v is True for v in vals) else None)
+            return True if True in vals else (False if all(v is False for v in vals) else None)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and _is_mode_expr(e.func.value):
+            kw = {k.arg: k.value.value for k in e.keywords if isinstance(k.value, ast.Constant)}
+            return self.modes.predicate(e.func.attr, mode, kw)
+        if isinstance(e, ast.Compare) and len(e.ops) == 1 and _is_mode_expr(e.left):
+            return compare_mode(self.modes, mode, e.ops[0], e.comparators[0])
+        return None
+
+    def exprs(self, node, mode, conds, ctx):
+        """Follows the calls under ``node`` (arguments before the call that takes them); returns the mode after."""
+        for c in _calls_postorder(node):
+            for k in c.keywords:
+                if k.arg == "forward_mode":
+                    m = self.mode_of(k.value, mode)
+                    if m is not None:
+                        mode = m
+            mode = self.call(c, mode, conds, ctx)
+        return mode
+
+    def _phase(self, c, runner, mode, conds, ctx, kind="runner"):
+        self.phases.append({"runner": runner, "call": ast.unparse(c.func), "mode": mode if kind == "runner" else None,
+                            "kind": kind, "conditions": tuple(conds), "file": ctx["file"], "line": c.lineno,
+                            "chain": ctx["chain"] + ((ctx["key"], c.lineno),), "loop": ctx["loop"],
+                            "subject": ctx["subject"].name if ctx["subject"] else None})
+
+    def call(self, c, mode, conds, ctx):
+        f, tree, subject = c.func, self.tree, ctx["subject"]
+        if isinstance(f, ast.Name) and f.id == "on_publish":
+            self._phase(c, "on_publish", mode, conds, ctx, kind="publish")
+            return mode
+        if isinstance(f, ast.Attribute):
+            recv = f.value
+            rtext = ctx["aliases"].get(recv.id, ast.unparse(recv)) if isinstance(recv, ast.Name) else ast.unparse(recv)
+            shown = rtext.replace("self.", f"{subject.name}.", 1) if subject and rtext.startswith("self.") else rtext
+            is_self = isinstance(recv, ast.Name) and recv.id == "self"
+            if f.attr in RUNNER_METHODS and "runner" in rtext.rsplit(".", 1)[-1].lower():
+                self._phase(c, shown, mode, conds, ctx)
+                return mode
+            if f.attr == ENTRY and not is_self:
+                self._phase(c, shown, mode, conds, ctx)
+                return mode
+            target = None
+            if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super" and subject:
+                owner_key = ctx["key"].rsplit(".", 1)[0]
+                owner = next((k for k in tree.mro(subject) if k.key == owner_key), None)
+                hit = tree.lookup(subject, f.attr, owner)
+                target = (subject, hit) if hit else None
+            elif is_self and subject is not None:
+                hit = tree.lookup(subject, f.attr)
+                target = (subject, hit) if hit else None
+            elif isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self" \
+                    and subject is not None:
+                cls = self.types(subject).get(recv.attr)
+                if cls is not None:
+                    hit = tree.lookup(cls, f.attr)
+                    target = (cls, hit) if hit else None
+                elif "worker" in recv.attr.lower() and "target" not in recv.attr:
+                    self.unresolved.append(f"`{ast.unparse(f)}` ({ctx['file']}:{c.lineno}): the class of "
+                                           f"`{rtext}` is not known statically; its phases are not followed")
+            elif isinstance(recv, ast.Name):
+                r = ctx["imports"].get(recv.id) or tree.resolve(ctx["module"], recv.id)
+                if isinstance(r, tuple) and r[0] == "module":
+                    m = tree.module(r[1])
+                    fi = m.functions.get(f.attr) if m else None
+                    if fi is not None:
+                        return self.fn(None, None, fi.node, fi.module, mode, conds,
+                                       ctx["chain"] + ((ctx["key"], c.lineno),), ctx["loop"], ctx["depth"] + 1,
+                                       ctx["stack"])
+            if target is not None:
+                cls, (owner, node) = target
+                return self.fn(cls, owner, node, owner.module, mode, conds, ctx["chain"] + ((ctx["key"], c.lineno),),
+                               ctx["loop"], ctx["depth"] + 1, ctx["stack"])
+            return mode
+        if isinstance(f, ast.Name):
+            r = ctx["imports"].get(f.id) or tree.resolve(ctx["module"], f.id)
+            if isinstance(r, FuncInfo):
+                return self.fn(None, None, r.node, r.module, mode, conds, ctx["chain"] + ((ctx["key"], c.lineno),),
+                               ctx["loop"], ctx["depth"] + 1, ctx["stack"])
+        return mode
+
+
+def _calls_postorder(node):
+    out = []
+
+    def visit(n):
+        for k in ast.iter_child_nodes(n):
+            if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                visit(k)
+        if isinstance(n, ast.Call):
+            out.append(n)
+
+    visit(node)
+    return out
+
+
+# --- reads after the publisher ----------------------------------------------------------------------------------------
+def _position(read) -> list[tuple[str, int]]:
+    """(function, line) pairs from the entry down to the read: the line of the call (or the read) in each."""
+    hops = read.via
+    return [(hops[i].key, hops[i + 1].line) for i in range(len(hops) - 1)] + [(hops[-1].key, read.line)]
+
+
+def _after(pos, chain) -> bool | None:
+    """Whether ``pos`` comes after the call chain ``chain`` in one step (None: on other paths)."""
+    for (k1, l1), (k2, l2) in zip(pos, chain):
+        if k1 != k2:
+            return None
+        if l1 != l2:
+            return l1 > l2
+    return False  # the same call, or inside the runner's call
+
+
+def _side(text: str) -> str:
+    return "draft" if "draft" in text.lower() else "target"
+
+
+def _host_copy(walker: ReadWalker, read) -> str | None:
+    """``file:line`` of a host copy taken straight from the read (``x[i].tolist()``), or None."""
+    node = walker.functions.get(read.via[-1].key, (None,))[0]
+    if node is None:
+        return None
+    for n in ast.walk(node):
+        if getattr(n, "lineno", None) == read.line and ast.unparse(n)[:120] == read.what:
+            p = getattr(n, "_fc_parent", None)
+            while isinstance(p, (ast.Subscript, ast.Attribute, ast.Call)):
+                if isinstance(p, ast.Call) and isinstance(p.func, ast.Attribute) and p.func.attr in HOST_SYNC_METHODS:
+                    return f"{read.file}:{p.lineno}"
+                p = getattr(p, "_fc_parent", None)
+    return None
+
+
+def _cond_text(conds) -> str | None:
+    return " and ".join(conds) if conds else None
+
+
+def read_algorithms(tree: Tree, modes: Modes, workers: list[dict]) -> list[dict]:
+    """The ``algorithms`` rows of the tree (empty when it has no ``SpeculativeAlgorithm``)."""
+    algos = _registry(tree)
+    if algos is None:
+        return []
+    types = worker_attr_types(tree)
+    walker = ReadWalker(tree, modes, types)
+    out, per_worker = [], {}
+    for row in dispatch(tree, algos):
+        ci = row["worker"]
+        if id(ci) not in per_worker:
+            per_worker[id(ci)] = _worker_step(tree, modes, types, walker, ci, workers)
+        phases, unresolved, publisher, reads = per_worker[id(ci)]
+        out.append({"name": row["name"], "condition": _cond_text(row["conditions"]),
+                    "dispatch": {"file": algos.cls.file, "line": row["line"]},
+                    "worker": {"class": ci.name, "file": ci.file, "line": ci.line},
+                    "phases": phases, "publisher": publisher, "reads_after_publisher": reads,
+                    "unresolved": list(row.get("notes", ())) + unresolved})
+    return sorted(out, key=lambda a: (a["name"], a["condition"] or ""))
+
+
+def _worker_step(tree, modes, types, walker, ci, workers):
+    hit = tree.lookup(ci, ENTRY)
+    if hit is None:
+        return [], [f"{ci.name} ({ci.file}:{ci.line}) has no {ENTRY}"], [], []
+    owner, node = hit
+    w = _Walk(tree, modes, types)
+    w.fn(ci, owner, node, owner.module, STEP_MODE, (), (), None, 0, ())
+    unresolved = list(dict.fromkeys(w.unresolved))
+    phases = []
+    for p in w.phases:
+        if p["kind"] == "runner" and p["mode"] is None:
+            unresolved.append(f"the mode of `{p['call']}` ({p['file']}:{p['line']}) is not known statically "
+                              f"(the paths before it set different modes)")
+        if p["loop"]:
+            unresolved.append(f"`{p['call']}` ({p['file']}:{p['line']}) runs inside {p['loop']}: "
+                              f"a count known only at run time")
+        phases.append({"runner": p["runner"], "call": p["call"], "mode": p["mode"], "kind": p["kind"],
+                       "side": None if p["kind"] == "publish" else _side(f"{p['subject'] or ''} {p['runner']}"),
+                       "condition": _cond_text(p["conditions"]), "repeat": p["loop"],
+                       "file": p["file"], "line": p["line"]})
+    publisher = [{"publisher": r["publisher"], "condition": r["condition"], "side": _side(r["publisher"]),
+                  "file": r["returns_at"]["file"], "line": r["returns_at"]["line"]}
+                 for r in workers if r["class"] == ci.name and r["file"] == ci.file]
+    if not publisher:
+        unresolved.append(f"{ci.name} has no last_shared_read_runner: no publisher to order its reads against")
+    reads = _reads_after(walker, ci, w.phases, publisher, unresolved)
+    return phases, unresolved, publisher, reads
+
+
+def _reads_after(walker, ci, phases, publisher, unresolved) -> list[dict]:
+    all_reads = walker.method_reads(ci, ENTRY, STEP_MODE)
+    out = {}
+    for pub in publisher:
+        mine = [p for p in phases if p["kind"] == "runner" and _side(f"{p['subject'] or ''} {p['runner']}")
+                == pub["side"]]
+        if not mine:
+            unresolved.append(f"no phase runs on the publisher `{pub['publisher']}`'s side ({pub['side']})")
+            continue
+        last = mine[-1]
+        for r in all_reads:
+            after = _after(_position(r), last["chain"])
+            if not after:
+                continue
+            k = (r.file, r.line, r.location)
+            if k in out:
+                continue
+            copy = _host_copy(walker, r)
+            row = {"location": r.location, "file": r.file, "line": r.line, "what": r.what,
+                   "via": [h.text() for h in r.via], "condition": _cond_text(r.conditions),
+                   "publisher": pub["publisher"], "publisher_condition": pub["condition"],
+                   "after": {"call": last["call"], "file": last["file"], "line": last["line"]}}
+            if copy is not None:
+                row |= {"finding": None, "why": f"copied to the host at {copy} (a synchronous copy: it completes "
+                                                f"before the worker returns, before the scheduler's next write)"}
+            else:
+                row |= {"finding": {"kind": "worker_read_after_publish",
+                                    "status": "plausible", "scenario": None},
+                        "why": f"read on the device after the publisher's last runner call ({last['file']}:"
+                               f"{last['line']}) returned; the scheduler's next write waits only for the "
+                               f"publisher's read-done event"}
+            out[k] = row
+    return [out[k] for k in sorted(out)]
