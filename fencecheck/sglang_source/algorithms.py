@@ -89,21 +89,18 @@ def _neg(text: str) -> str:
     return f"not ({text})" if " " in text else f"not {text}"
 
 
-def dispatch(tree: Tree, algos: Algorithms) -> list[dict]:
-    """One row per (member, outcome) of ``create_worker``: name, condition texts, worker ClassInfo (or None with a
-    reason), line of the ``return``."""
+def dispatch(tree: Tree, algos: Algorithms) -> tuple[list[dict], dict[str, list[str]]]:
+    """Rows, one per (member, worker class) ``create_worker`` returns: name, condition texts, worker ClassInfo, line
+    of the ``return``; and per member the returns that are no class of the tree."""
     owner = algos.cls
     fn = owner.methods["create_worker"]
-    rows = []
+    rows, notes = [], {}
     for m in algos.members:
         if algos.predicate("is_none", m) is True:
             continue
-        notes: list[str] = []
-        _dispatch_block(tree, algos, owner, list(fn.body), m, (), rows, notes)
-        for r in rows:
-            if r["name"] == m:
-                r["notes"] = list(notes)
-    return rows
+        notes[m] = []
+        _dispatch_block(tree, algos, owner, list(fn.body), m, (), rows, notes[m])
+    return rows, notes
 
 
 def _dispatch_block(tree, algos, owner, stmts, m, conds, rows, notes) -> bool:
@@ -119,8 +116,9 @@ def _dispatch_block(tree, algos, owner, stmts, m, conds, rows, notes) -> bool:
             if isinstance(r, ClassInfo):
                 rows.append({"name": m, "conditions": conds, "worker": r, "line": s.lineno})
             else:
-                notes.append(f"an out-of-tree worker `{ast.unparse(s.value)}` ({owner.file}:{s.lineno}) replaces "
-                             f"the built-in one when {' and '.join(conds) or 'reached'}: not in the tree")
+                notes.append(f"create_worker returns `{ast.unparse(s.value)}` ({owner.file}:{s.lineno})"
+                             + (f" when {' and '.join(conds)}" if conds else "")
+                             + ": not a class of the tree (known only at run time)")
             return True
         if isinstance(s, ast.If):
             v, texts = _residual(algos, s.test, m)
@@ -457,7 +455,8 @@ def read_algorithms(tree: Tree, modes: Modes, workers: list[dict]) -> list[dict]
     types = worker_attr_types(tree)
     walker = ReadWalker(tree, modes, types)
     out, per_worker = [], {}
-    for row in dispatch(tree, algos):
+    rows, notes = dispatch(tree, algos)
+    for row in rows:
         ci = row["worker"]
         if id(ci) not in per_worker:
             per_worker[id(ci)] = _worker_step(tree, modes, types, walker, ci, workers)
@@ -466,7 +465,12 @@ def read_algorithms(tree: Tree, modes: Modes, workers: list[dict]) -> list[dict]
                     "dispatch": {"file": algos.cls.file, "line": row["line"]},
                     "worker": {"class": ci.name, "file": ci.file, "line": ci.line},
                     "phases": phases, "publisher": publisher, "reads_after_publisher": reads,
-                    "unresolved": list(row.get("notes", ())) + unresolved})
+                    "unresolved": notes[row["name"]] + unresolved})
+    for m, why in notes.items():
+        if not any(r["name"] == m for r in rows):
+            out.append({"name": m, "condition": None, "dispatch": None, "worker": None, "phases": [],
+                        "publisher": [], "reads_after_publisher": [],
+                        "unresolved": why or ["create_worker returns no worker class for it"]})
     return sorted(out, key=lambda a: (a["name"], a["condition"] or ""))
 
 
