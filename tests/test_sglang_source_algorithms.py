@@ -18,11 +18,26 @@ WORKERS = "sglang/srt/speculative/workers.py"
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
+def synthetic_doc(tmp_path_factory):
     dest = tmp_path_factory.mktemp("algorithms") / "wheel"
     shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
     shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
-    return {(a["name"], a["condition"]): a for a in read_path(dest / "sglang").to_dict()["algorithms"]}
+    return read_path(dest / "sglang").to_dict()
+
+
+@pytest.fixture(scope="module")
+def synthetic(synthetic_doc):
+    return {(a["name"], a["condition"]): a for a in synthetic_doc["algorithms"]}
+
+
+def test_the_document_with_algorithms_meets_the_schema(synthetic_doc):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+    jsonschema.validate(synthetic_doc, schema)
+    bad = json.loads(json.dumps(synthetic_doc))
+    bad["algorithms"][0]["phases"][0]["mode"] = 3
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
 
 
 def _runs(a):
@@ -74,6 +89,18 @@ def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_rea
     assert gamma["unresolved"] == ["create_worker returns `load_plugin_worker(self.name)` "
                                    "(sglang/srt/speculative/spec_info.py:28): not a class of the tree "
                                    "(known only at run time)"]
+
+
+def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthetic_doc):
+    from fencecheck.sglang_source.command import render
+    from fencecheck.sglang_source.report import algorithms_markdown
+
+    text = render(synthetic_doc)
+    assert f"    DraftWorker.draft_extend_runner DRAFT_EXTEND_V2 ({WORKERS}:19) if not self.skip_draft_extend\n" in text
+    assert f"    PLAUSIBLE: reads req_to_token after the publisher's runner ({WORKERS}:48)\n" in text
+    rows = [r for r in algorithms_markdown(synthetic_doc["algorithms"]) if r.startswith("| ALPHA ")]
+    assert len(rows) == 1 and "1 plausible findings, 1 not findings" in rows[0]
+    assert "DraftWorker.draft_extend_runner: DRAFT_EXTEND_V2 at `workers.py:19` (conditional)" in rows[0]
 
 
 def test_a_tree_without_speculative_algorithms_has_none(tmp_path):

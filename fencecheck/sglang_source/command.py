@@ -122,6 +122,25 @@ def _decl_text(v) -> str:
 
 
 
+def _algorithms_text(algorithms: list) -> list[str]:
+    if not algorithms:
+        return []
+    lines = ["speculative algorithms (worker; phases of one decode step; worker reads after the publisher's runner):"]
+    for a in algorithms:
+        cond = f" when {a['condition']}" if a["condition"] else ""
+        w = a["worker"]
+        lines.append(f"  {a['name']}{cond}: " + (f"{w['class']} ({w['file']}:{w['line']})" if w else "no worker class"))
+        for p in a["phases"]:
+            lines.append(f"    {p['runner']} {p['mode'] or 'publish'} ({p['file']}:{p['line']})"
+                         + (f" if {p['condition']}" if p["condition"] else "") + (" [loop]" if p["repeat"] else ""))
+        for r in a["reads_after_publisher"]:
+            lines.append(f"    {'PLAUSIBLE' if r['finding'] else 'not a finding'}: reads {r['location']} after the "
+                         f"publisher's runner ({r['file']}:{r['line']})")
+        if a["unresolved"]:
+            lines.append(f"    unresolved: {len(a['unresolved'])} (--json lists them)")
+    return lines
+
+
 def render(doc: dict) -> str:
     lines = []
     b, w, f = doc["backends"], doc["workers"], doc["findings"]
@@ -188,6 +207,7 @@ def render(doc: dict) -> str:
     for r in doc["runners"]:
         if r["publish"] != "never":
             lines.append(f"  {r['class']}: {r['publish']} ({r['method']['file']}:{r['method']['line']})")
+    lines += _algorithms_text(doc.get("algorithms", []))
     return "\n".join(lines) + "\n"
 
 

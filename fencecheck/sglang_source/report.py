@@ -107,4 +107,29 @@ def markdown(doc: dict, command: str) -> list[str]:
         m = r["method"]
         out.append(f"| {r['class']} | {r['publish']} | `{m['file']}:{m['line']}` ({m['class']}.{m['name']}) |")
     out.append("")
+    return out + algorithms_markdown(doc.get("algorithms", []))
+
+
+def algorithms_markdown(algorithms: list) -> list[str]:
+    """The speculative algorithms table: per algorithm (and the setting that picks its worker) the worker, the phases
+    of one decode step in order (runner, mode), the worker reads after the publisher's runner, what is unresolved."""
+    if not algorithms:
+        return []
+    out = ["### Speculative algorithms and the phases of one decode step", "",
+           "| algorithm | worker | phases (runner: mode at file:line) | reads after the publisher | unresolved |",
+           "| --- | --- | --- | --- | --- |"]
+    for a in algorithms:
+        name = a["name"] + (f" when `{a['condition']}`" if a.get("condition") else "")
+        w = a["worker"]
+        worker = f"{w['class']} (`{w['file']}:{w['line']}`)" if w else "-"
+        phases = "; ".join(f"{p['runner']}: {p['mode'] or 'publish'} at `{p['file'].rsplit('/', 1)[-1]}:{p['line']}`"
+                           + (" (conditional)" if p.get("condition") else "")
+                           + (" (in a loop)" if p.get("repeat") else "") for p in a["phases"]) or "-"
+        reads = a["reads_after_publisher"]
+        found = sum(1 for r in reads if r["finding"])
+        late = (f"{found} plausible findings, {len(reads) - found} not findings: "
+                + ", ".join(f"`{r['file'].rsplit('/', 1)[-1]}:{r['line']}` {r['location']}" for r in reads)) \
+            if reads else "none"
+        out.append(f"| {_cell(name)} | {worker} | {_cell(phases)} | {_cell(late)} | {len(a['unresolved'])} |")
+    out.append("")
     return out
