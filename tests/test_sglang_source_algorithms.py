@@ -15,6 +15,7 @@ from sglang_release import WHY, release_tree
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
 WORKERS = "sglang/srt/speculative/workers.py"
+COMPONENTS = "sglang/srt/speculative/components.py"
 
 
 @pytest.fixture(scope="module")
@@ -46,48 +47,116 @@ def _runs(a):
 
 def test_a_worker_drafts_verifies_publishes_and_draft_extends_in_order(synthetic):
     a = synthetic["ALPHA", None]
-    assert a["worker"] == {"class": "AlphaWorker", "file": WORKERS, "line": 22}
-    assert a["dispatch"] == {"file": "sglang/srt/speculative/spec_info.py", "line": 23}
+    assert a["worker"] == {"class": "AlphaWorker", "file": WORKERS, "line": 24}
+    assert a["dispatch"] == {"file": "sglang/srt/speculative/spec_info.py", "line": 25}
     assert _runs(a) == [
-        ("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 15),
-        ("AlphaWorker.target_worker", "TARGET_VERIFY", None, WORKERS, 38),
-        ("on_publish", None, "on_publish is not None", WORKERS, 40),
-        ("DraftWorker.draft_extend_runner", "DRAFT_EXTEND_V2", "not self.skip_draft_extend", WORKERS, 19),
+        ("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 17),
+        ("AlphaWorker.target_worker", "TARGET_VERIFY", None, WORKERS, 40),
+        ("on_publish", None, "on_publish is not None", WORKERS, 42),
+        ("DraftWorker.draft_extend_runner", "DRAFT_EXTEND_V2", "not self.skip_draft_extend", WORKERS, 21),
+        ("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 17),
     ]
-    assert [p["side"] for p in a["phases"]] == ["draft", "target", None, "draft"]
+    assert [p["side"] for p in a["phases"]] == ["draft", "target", None, "draft", "draft"]
     assert a["publisher"] == [{"publisher": "self.draft_worker.draft_runner", "condition": None, "side": "draft",
-                               "file": WORKERS, "line": 31}]
+                               "file": WORKERS, "line": 33}]
     assert a["unresolved"] == []
 
 
-def test_a_device_read_after_the_publishers_runner_is_a_finding_and_a_host_copy_is_not(synthetic):
+def test_each_phase_publishes_as_its_runner_class_does(synthetic):
+    def policies(a):
+        return [(p["line"], p["publish"] and (p["publish"]["policy"], p["publish"]["execution"])) for p in a["phases"]]
+
+    assert policies(synthetic["ALPHA", None]) == [
+        (17, ("never", "graph")), (40, ("resolve", "graph")), (42, None), (21, ("always_pre_replay", "graph")),
+        (17, ("never", "graph"))]
+    extend = synthetic["ALPHA", None]["phases"][3]["publish"]
+    assert extend["why"].startswith("AlwaysPublishingRunner: publish publish_unconditionally (sglang/srt/speculative/")
+    delta = synthetic["DELTA", None]["phases"]
+    assert [(p["line"], p["publish"] and p["publish"]["policy"]) for p in delta] == [
+        (35, "resolve"), (37, None), (19, "never"), (20, "prefill")]
+    assert delta[3]["publish"]["execution"] == "eager"
+    assert delta[3]["publish"]["why"].startswith(
+        "the worker sets its model runner up without decode graphs (sglang/srt/speculative/frozen.py:15)")
+
+
+def test_a_device_read_after_the_publishing_runner_races_there_and_a_host_copy_does_not(synthetic):
     reads = {r["line"]: r for r in synthetic["ALPHA", None]["reads_after_publisher"]}
-    assert set(reads) == {47, 48}
-    late = reads[48]
+    assert set(reads) == {51, 52}
+    late = reads[52]
     assert late["location"] == "req_to_token" and late["file"] == WORKERS
-    assert late["finding"] == {"kind": "worker_read_after_publish", "status": "plausible", "scenario": None}
-    assert late["after"] == {"call": "self.draft_extend_runner.execute", "file": WORKERS, "line": 19}
-    assert late["via"] == [f"AlphaWorker.forward_batch_generation ({WORKERS}:33)", f"AlphaWorker.commit ({WORKERS}:43)"]
-    copied = reads[47]
+    # ordered against the draft-extend (which publishes), not the later draft (which never does)
+    assert late["after"] == {"call": "self.draft_extend_runner.execute", "file": WORKERS, "line": 21,
+                             "condition": "not self.skip_draft_extend"}
+    assert late["finding"] == {"kind": "worker_read_after_publish", "status": "plausible",
+                               "scenario": "sglang-alpha-worker-reads-req-to-token-52", "verdict": "counterexample",
+                               "races": ["req_to_token@draft-draft-extend-v2-21/worker_after"],
+                               "mode": "DRAFT_EXTEND_V2"}
+    assert late["via"] == [f"AlphaWorker.forward_batch_generation ({WORKERS}:35)", f"AlphaWorker.commit ({WORKERS}:45)"]
+    copied = reads[51]
     assert copied["finding"] is None
-    assert copied["why"].startswith(f"copied to the host at {WORKERS}:47")
+    assert copied["why"].startswith(f"copied to the host at {WORKERS}:51")
+
+
+def test_a_read_after_a_draft_that_publishes_nothing_is_covered_by_the_coarse_barrier(synthetic):
+    (read,) = synthetic["DELTA", None]["reads_after_publisher"]
+    assert (read["file"], read["line"], read["location"]) == ("sglang/srt/speculative/frozen.py", 40, "req_to_token")
+    assert read["finding"] is None
+    assert read["verdict"] == "proved" and read["races"] == []
+    assert read["why"].startswith("the fence covers it: nothing publishes into the mailbox of the publisher "
+                                  "`self.draft_worker.model_runner`")
+
+
+def test_a_commit_through_a_component_handed_in_by_the_constructor_is_followed_and_races(synthetic):
+    (read,) = synthetic["ZETA", None]["reads_after_publisher"]
+    assert (read["file"], read["line"], read["location"]) == (COMPONENTS, 12, "req_to_token")
+    assert read["via"][-1] == f"KvInjector.inject ({COMPONENTS}:25)"
+    assert read["finding"]["status"] == "confirmed"
+    assert read["finding"]["races"] == ["req_to_token@target-target-verify-22/worker_after"]
+
+
+def test_the_findings_list_has_each_worker_read_that_races(synthetic_doc, synthetic):
+    got = [(f["kind"], f["subject"], f["mode"], f["status"], f["location"], f["races"])
+           for f in synthetic_doc["findings"] if f["kind"] == "worker_read_after_publish"]
+    assert got == [
+        ("worker_read_after_publish", "AlphaWorker", "DRAFT_EXTEND_V2", "plausible", "req_to_token",
+         ["req_to_token@draft-draft-extend-v2-21/worker_after"]),
+        ("worker_read_after_publish", "ZetaWorker", "TARGET_VERIFY", "confirmed", "req_to_token",
+         ["req_to_token@target-target-verify-22/worker_after"]),
+    ]
+    alpha = synthetic_doc["findings"][[f["subject"] for f in synthetic_doc["findings"]].index("AlphaWorker")]
+    assert alpha["condition"] == "not self.skip_draft_extend"
+    assert [e["line"] for e in alpha["evidence"]] == [52, 21]
+
+
+def test_the_scenario_of_a_racing_read_replays_the_race_in_the_model_too(tmp_path):
+    from fencecheck.sglang_source.algorithms import cross_check
+
+    dest = tmp_path / "wheel"
+    shutil.copytree(TREES / "common", dest)
+    shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
+    ex = read_path(dest / "sglang")
+    doc = ex.to_dict()
+    doc["findings"] = [f for f in doc["findings"] if f["subject"] == "ZetaWorker"]
+    cross_check(doc, ex.algorithm_scenarios)
+    (f,) = doc["findings"]
+    assert f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
 
 
 def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_reason(synthetic):
     beta = synthetic["BETA", None]
-    assert _runs(beta) == [("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 15)]
-    assert beta["phases"][0]["repeat"] == f"for range(self.num_steps) ({WORKERS}:64)"
+    assert _runs(beta) == [("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 17)]
+    assert beta["phases"][0]["repeat"] == f"for range(self.num_steps) ({WORKERS}:68)"
     assert beta["unresolved"] == [
-        f"`self.helper_worker.verify` ({WORKERS}:66): the class of `self.helper_worker` is not known statically; "
+        f"`self.helper_worker.verify` ({WORKERS}:70): the class of `self.helper_worker` is not known statically; "
         "its phases are not followed",
-        f"`self.cuda_graph_runner.execute` ({WORKERS}:15) runs inside for range(self.num_steps) ({WORKERS}:64): "
+        f"`self.cuda_graph_runner.execute` ({WORKERS}:17) runs inside for range(self.num_steps) ({WORKERS}:68): "
         "a count known only at run time",
         "no phase runs on the publisher `self.target_worker.model_runner`'s side (target)",
     ]
     gamma = synthetic["GAMMA", None]
     assert gamma["worker"] is None and gamma["phases"] == []
     assert gamma["unresolved"] == ["create_worker returns `load_plugin_worker(self.name)` "
-                                   "(sglang/srt/speculative/spec_info.py:28): not a class of the tree "
+                                   "(sglang/srt/speculative/spec_info.py:38): not a class of the tree "
                                    "(known only at run time)"]
 
 
@@ -96,11 +165,14 @@ def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthet
     from fencecheck.sglang_source.report import algorithms_markdown
 
     text = render(synthetic_doc)
-    assert f"    DraftWorker.draft_extend_runner DRAFT_EXTEND_V2 ({WORKERS}:19) if not self.skip_draft_extend\n" in text
-    assert f"    PLAUSIBLE: reads req_to_token after the publisher's runner ({WORKERS}:48)\n" in text
+    assert f"    DraftWorker.draft_extend_runner DRAFT_EXTEND_V2 ({WORKERS}:21) if not self.skip_draft_extend\n" in text
+    assert (f"    PLAUSIBLE: reads req_to_token after the publisher's runner ({WORKERS}:52); "
+            "scenario sglang-alpha-worker-reads-req-to-token-52: counterexample\n") in text
+    assert "  PLAUSIBLE AlphaWorker DRAFT_EXTEND_V2: worker read after publish\n" in text
     rows = [r for r in algorithms_markdown(synthetic_doc["algorithms"]) if r.startswith("| ALPHA ")]
-    assert len(rows) == 1 and "1 plausible findings, 1 not findings" in rows[0]
-    assert "DraftWorker.draft_extend_runner: DRAFT_EXTEND_V2 at `workers.py:19` (conditional)" in rows[0]
+    assert len(rows) == 1 and "1 findings, 1 not findings" in rows[0]
+    assert "`workers.py:52` req_to_token (plausible)" in rows[0]
+    assert "DraftWorker.draft_extend_runner: DRAFT_EXTEND_V2 at `workers.py:21` (conditional)" in rows[0]
 
 
 def test_a_tree_without_speculative_algorithms_has_none(tmp_path):

@@ -143,23 +143,48 @@ def _dispatch_block(tree, algos, owner, stmts, m, conds, rows, notes) -> bool:
 
 
 # --- phases ---------------------------------------------------------------------------------------------------------
-def worker_attr_types(tree: Tree):
-    """``self.x`` -> the class every ``self.x = Cls(...)`` (or ``Cls(...) if c else None``) of the lowest class on a
-    worker's MRO that assigns ``x`` names (when just one), plus properties
-    returning such a field; runners, backends and target workers (an attribute named ``*target*``) are left out:
-    their work is the runners' phases, not the worker's."""
-    memo: dict[int, dict] = {}
+class _AttrTypes:
+    """``types(ci)``: ``self.x`` -> the class every ``self.x = Cls(...)`` (or ``Cls(...) if c else None``) of the
+    lowest class on ``ci``'s MRO that assigns ``x`` names (when just one), plus properties returning such a field;
+    runners, backends and target workers (an attribute named ``*target*``) are left out: their work is the runners'
+    phases, not the worker's. ``raw(ci)`` keeps them (the runner classes a phase's publish behaviour is read from).
 
-    def types(ci: ClassInfo) -> dict:
-        if id(ci) in memo:
-            return memo[id(ci)]
-        memo[id(ci)] = {}
+    A field assigned from a parameter of ``__init__`` (``self.x = x``) takes the class of the argument at every
+    construction of the class in the tree (``Cls(..., x=self.y)`` or positionally, ``self.y`` a field of the
+    constructing class, or ``Other(...)``), when all of them agree on one class."""
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self._raw: dict[int, dict] = {}
+        self._types: dict[int, dict] = {}
+        self._ctor: dict[int, list] = {}
+
+    def __call__(self, ci: ClassInfo) -> dict:
+        if id(ci) not in self._types:
+            self._types[id(ci)] = {a: k for a, k in self.raw(ci).items()
+                                   if not k.name.endswith(("Runner", "Backend")) and "target" not in a}
+        return self._types[id(ci)]
+
+    def _class_of_call(self, mod, fn, value, local) -> ClassInfo | None:
+        r = self.tree.resolve_expr(mod, value.func)
+        if r is None and isinstance(value.func, ast.Name):
+            if local[0] is None:
+                local[0] = _local_imports(self.tree, mod, fn.body)
+            r = local[0].get(value.func.id)
+        return r if isinstance(r, ClassInfo) else None
+
+    def raw(self, ci: ClassInfo) -> dict:
+        if id(ci) in self._raw:
+            return self._raw[id(ci)]
+        self._raw[id(ci)] = {}
         seen: dict[str, set] = {}
         props: dict[str, str] = {}
-        for c in tree.mro(ci):
+        for c in self.tree.mro(ci):
             own: dict[str, set] = {}
             for fn in c.methods.values():
-                local = None
+                local = [None]
+                params = [a.arg for a in fn.args.args[1:]] if fn.name == "__init__" else []
+                kwonly = [a.arg for a in fn.args.kwonlyargs] if fn.name == "__init__" else []
                 for node in ast.walk(fn):
                     if not isinstance(node, ast.Assign):
                         continue
@@ -168,16 +193,16 @@ def worker_attr_types(tree: Tree):
                         sides = [x for x in (value.body, value.orelse)
                                  if not (isinstance(x, ast.Constant) and x.value is None)]
                         value = sides[0] if len(sides) == 1 else value
-                    if not isinstance(value, ast.Call):
+                    if isinstance(value, ast.Call):
+                        k = self._class_of_call(c.module, fn, value, local)
+                    elif isinstance(value, ast.Name) and value.id in params + kwonly:
+                        k = self._from_constructions(c, value.id, params.index(value.id)
+                                                     if value.id in params else None)
+                    else:
                         continue
                     for t in node.targets:
                         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                            r = tree.resolve_expr(c.module, value.func)
-                            if r is None and isinstance(value.func, ast.Name):
-                                if local is None:
-                                    local = _local_imports(tree, c.module, fn.body)
-                                r = local.get(value.func.id)
-                            own.setdefault(t.attr, set()).add(r if isinstance(r, ClassInfo) else None)
+                            own.setdefault(t.attr, set()).add(k)
                 body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
                 if any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list) and len(body) == 1 \
                         and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Attribute) \
@@ -189,15 +214,49 @@ def worker_attr_types(tree: Tree):
         for a, cs in seen.items():
             if len(cs) == 1:
                 (k,) = cs
-                if k is not None and not k.name.endswith(("Runner", "Backend")) and "target" not in a:
+                if k is not None:
                     out[a] = k
         for p, a in props.items():
-            if a in out and p not in out and "target" not in p:
+            if a in out and p not in out:
                 out[p] = out[a]
-        memo[id(ci)] = out
+        self._raw[id(ci)] = out
         return out
 
-    return types
+    def _constructions(self, ci: ClassInfo) -> list:
+        """(constructing class, call) for each ``ci(...)`` in a method of a class of the tree."""
+        if id(ci) not in self._ctor:
+            out = []
+            for m in self.tree.modules_containing(ci.name + "("):
+                mod = self.tree.module(m)
+                for c in (mod.classes.values() if mod else ()):
+                    for fn in c.methods.values():
+                        local = [None]
+                        for node in ast.walk(fn):
+                            if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] == ci.name \
+                                    and self._class_of_call(c.module, fn, node, local) is ci:
+                                out.append((c, node))
+            self._ctor[id(ci)] = out
+        return self._ctor[id(ci)]
+
+    def _from_constructions(self, ci: ClassInfo, param: str, index: int | None) -> ClassInfo | None:
+        found = set()
+        for creator, call in self._constructions(ci):
+            arg = next((k.value for k in call.keywords if k.arg == param), None)
+            if arg is None and index is not None and index < len(call.args) \
+                    and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+                arg = call.args[index]
+            if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
+                found.add(self.raw(creator).get(arg.attr))
+            elif isinstance(arg, ast.Call):
+                found.add(self._class_of_call(creator.module, call, arg, [{}]))
+            else:
+                found.add(None)
+        return found.pop() if len(found) == 1 else None
+
+
+def worker_attr_types(tree: Tree) -> _AttrTypes:
+    """The classes of workers' fields (``_AttrTypes``)."""
+    return _AttrTypes(tree)
 
 
 class _Walk:
@@ -331,11 +390,13 @@ class _Walk:
             mode = self.call(c, mode, conds, ctx)
         return mode
 
-    def _phase(self, c, runner, mode, conds, ctx, kind="runner"):
+    def _phase(self, c, runner, mode, conds, ctx, kind="runner", recv=None):
+        attr = recv[len("self."):] if recv and recv.startswith("self.") and recv[5:].isidentifier() else None
         self.phases.append({"runner": runner, "call": ast.unparse(c.func), "mode": mode if kind == "runner" else None,
                             "kind": kind, "conditions": tuple(conds), "file": ctx["file"], "line": c.lineno,
                             "chain": ctx["chain"] + ((ctx["key"], c.lineno),), "loop": ctx["loop"],
-                            "subject": ctx["subject"].name if ctx["subject"] else None})
+                            "subject": ctx["subject"].name if ctx["subject"] else None,
+                            "subject_ci": ctx["subject"], "attr": attr})
 
     def call(self, c, mode, conds, ctx):
         f, tree, subject = c.func, self.tree, ctx["subject"]
@@ -348,10 +409,10 @@ class _Walk:
             shown = rtext.replace("self.", f"{subject.name}.", 1) if subject and rtext.startswith("self.") else rtext
             is_self = isinstance(recv, ast.Name) and recv.id == "self"
             if f.attr in RUNNER_METHODS and "runner" in rtext.rsplit(".", 1)[-1].lower():
-                self._phase(c, shown, mode, conds, ctx)
+                self._phase(c, shown, mode, conds, ctx, recv=rtext)
                 return mode
             if f.attr == ENTRY and not is_self:
-                self._phase(c, shown, mode, conds, ctx)
+                self._phase(c, shown, mode, conds, ctx, recv=rtext)
                 return mode
             target = None
             if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super" and subject:
@@ -447,19 +508,26 @@ def _cond_text(conds) -> str | None:
     return " and ".join(conds) if conds else None
 
 
-def read_algorithms(tree: Tree, modes: Modes, workers: list[dict]) -> list[dict]:
-    """The ``algorithms`` rows of the tree (empty when it has no ``SpeculativeAlgorithm``)."""
+def read_algorithms(tree: Tree, modes: Modes, workers: list[dict], runners: list[dict] = (),
+                    scenarios: dict | None = None) -> list[dict]:
+    """The ``algorithms`` rows of the tree (empty when it has no ``SpeculativeAlgorithm``). ``runners``: the
+    ``runners`` rows (each phase's publish behaviour is read from them). Each worker read after the publisher is
+    decided by the simulator on its scenario (``worker_read_scenario``); the scenarios are added to ``scenarios``
+    (name -> Scenario) when given."""
     algos = _registry(tree)
     if algos is None:
         return []
     types = worker_attr_types(tree)
     walker = ReadWalker(tree, modes, types)
+    ctx = {"tree": tree, "types": types, "runners": {(r["class"], r["file"]): r for r in runners},
+           "by_name": {r["class"]: r for r in runners}, "scenarios": scenarios if scenarios is not None else {},
+           "decided": {}}
     out, per_worker = [], {}
     rows, notes = dispatch(tree, algos)
     for row in rows:
         ci = row["worker"]
         if id(ci) not in per_worker:
-            per_worker[id(ci)] = _worker_step(tree, modes, types, walker, ci, workers)
+            per_worker[id(ci)] = _worker_step(tree, modes, types, walker, ci, workers, ctx, row["name"])
         phases, unresolved, publisher, reads = per_worker[id(ci)]
         out.append({"name": row["name"], "condition": _cond_text(row["conditions"]),
                     "dispatch": {"file": algos.cls.file, "line": row["line"]},
@@ -474,7 +542,119 @@ def read_algorithms(tree: Tree, modes: Modes, workers: list[dict]) -> list[dict]
     return sorted(out, key=lambda a: (a["name"], a["condition"] or ""))
 
 
-def _worker_step(tree, modes, types, walker, ci, workers):
+# --- publish behaviour of a phase ------------------------------------------------------------------------------------
+#: The reader's runner ``publish`` values as the scenario's ``PublishPolicy``.
+POLICY = {"resolve": "resolve", "clear_then_resolve": "clear_then_resolve", "publish_unconditionally":
+          "always_pre_replay", "prefill_publish": "prefill", "never": "never"}
+#: The runner a model runner's ``forward`` replays for a decode-step mode, and the one it runs eagerly.
+GRAPH_RUNNER, EAGER_RUNNER = "DecodeCudaGraphRunner", "EagerRunner"
+
+
+def _no_decode_graphs(tree: Tree, ci: ClassInfo | None) -> str | None:
+    """``file:line`` of an ``init_cuda_graphs(..., capture_decode_cuda_graph=False)`` call in a method of ``ci``'s
+    MRO (the worker sets its model runner up without decode graphs), or None."""
+    for c in (tree.mro(ci) if ci is not None else ()):
+        for fn in c.methods.values():
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "init_cuda_graphs" \
+                        and any(k.arg == "capture_decode_cuda_graph" and isinstance(k.value, ast.Constant)
+                                and k.value.value is False for k in n.keywords):
+                    return f"{c.file}:{n.lineno}"
+    return None
+
+
+def _runner_candidates(tree: Tree, ci: ClassInfo, attr: str, runners: dict) -> list[dict]:
+    """The runner rows of the classes ``self.<attr> = f(...)`` can build in a method of ``ci``'s MRO: the runner
+    classes named in ``f`` or in what the local names ``f`` uses were assigned (a table of classes per device, a
+    selector's candidates), followed through the function's own assignments."""
+    found: dict = {}
+    for c in tree.mro(ci):
+        for fn in c.methods.values():
+            assigns: dict[str, list] = {}
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Assign):
+                    for t in n.targets:
+                        if isinstance(t, ast.Name):
+                            assigns.setdefault(t.id, []).append(n.value)
+            local = None
+
+            def collect(expr, seen, depth=0):
+                nonlocal local
+                for n in ast.walk(expr):
+                    if not isinstance(n, ast.Name) or n.id in seen or depth > 6:
+                        continue
+                    seen.add(n.id)
+                    if n.id in assigns:
+                        for v in assigns[n.id]:
+                            collect(v, seen, depth + 1)
+                        continue
+                    r = tree.resolve(c.module, n.id)
+                    if r is None:
+                        if local is None:
+                            local = _local_imports(tree, c.module, fn.body)
+                        r = local.get(n.id)
+                    if isinstance(r, ClassInfo) and (r.name, r.file) in runners:
+                        found[(r.name, r.file)] = runners[(r.name, r.file)]
+
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
+                        isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                        and t.value.id == "self" for t in n.targets):
+                    collect(n.value.func, set())
+    return [found[k] for k in sorted(found)]
+
+
+def _row_text(row) -> str:
+    m = row["method"]
+    return f"{row['class']}: publish {row['publish']} ({m['file']}:{m['line']})"
+
+
+def phase_publish(ctx, p, side) -> dict:
+    """How the runner phase ``p`` publishes into its side's mailbox: ``policy`` (a ``PublishPolicy`` value),
+    ``execution`` (``graph`` / ``eager``) and ``why`` (the source it was read from); ``policy`` None when the
+    runner's class is not known statically."""
+    tree, types = ctx["tree"], ctx["types"]
+    k = types.raw(p["subject_ci"]).get(p["attr"]) if p["subject_ci"] is not None and p["attr"] else None
+    row = ctx["runners"].get((k.name, k.file)) if k is not None else None
+    if row is not None:
+        return {"policy": POLICY[row["publish"]], "execution": "graph", "why": _row_text(row)}
+    if k is None and p["subject_ci"] is not None and p["attr"]:
+        rows = _runner_candidates(tree, p["subject_ci"], p["attr"], ctx["runners"])
+        policies = {r["publish"] for r in rows}
+        publishing = policies - {"never"}
+        if rows and len(publishing) <= 1:
+            # candidates that disagree (one per device): the one that publishes, under which a later read races
+            chosen = publishing.pop() if publishing else "never"
+            return {"policy": POLICY[chosen], "execution": "graph",
+                    "why": f"`self.{p['attr']}` is built from one of " + ", ".join(_row_text(r) for r in rows)
+                           + (f" (taken as {chosen}, the one that publishes)" if len(policies) > 1 else "")}
+    model_runner = p["call"].endswith("." + ENTRY) or (p["call"].endswith(".forward") and k is None)
+    if model_runner:
+        eager = _no_decode_graphs(tree, p["subject_ci"]) if side == "draft" else None
+        if eager is not None:
+            row = ctx["by_name"].get(EAGER_RUNNER)
+            return {"policy": POLICY[row["publish"]] if row else "never", "execution": "eager",
+                    "why": f"the worker sets its model runner up without decode graphs ({eager}): the mode runs "
+                           f"eagerly" + (f"; {_row_text(row)}" if row else "")}
+        row = ctx["by_name"].get(GRAPH_RUNNER)
+        if row is not None:
+            return {"policy": POLICY[row["publish"]], "execution": "graph",
+                    "why": f"the model runner replays its decode graph runner; {_row_text(row)}"}
+    what = f"`{p['call']}` ({p['file']}:{p['line']})"
+    return {"policy": None, "execution": "graph",
+            "why": f"the runner class of {what} is not known statically"}
+
+
+def _may_publish(p) -> bool:
+    """Whether the runner phase ``p`` can put an event into its mailbox in a decode step (the simulator decides
+    whether it does: ``clear_then_resolve`` and ``resolve`` ask the backend)."""
+    pub = p["publish"]
+    if pub["policy"] == "never" or (pub["policy"] == "prefill" and p["mode"] != "EXTEND"):
+        return False
+    return not (pub["execution"] == "eager" and pub["policy"] != "prefill")
+
+
+def _worker_step(tree, modes, types, walker, ci, workers, ctx, algorithm):
     hit = tree.lookup(ci, ENTRY)
     if hit is None:
         return [], [f"{ci.name} ({ci.file}:{ci.line}) has no {ENTRY}"], [], []
@@ -484,38 +664,46 @@ def _worker_step(tree, modes, types, walker, ci, workers):
     unresolved = list(dict.fromkeys(w.unresolved))
     phases = []
     for p in w.phases:
+        side = None if p["kind"] == "publish" else _side(f"{p['subject'] or ''} {p['runner']}")
+        p["side"] = side
+        p["publish"] = phase_publish(ctx, p, side) if p["kind"] == "runner" else None
         if p["kind"] == "runner" and p["mode"] is None:
             unresolved.append(f"the mode of `{p['call']}` ({p['file']}:{p['line']}) is not known statically "
                               f"(the paths before it set different modes)")
         if p["loop"]:
             unresolved.append(f"`{p['call']}` ({p['file']}:{p['line']}) runs inside {p['loop']}: "
                               f"a count known only at run time")
+        if p["publish"] is not None and p["publish"]["policy"] is None:
+            unresolved.append(f"{p['publish']['why']}: its publish behaviour is taken as `resolve`")
         phases.append({"runner": p["runner"], "call": p["call"], "mode": p["mode"], "kind": p["kind"],
-                       "side": None if p["kind"] == "publish" else _side(f"{p['subject'] or ''} {p['runner']}"),
-                       "condition": _cond_text(p["conditions"]), "repeat": p["loop"],
-                       "file": p["file"], "line": p["line"]})
+                       "side": side, "condition": _cond_text(p["conditions"]), "repeat": p["loop"],
+                       "publish": p["publish"], "file": p["file"], "line": p["line"]})
     publisher = [{"publisher": r["publisher"], "condition": r["condition"], "side": _side(r["publisher"]),
                   "file": r["returns_at"]["file"], "line": r["returns_at"]["line"]}
                  for r in workers if r["class"] == ci.name and r["file"] == ci.file]
     if not publisher:
         unresolved.append(f"{ci.name} has no last_shared_read_runner: no publisher to order its reads against")
-    reads = _reads_after(walker, ci, w.phases, publisher, unresolved)
+    reads = _reads_after(walker, ci, w.phases, publisher, unresolved, ctx, algorithm)
     return phases, unresolved, publisher, reads
 
 
-def _reads_after(walker, ci, phases, publisher, unresolved) -> list[dict]:
+def _reads_after(walker, ci, phases, publisher, unresolved, ctx, algorithm) -> list[dict]:
+    """The worker's reads after the publisher's runner, each decided on its scenario. The ordering point is the last
+    phase on the publisher's side that can publish into its mailbox (the runner call that records the read-done
+    event); when none can, the last phase on that side, and the reads are covered by the coarse barrier."""
     all_reads = walker.method_reads(ci, ENTRY, STEP_MODE)
+    runs = [p for p in phases if p["kind"] == "runner"]
     out = {}
     for pub in publisher:
-        mine = [p for p in phases if p["kind"] == "runner" and _side(f"{p['subject'] or ''} {p['runner']}")
-                == pub["side"]]
+        mine = [p for p in runs if p["side"] == pub["side"]]
         if not mine:
             unresolved.append(f"no phase runs on the publisher `{pub['publisher']}`'s side ({pub['side']})")
             continue
-        last = mine[-1]
+        publishing = [p for p in mine if _may_publish(p)]
+        last = (publishing or mine)[-1]
         for r in all_reads:
-            after = _after(_position(r), last["chain"])
-            if not after:
+            pos = _position(r)
+            if not _after(pos, last["chain"]):
                 continue
             k = (r.file, r.line, r.location)
             if k in out:
@@ -524,15 +712,165 @@ def _reads_after(walker, ci, phases, publisher, unresolved) -> list[dict]:
             row = {"location": r.location, "file": r.file, "line": r.line, "what": r.what,
                    "via": [h.text() for h in r.via], "condition": _cond_text(r.conditions),
                    "publisher": pub["publisher"], "publisher_condition": pub["condition"],
-                   "after": {"call": last["call"], "file": last["file"], "line": last["line"]}}
+                   "after": {"call": last["call"], "file": last["file"], "line": last["line"],
+                             "condition": _cond_text(last["conditions"])}}
             if copy is not None:
                 row |= {"finding": None, "why": f"copied to the host at {copy} (a synchronous copy: it completes "
                                                 f"before the worker returns, before the scheduler's next write)"}
             else:
-                row |= {"finding": {"kind": "worker_read_after_publish",
-                                    "status": "plausible", "scenario": None},
-                        "why": f"read on the device after the publisher's last runner call ({last['file']}:"
-                               f"{last['line']}) returned; the scheduler's next write waits only for the "
-                               f"publisher's read-done event"}
+                before = [p for p in runs if _after(pos, p["chain"])]
+                row |= _decide_read(ctx, ci, pub, r, before, last if publishing else None)
             out[k] = row
     return [out[k] for k in sorted(out)]
+
+
+# --- deciding a worker read ------------------------------------------------------------------------------------------
+def worker_read_scenario(name: str, ci: ClassInfo, pub: dict, location: str, before: list) -> dict | None:
+    """The scenario table of a worker read of ``location`` after the runner phases ``before`` (in step order): the
+    two model runners own the mailboxes (``target``, ``draft``), each phase runs on a runner of its own that
+    publishes into its side's mailbox as its runner class does, with an attention backend under the base rule
+    (``AttentionBackend.shared_read_ends``) that reads nothing; the worker reads ``location`` on the forward stream
+    after the last phase (``worker_reads_after``); the publisher is ``pub``'s side; the overlap scheduler's barrier.
+    None when a phase's mode is not one the scenarios model."""
+    from ..vocab import ForwardMode
+
+    seen, phases, runners = set(), [], {"target": {"publish": "never", "fresh_events": True},
+                                        "draft": {"publish": "never", "fresh_events": True}}
+    for p in before:
+        if p["mode"] not in ForwardMode.__members__:
+            return None
+        if (p["file"], p["line"], p["mode"]) in seen:
+            continue
+        seen.add((p["file"], p["line"], p["mode"]))
+        pname = f"{p['side']}-{p['mode'].lower().replace('_', '-')}-{p['line']}"
+        while any(x["name"] == pname for x in phases):
+            pname += "x"
+        runners[pname] = {"publish": p["publish"]["policy"] or "resolve", "mailbox": p["side"], "fresh_events": True}
+        phases.append({"name": pname, "runner": pname, "mode": p["mode"], "backend": "attn",
+                       **({"execution": "eager"} if p["publish"]["execution"] == "eager" else {})})
+    if not phases:
+        return None
+    phases[-1]["worker_reads_after"] = [location]
+    cites = [f"{p['file']}:{p['line']}: {p['side']} {p['mode']} by `{p['call']}`: {p['publish']['why']}"
+             for p in before]
+    return {"name": name,
+            "description": f"{ci.name} as read from the sources: the runner phases of its decode step before its "
+                           f"read of {location}, which follows them on the forward stream; the publisher is "
+                           f"`{pub['publisher']}` ({pub['side']}); each phase's attention backend declares the "
+                           f"base rule.",
+            "cites": cites + [f"{pub['file']}:{pub['line']}: publisher {pub['publisher']}"],
+            "resolution": "declaration_only_post_fallback", "steps": 2,
+            "backends": {"attn": {}}, "runners": runners,
+            "algorithm": {"name": _slug(ci.name), "publisher": pub["side"], "steps": {"normal": phases}}}
+
+
+def _slug(text: str) -> str:
+    from .decide import _slug as slug
+
+    return slug(text)
+
+
+def _decide_read(ctx, ci, pub, r, before, publishing) -> dict:
+    """``finding`` and ``why`` of a device read after the publisher (``publishing``: the last phase on its side that
+    can publish, None when none can): its scenario decided by the simulator. A race at the read (its location, the
+    last phase before it, ``worker_after``) makes it a finding: ``confirmed`` when neither the read nor the publisher
+    depends on a condition, else ``plausible``; a proof makes it no finding; anything else leaves it unresolved."""
+    from ..reference.run import run_scenario
+    from ..reference.sim.races import check_trace
+    from ..report import Verdict
+    from ..scenario_io import scenario_from_dict
+    from ..vocab import WORKER_SITE
+
+    base = f"sglang-{_slug(ci.name)}-reads-{_slug(r.location)}-{r.line}"
+    data = worker_read_scenario(base, ci, pub, r.location, before)
+    unresolved = {"kind": "worker_read_after_publish", "status": "unresolved", "scenario": None}
+    if data is None:
+        return {"finding": unresolved, "why": "a phase before the read runs in a mode the scenarios do not model"}
+    key = repr((data["runners"], data["algorithm"]["steps"], data["algorithm"]["publisher"]))
+    if key not in ctx["decided"]:
+        name = data["name"]
+        while name in ctx["scenarios"]:
+            name += "-b"
+        data["name"] = name
+        s = scenario_from_dict(data, name)
+        report = check_trace(run_scenario(s))
+        ctx["scenarios"][name] = s
+        ctx["decided"][key] = (name, report.verdict, sorted({x.key().text() for x in report.races}),
+                               [x.key() for x in report.races])
+    name, verdict, races, ids = ctx["decided"][key]
+    follows = data["algorithm"]["steps"]["normal"][-1]
+    decided = {"scenario": name, "verdict": verdict.value, "races": races, "mode": follows["mode"]}
+    if verdict is Verdict.COUNTEREXAMPLE and any(x.location == r.location and x.phase == follows["name"]
+                                                 and x.site == WORKER_SITE for x in ids):
+        status = "plausible" if (r.conditions or pub["condition"] or publishing["conditions"]) else "confirmed"
+        return {"finding": {"kind": "worker_read_after_publish", "status": status, **decided},
+                "why": f"read on the forward stream after `{publishing['call']}` ({publishing['file']}:"
+                       f"{publishing['line']}) published the read-done event into `{pub['publisher']}`'s mailbox: "
+                       f"the scheduler's next write waits only for that event"}
+    if verdict is Verdict.PROVED:
+        if publishing is None:
+            reason = (f"nothing publishes into the mailbox of the publisher `{pub['publisher']}` (no runner on the "
+                      f"{pub['side']} side publishes in these modes): the barrier waits for all of the forward stream")
+        else:
+            reason = (f"no read-done event precedes the read in `{pub['publisher']}`'s mailbox when the barrier "
+                      f"reads it (`{publishing['call']}` ({publishing['file']}:{publishing['line']}) publishes "
+                      f"nothing for {publishing['mode']} under the base rule, or clears the mailbox)")
+        return {"finding": None, "why": f"the fence covers it: {reason}; scenario {name}: proved", **decided}
+    return {"finding": dict(unresolved, **decided),
+            "why": f"scenario {name}: {verdict.value}" + (f" ({', '.join(races)})" if races else "")}
+
+
+def findings(algorithms: list[dict]) -> list[dict]:
+    """The top-level findings of the worker reads after the publisher that are findings: one per worker class, read
+    and publisher (the algorithms that share the worker listed), sorted."""
+    out: dict = {}
+    for a in algorithms:
+        for r in a["reads_after_publisher"]:
+            f = r["finding"]
+            if f is None:
+                continue
+            w = a["worker"]
+            key = (w["class"], w["file"], r["file"], r["line"], r["location"], r["publisher"])
+            if key in out:
+                out[key]["algorithms"].append(a["name"])
+                continue
+            pub = f" (when {r['publisher_condition']})" if r["publisher_condition"] else ""
+            cond = " and ".join(x for x in (r["condition"], r["publisher_condition"], r["after"]["condition"])
+                                if x) or None
+            out[key] = {"kind": f["kind"], "subject": w["class"], "subject_at": f"{w['file']}:{w['line']}",
+                        "mode": f.get("mode"), "status": f["status"], "condition": cond,
+                        "algorithms": [a["name"]], "location": r["location"],
+                        "evidence": [{"file": r["file"], "line": r["line"],
+                                      "what": f"reads {r['location']} on the device via " + " -> ".join(r["via"])
+                                              + (f" (when {r['condition']})" if r["condition"] else "")},
+                                     {"file": r["after"]["file"], "line": r["after"]["line"],
+                                      "what": f"after `{r['after']['call']}`, the publisher's runner: "
+                                              f"`{r['publisher']}`{pub} is last_shared_read_runner"}],
+                        "why": r["why"],
+                        **{k: f[k] for k in ("scenario", "verdict", "races") if k in f}}
+    return [out[k] for k in sorted(out)]
+
+
+def cross_check(doc: dict, scenarios: dict) -> None:
+    """Asks the SMT model about the scenario of each ``worker_read_after_publish`` finding (each scenario once) and
+    records ``model_verdict`` and ``oracles_agree`` (None when the model answers unknown), as for backend findings."""
+    from ..model.check import model_check
+    from ..reference.run import run_scenario
+    from ..reference.sim.races import check_trace
+    from ..report import Verdict, oracles_agree
+
+    memo = {}
+    for f in doc["findings"]:
+        if f["kind"] != "worker_read_after_publish" or f.get("scenario") not in scenarios:
+            continue
+        if f["scenario"] not in memo:
+            s = scenarios[f["scenario"]]
+            report = check_trace(run_scenario(s))
+            memo[f["scenario"]] = ((report.verdict, [r.id for r in report.races]), model_check(s))
+        sim, m = memo[f["scenario"]]
+        agree, why = oracles_agree(sim, (m.verdict, m.races))
+        f["model_verdict"] = m.verdict.value
+        f["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
+        if not agree and m.verdict is not Verdict.UNKNOWN:
+            f["oracles_differ"] = why
+

@@ -97,6 +97,13 @@ def cmd_sglang(args, out: TextIO) -> int:
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
     scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
+    if args.cross_check:
+        from .algorithms import cross_check
+
+        cross_check(doc, ex.algorithm_scenarios)
+    scenarios += [ex.algorithm_scenarios[n] for n in dict.fromkeys(
+        f["scenario"] for f in doc["findings"]
+        if f["kind"] == "worker_read_after_publish" and f.get("scenario") in ex.algorithm_scenarios)]
     if args.scenarios:
         from pathlib import Path
 
@@ -134,8 +141,10 @@ def _algorithms_text(algorithms: list) -> list[str]:
             lines.append(f"    {p['runner']} {p['mode'] or 'publish'} ({p['file']}:{p['line']})"
                          + (f" if {p['condition']}" if p["condition"] else "") + (" [loop]" if p["repeat"] else ""))
         for r in a["reads_after_publisher"]:
-            lines.append(f"    {'PLAUSIBLE' if r['finding'] else 'not a finding'}: reads {r['location']} after the "
-                         f"publisher's runner ({r['file']}:{r['line']})")
+            lines.append(f"    {r['finding']['status'].upper() if r['finding'] else 'not a finding'}: reads "
+                         f"{r['location']} after the publisher's runner ({r['file']}:{r['line']})"
+                         + (f"; scenario {r['finding']['scenario']}: {r['finding']['verdict']}"
+                            if r["finding"] and r["finding"].get("scenario") else ""))
         if a["unresolved"]:
             lines.append(f"    unresolved: {len(a['unresolved'])} (--json lists them)")
     return lines
@@ -164,7 +173,7 @@ def render(doc: dict) -> str:
             lines.append(f"    {e['file']}:{e['line']}: {e['what']}")
         if x.get("scenario"):
             races = ", ".join(x["races"]) or "no race"
-            model = {True: "the model agrees", None: f"the model: {x['model_verdict']}"}.get(
+            model = {True: "the model agrees", None: f"the model: {x.get('model_verdict') or 'not asked (--cross-check asks it)'}"}.get(
                 x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
             lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
         if "contexts" in x:

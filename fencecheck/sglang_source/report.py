@@ -127,8 +127,9 @@ def algorithms_markdown(algorithms: list) -> list[str]:
                            + (" (in a loop)" if p.get("repeat") else "") for p in a["phases"]) or "-"
         reads = a["reads_after_publisher"]
         found = sum(1 for r in reads if r["finding"])
-        late = (f"{found} plausible findings, {len(reads) - found} not findings: "
-                + ", ".join(f"`{r['file'].rsplit('/', 1)[-1]}:{r['line']}` {r['location']}" for r in reads)) \
+        late = (f"{found} findings, {len(reads) - found} not findings: "
+                + ", ".join(f"`{r['file'].rsplit('/', 1)[-1]}:{r['line']}` {r['location']} "
+                            f"({r['finding']['status'] if r['finding'] else 'covered'})" for r in reads)) \
             if reads else "none"
         out.append(f"| {_cell(name)} | {worker} | {_cell(phases)} | {_cell(late)} | {len(a['unresolved'])} |")
     out.append("")

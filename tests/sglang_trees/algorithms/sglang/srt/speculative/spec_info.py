@@ -5,6 +5,8 @@ class SpeculativeAlgorithm(Enum):
     ALPHA = auto()
     BETA = auto()
     GAMMA = auto()
+    DELTA = auto()
+    ZETA = auto()
     NONE = auto()
 
     def is_none(self):
@@ -25,4 +27,12 @@ class SpeculativeAlgorithm(Enum):
             from sglang.srt.speculative.workers import BetaWorker
 
             return BetaWorker
+        if self == SpeculativeAlgorithm.DELTA:
+            from sglang.srt.speculative.frozen import DeltaWorker
+
+            return DeltaWorker
+        if self == SpeculativeAlgorithm.ZETA:
+            from sglang.srt.speculative.components import ZetaWorker
+
+            return ZetaWorker
         return load_plugin_worker(self.name)

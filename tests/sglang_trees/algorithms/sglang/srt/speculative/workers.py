@@ -1,15 +1,17 @@
-"""Synthetic speculative workers: ALPHA drafts, verifies, publishes, draft-extends unless a setting skips it and then
-commits (one device read of req_to_token after the publisher's runner, one copied to the host at once); BETA drafts
-in a loop and hands the rest to a helper worker of a class not known statically."""
+"""Synthetic speculative workers: ALPHA drafts, verifies, publishes, draft-extends on a runner that publishes before
+every replay (unless a setting skips it), commits (one device read of req_to_token after that publish, one copied to
+the host at once) and drafts again on a runner that never publishes; BETA drafts in a loop and hands the rest to a
+helper worker of a class not known statically."""
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.speculative.runners import AlwaysPublishingRunner, SilentDraftRunner
 
 
 class DraftWorker:
     def __init__(self, draft_runner):
         self.draft_runner = draft_runner
-        self.cuda_graph_runner = draft_runner.graph
-        self.draft_extend_runner = draft_runner.extend_graph
+        self.cuda_graph_runner = SilentDraftRunner()
+        self.draft_extend_runner = AlwaysPublishingRunner()
 
     def draft(self, batch):
         return self.cuda_graph_runner.execute(batch)
@@ -41,6 +43,8 @@ class AlphaWorker:
         if not self.skip_draft_extend:
             self.draft_worker.draft_extend(batch, out)
         self.commit(batch, out)
+        batch.forward_mode = ForwardMode.DECODE
+        out.next_draft = self.draft_worker.draft(batch)
         return out
 
     def commit(self, batch, out):
