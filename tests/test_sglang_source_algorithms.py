@@ -190,7 +190,8 @@ def release():
     root = release_tree()
     if root is None:
         pytest.skip(WHY)
-    return read_path(root).to_dict()["algorithms"]
+    doc = read_path(root).to_dict()
+    return doc["algorithms"], doc["findings"]
 
 
 def _table(algorithms):
@@ -202,14 +203,25 @@ def _table(algorithms):
 
 @pytest.mark.slow
 def test_the_releases_algorithms_table_is_pinned(release):
-    got = _table(release)
+    got = _table(release[0])
     want = [{k: row[k] for k in ("name", "condition", "worker", "phases")} for row in EXPECTED["algorithms"]]
     assert got == want
 
 
 @pytest.mark.slow
-def test_the_releases_worker_reads_after_the_publisher_are_pinned(release):
-    got = {f"{a['name']} {a['condition']}": sorted(f"{r['file']}:{r['line']} {r['location']}"
-                                                   + ("" if r["finding"] else " (not a finding)")
-                                                   for r in a["reads_after_publisher"]) for a in release}
+def test_the_releases_worker_reads_after_the_publisher_are_decided_and_pinned(release):
+    def tag(r):
+        f = r["finding"]
+        return f"{r['file']}:{r['line']} {r['location']}" + (
+            f" ({f['status']}: {', '.join(f.get('races') or [])})" if f
+            else f" (not a finding: {r.get('verdict') or 'host copy'})")
+
+    algorithms, findings = release
+    got = {f"{a['name']} {a['condition']}": sorted(tag(r) for r in a["reads_after_publisher"]) for a in algorithms}
     assert got == EXPECTED["reads_after_publisher"]
+    frozen = next(a for a in algorithms if a["name"] == "FROZEN_KV_MTP")
+    assert all(r["why"].startswith("the fence covers it: nothing publishes into the mailbox of the publisher "
+                                   "`self._draft_worker.draft_runner`") for r in frozen["reads_after_publisher"])
+    assert [f"{f['subject']} {f['mode']} {f['status']}: {f['location']} at {f['evidence'][0]['file']}:"
+            f"{f['evidence'][0]['line']}" for f in findings if f["kind"] == "worker_read_after_publish"] \
+        == EXPECTED["findings"]
