@@ -16,12 +16,16 @@ worker's model runner). The phase's mode is the last ``ForwardMode`` member assi
 as ``forward_mode=``) on the path before the call; forward-mode tests are decided for that mode. A call of the
 scheduler's ``on_publish`` callback is listed as a phase with runner ``on_publish``.
 
-A worker read after the publisher's runner is a read of a scheduler-shared map (``reads.SHARED_ATTRS`` and the
-translator methods) found by ``reads.ReadWalker`` on the worker whose call chain comes after the call chain of the
-last phase on the publisher's side (draft or target, from the names). The fence covers only reads before the
-publisher's read-done record: such a read is a plausible finding, unless its data is copied to the host at once
-(``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it), which completes before the worker returns and so before
-the scheduler issues its next write.
+Each runner phase publishes as its runner class does (``phase_publish``: the ``runners`` rows, joined through the
+class of the attribute called, the runner classes it can be built from, or the model runner's decode graph runner
+or eager runner). A worker read after the publisher is a read of a scheduler-shared map (``reads.SHARED_ATTRS`` and
+the translator methods) found by ``reads.ReadWalker`` on the worker whose call chain comes after the call chain of
+the publisher's runner call: the last phase on the publisher's side (draft or target, from the names) that can put
+an event into its mailbox, else the last phase on that side. A read whose data is copied to the host at once
+(``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it) completes before the worker returns, before the
+scheduler issues its next write: not a finding. Every other read is decided by the simulator on its scenario
+(``worker_read_scenario``): a race at the read is a ``worker_read_after_publish`` finding, a proof is not a finding
+(the reason says why the fence covers it).
 """
 
 from __future__ import annotations
@@ -248,7 +252,7 @@ class _AttrTypes:
             if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
                 found.add(self.raw(creator).get(arg.attr))
             elif isinstance(arg, ast.Call):
-                found.add(self._class_of_call(creator.module, call, arg, [{}]))
+                found.add(self._class_of_call(creator.module, None, arg, [{}]))
             else:
                 found.add(None)
         return found.pop() if len(found) == 1 else None
