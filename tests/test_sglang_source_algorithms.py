@@ -125,10 +125,10 @@ def test_the_findings_list_has_each_worker_read_that_races(synthetic_doc, synthe
     ]
     alpha = synthetic_doc["findings"][[f["subject"] for f in synthetic_doc["findings"]].index("AlphaWorker")]
     assert alpha["condition"] == "not self.skip_draft_extend"
-    assert [e["line"] for e in alpha["evidence"]] == [52, 21]
+    assert [e["line"] for e in alpha["evidence"]] == [21, 52]  # the publisher's runner call, then the read
 
 
-def test_the_scenario_of_a_racing_read_replays_the_race_in_the_model_too(tmp_path):
+def test_the_model_agrees_on_a_racing_read_and_on_a_covered_one(tmp_path):
     from fencecheck.sglang_source.algorithms import cross_check
 
     dest = tmp_path / "wheel"
@@ -137,9 +137,12 @@ def test_the_scenario_of_a_racing_read_replays_the_race_in_the_model_too(tmp_pat
     ex = read_path(dest / "sglang")
     doc = ex.to_dict()
     doc["findings"] = [f for f in doc["findings"] if f["subject"] == "ZetaWorker"]
+    doc["algorithms"] = [a for a in doc["algorithms"] if a["name"] == "DELTA"]
     cross_check(doc, ex.algorithm_scenarios)
     (f,) = doc["findings"]
     assert f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
+    (covered,) = doc["algorithms"][0]["reads_after_publisher"]  # proved by both
+    assert covered["model_verdict"] == "proved" and covered["oracles_agree"] is True
 
 
 def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_reason(synthetic):
@@ -222,6 +225,6 @@ def test_the_releases_worker_reads_after_the_publisher_are_decided_and_pinned(re
     frozen = next(a for a in algorithms if a["name"] == "FROZEN_KV_MTP")
     assert all(r["why"].startswith("the fence covers it: nothing publishes into the mailbox of the publisher "
                                    "`self._draft_worker.draft_runner`") for r in frozen["reads_after_publisher"])
-    assert [f"{f['subject']} {f['mode']} {f['status']}: {f['location']} at {f['evidence'][0]['file']}:"
-            f"{f['evidence'][0]['line']}" for f in findings if f["kind"] == "worker_read_after_publish"] \
+    assert [f"{f['subject']} {f['mode']} {f['status']}: {f['location']} at {f['evidence'][1]['file']}:"
+            f"{f['evidence'][1]['line']}" for f in findings if f["kind"] == "worker_read_after_publish"] \
         == EXPECTED["findings"]

@@ -844,28 +844,31 @@ def findings(algorithms: list[dict]) -> list[dict]:
             out[key] = {"kind": f["kind"], "subject": w["class"], "subject_at": f"{w['file']}:{w['line']}",
                         "mode": f.get("mode"), "status": f["status"], "condition": cond,
                         "algorithms": [a["name"]], "location": r["location"],
-                        "evidence": [{"file": r["file"], "line": r["line"],
-                                      "what": f"reads {r['location']} on the device via " + " -> ".join(r["via"])
-                                              + (f" (when {r['condition']})" if r["condition"] else "")},
-                                     {"file": r["after"]["file"], "line": r["after"]["line"],
-                                      "what": f"after `{r['after']['call']}`, the publisher's runner: "
-                                              f"`{r['publisher']}`{pub} is last_shared_read_runner"}],
+                        "evidence": [{"file": r["after"]["file"], "line": r["after"]["line"],
+                                      "what": f"`{r['after']['call']}` is the publisher's runner: "
+                                              f"`{r['publisher']}`{pub} is last_shared_read_runner"},
+                                     {"file": r["file"], "line": r["line"],
+                                      "what": f"reads {r['location']} on the device after it via "
+                                              + " -> ".join(r["via"])
+                                              + (f" (when {r['condition']})" if r["condition"] else "")}],
                         "why": r["why"],
                         **{k: f[k] for k in ("scenario", "verdict", "races") if k in f}}
     return [out[k] for k in sorted(out)]
 
 
 def cross_check(doc: dict, scenarios: dict) -> None:
-    """Asks the SMT model about the scenario of each ``worker_read_after_publish`` finding (each scenario once) and
-    records ``model_verdict`` and ``oracles_agree`` (None when the model answers unknown), as for backend findings."""
+    """Asks the SMT model about the scenario of each ``worker_read_after_publish`` finding and of each worker read
+    the simulator proved covered (each scenario once) and records ``model_verdict`` and ``oracles_agree`` (None when
+    the model answers unknown) on the finding or the read, as for backend findings."""
     from ..model.check import model_check
     from ..reference.run import run_scenario
     from ..reference.sim.races import check_trace
     from ..report import Verdict, oracles_agree
 
     memo = {}
-    for f in doc["findings"]:
-        if f["kind"] != "worker_read_after_publish" or f.get("scenario") not in scenarios:
+    covered = [r for a in doc.get("algorithms", ()) for r in a["reads_after_publisher"] if r.get("scenario")]
+    for f in [f for f in doc["findings"] if f["kind"] == "worker_read_after_publish"] + covered:
+        if f.get("scenario") not in scenarios:
             continue
         if f["scenario"] not in memo:
             s = scenarios[f["scenario"]]
