@@ -67,7 +67,8 @@ def markdown(doc: dict, command: str) -> list[str]:
         out.append("")
         if x.get("scenario"):
             races = ", ".join(f"`{r}`" for r in x.get("races", ())) or "no race"
-            model = ("the model agrees" if x.get("oracles_agree") else f"the model: {x.get('model_verdict')}")
+            model = ("the model agrees" if x.get("oracles_agree")
+                     else f"the model: {x.get('model_verdict') or 'not asked'}")
             out += [f"Scenario `{x['scenario']}` (written by `--scenarios DIR`): simulator "
                     f"{x['verdict']} ({races}); {model}.", ""]
         if x.get("contexts"):
