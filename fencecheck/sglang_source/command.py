@@ -20,12 +20,15 @@ condition is named). A read behind a host sync (a path a CUDA graph cannot captu
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
 Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
 simulator and the SMT model, and is decided again in each release catalog context that runs a phase of its mode; --scenarios writes them, --witness replays each race. --against lists the functions
-the facts come from that changed since a recorded release. See docs/sglang-reader.md for the JSON contract
+the facts come from that changed since a recorded release. Per speculative algorithm it lists the worker's decode-step
+phases and its reads of scheduler-shared state after the publisher's runner; each is decided by the simulator on a
+scenario of the phases before it (the model too with --cross-check): a race there is a finding
+(worker_read_after_publish). See docs/sglang-reader.md for the JSON contract
 (docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
   0  no finding
-  1  a finding (a read outside what its declaration covers) or a race
+  1  a finding (a read outside what its declaration covers, a worker read after the publisher that races) or a race
   2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
   3  unresolved facts and nothing wrong
   4  I/O failure
@@ -49,7 +52,8 @@ def add_parser(sub) -> None:
                         "(sglang-0.5.23) or a fingerprint file (.json); drift alone does not change the exit code")
     p.add_argument("--cross-check", action="store_true",
                    help="also ask the SMT model about every release context where the simulator finds a race (the "
-                        "findings' own scenarios are always decided by both; fencecheck audit always cross-checks)")
+                        "backend findings' own scenarios are always decided by both; fencecheck audit always "
+                        "cross-checks) and about the scenario of each worker read after the publisher")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
                    help="write the fingerprints of the functions the facts come from (JSON, for --against)")
     p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True), ("fingerprints", False)))
