@@ -141,6 +141,9 @@ def test_the_model_agrees_on_a_racing_read_and_on_a_covered_one(tmp_path):
     cross_check(doc, ex.algorithm_scenarios)
     (f,) = doc["findings"]
     assert f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+    jsonschema.validate(doc, schema)
     (covered,) = doc["algorithms"][0]["reads_after_publisher"]  # proved by both
     assert covered["model_verdict"] == "proved" and covered["oracles_agree"] is True
 

@@ -866,7 +866,8 @@ def cross_check(doc: dict, scenarios: dict) -> None:
     from ..report import Verdict, oracles_agree
 
     memo = {}
-    covered = [r for a in doc.get("algorithms", ()) for r in a["reads_after_publisher"] if r.get("scenario")]
+    rows = [r for a in doc.get("algorithms", ()) for r in a["reads_after_publisher"]]
+    covered = [r for r in rows if r.get("scenario")] + [r["finding"] for r in rows if r["finding"]]
     for f in [f for f in doc["findings"] if f["kind"] == "worker_read_after_publish"] + covered:
         if f.get("scenario") not in scenarios:
             continue
