@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fencecheck.sglang_source import read_path
+from fencecheck.sglang_source.decide_workers import decide_worker_reads
 from sglang_release import WHY, release_tree
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
@@ -23,7 +24,10 @@ def synthetic_doc(tmp_path_factory):
     dest = tmp_path_factory.mktemp("algorithms") / "wheel"
     shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
     shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
-    return read_path(dest / "sglang").to_dict()
+    ex = read_path(dest / "sglang")
+    doc = ex.to_dict()
+    decide_worker_reads(doc, ex.algorithm_scenarios)
+    return doc
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +90,7 @@ def test_a_device_read_after_the_publishing_runner_races_there_and_a_host_copy_d
     assert late["location"] == "req_to_token" and late["file"] == WORKERS
     # ordered against the draft-extend (which publishes), not the later draft (which never does)
     assert late["after"] == {"call": "self.draft_extend_runner.execute", "file": WORKERS, "line": 21,
-                             "condition": "not self.skip_draft_extend"}
+                             "condition": "not self.skip_draft_extend", "mode": "DRAFT_EXTEND_V2", "can_publish": True}
     assert late["finding"] == {"kind": "worker_read_after_publish", "status": "plausible",
                                "scenario": "sglang-alpha-worker-reads-req-to-token-52", "verdict": "counterexample",
                                "races": ["req_to_token@draft-draft-extend-v2-21/worker_after"],
@@ -128,24 +132,26 @@ def test_the_findings_list_has_each_worker_read_that_races(synthetic_doc, synthe
     assert [e["line"] for e in alpha["evidence"]] == [21, 52]  # the publisher's runner call, then the read
 
 
-def test_the_model_agrees_on_a_racing_read_and_on_a_covered_one(tmp_path):
-    from fencecheck.sglang_source.algorithms import cross_check
-
+def test_a_read_stays_unresolved_until_decided_and_the_model_agrees_on_a_racing_and_a_covered_one(tmp_path):
     dest = tmp_path / "wheel"
     shutil.copytree(TREES / "common", dest)
     shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
     ex = read_path(dest / "sglang")
     doc = ex.to_dict()
-    doc["findings"] = [f for f in doc["findings"] if f["subject"] == "ZetaWorker"]
-    doc["algorithms"] = [a for a in doc["algorithms"] if a["name"] == "DELTA"]
-    cross_check(doc, ex.algorithm_scenarios)
+    doc["algorithms"] = [a for a in doc["algorithms"] if a["name"] in ("DELTA", "ZETA")]
+    pending = [r["finding"] for a in doc["algorithms"] for r in a["reads_after_publisher"]]
+    assert [(f["status"], f["scenario"]) for f in pending] == [
+        ("unresolved", "sglang-delta-worker-reads-req-to-token-40"),
+        ("unresolved", "sglang-zeta-worker-reads-req-to-token-12")]
+    assert doc["findings"] == []  # the extraction decides nothing
+    decide_worker_reads(doc, ex.algorithm_scenarios, model=True)
     (f,) = doc["findings"]
-    assert f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
+    assert f["subject"] == "ZetaWorker" and f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
+    (covered,) = doc["algorithms"][0]["reads_after_publisher"]  # proved by both
+    assert covered["model_verdict"] == "proved" and covered["oracles_agree"] is True
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
     jsonschema.validate(doc, schema)
-    (covered,) = doc["algorithms"][0]["reads_after_publisher"]  # proved by both
-    assert covered["model_verdict"] == "proved" and covered["oracles_agree"] is True
 
 
 def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_reason(synthetic):
@@ -196,7 +202,9 @@ def release():
     root = release_tree()
     if root is None:
         pytest.skip(WHY)
-    doc = read_path(root).to_dict()
+    ex = read_path(root)
+    doc = ex.to_dict()
+    decide_worker_reads(doc, ex.algorithm_scenarios)
     return doc["algorithms"], doc["findings"]
 
 

@@ -23,9 +23,10 @@ the translator methods) found by ``reads.ReadWalker`` on the worker whose call c
 the publisher's runner call: the last phase on the publisher's side (draft or target, from the names) that can put
 an event into its mailbox, else the last phase on that side. A read whose data is copied to the host at once
 (``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it) completes before the worker returns, before the
-scheduler issues its next write: not a finding. Every other read is decided by the simulator on its scenario
-(``worker_read_scenario``): a race at the read is a ``worker_read_after_publish`` finding, a proof is not a finding
-(the reason says why the fence covers it).
+scheduler issues its next write: not a finding. Every other read gets a scenario (``worker_read_scenario``) and
+stays ``unresolved`` until ``decide_workers`` (a command-layer module: this one runs no oracle) decides it with the
+simulator and ``settle`` sets its status: a race at the read is a ``worker_read_after_publish`` finding, a proof is
+not a finding (the reason says why the fence covers it).
 """
 
 from __future__ import annotations
@@ -515,9 +516,9 @@ def _cond_text(conds) -> str | None:
 def read_algorithms(tree: Tree, modes: Modes, workers: list[dict], runners: list[dict] = (),
                     scenarios: dict | None = None) -> list[dict]:
     """The ``algorithms`` rows of the tree (empty when it has no ``SpeculativeAlgorithm``). ``runners``: the
-    ``runners`` rows (each phase's publish behaviour is read from them). Each worker read after the publisher is
-    decided by the simulator on its scenario (``worker_read_scenario``); the scenarios are added to ``scenarios``
-    (name -> Scenario) when given."""
+    ``runners`` rows (each phase's publish behaviour is read from them). Each worker read after the publisher that is
+    not copied to the host gets its scenario (``worker_read_scenario``; added to ``scenarios``, name -> Scenario,
+    when given) and stays ``unresolved`` until ``decide_workers.decide_worker_reads`` decides it."""
     algos = _registry(tree)
     if algos is None:
         return []
@@ -717,13 +718,15 @@ def _reads_after(walker, ci, phases, publisher, unresolved, ctx, algorithm) -> l
                    "via": [h.text() for h in r.via], "condition": _cond_text(r.conditions),
                    "publisher": pub["publisher"], "publisher_condition": pub["condition"],
                    "after": {"call": last["call"], "file": last["file"], "line": last["line"],
-                             "condition": _cond_text(last["conditions"])}}
+                             "condition": _cond_text(last["conditions"]), "mode": last["mode"]}}
             if copy is not None:
+                row["after"]["can_publish"] = bool(publishing)
                 row |= {"finding": None, "why": f"copied to the host at {copy} (a synchronous copy: it completes "
                                                 f"before the worker returns, before the scheduler's next write)"}
             else:
                 before = [p for p in runs if _after(pos, p["chain"])]
-                row |= _decide_read(ctx, ci, pub, r, before, last if publishing else None)
+                row["after"]["can_publish"] = bool(publishing)
+                row |= _pending_read(ctx, ci, pub, r, before)
             out[k] = row
     return [out[k] for k in sorted(out)]
 
@@ -769,59 +772,66 @@ def worker_read_scenario(name: str, ci: ClassInfo, pub: dict, location: str, bef
 
 
 def _slug(text: str) -> str:
-    from .decide import _slug as slug
+    """``DSparkWorkerV2`` -> ``d-spark-worker-v2`` (as the backend findings' scenario names)."""
+    import re
 
-    return slug(text)
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", text)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _decide_read(ctx, ci, pub, r, before, publishing) -> dict:
-    """``finding`` and ``why`` of a device read after the publisher (``publishing``: the last phase on its side that
-    can publish, None when none can): its scenario decided by the simulator. A race at the read (its location, the
-    last phase before it, ``worker_after``) makes it a finding: ``confirmed`` when neither the read nor the publisher
-    depends on a condition, else ``plausible``; a proof makes it no finding; anything else leaves it unresolved."""
-    from ..reference.run import run_scenario
-    from ..reference.sim.races import check_trace
-    from ..report import Verdict
+def _pending_read(ctx, ci, pub, r, before) -> dict:
+    """``finding`` (``unresolved`` until decided) and ``why`` of a device read after the publisher, with its scenario
+    built and kept in ``ctx["scenarios"]`` (each distinct configuration once)."""
     from ..scenario_io import scenario_from_dict
-    from ..vocab import WORKER_SITE
 
     base = f"sglang-{_slug(ci.name)}-reads-{_slug(r.location)}-{r.line}"
     data = worker_read_scenario(base, ci, pub, r.location, before)
-    unresolved = {"kind": "worker_read_after_publish", "status": "unresolved", "scenario": None}
+    pending = {"kind": "worker_read_after_publish", "status": "unresolved", "scenario": None}
     if data is None:
-        return {"finding": unresolved, "why": "a phase before the read runs in a mode the scenarios do not model"}
+        return {"finding": pending, "why": "a phase before the read runs in a mode the scenarios do not model"}
     key = repr((data["runners"], data["algorithm"]["steps"], data["algorithm"]["publisher"]))
     if key not in ctx["decided"]:
         name = data["name"]
         while name in ctx["scenarios"]:
             name += "-b"
         data["name"] = name
-        s = scenario_from_dict(data, name)
-        report = check_trace(run_scenario(s))
-        ctx["scenarios"][name] = s
-        ctx["decided"][key] = (name, report.verdict, sorted({x.key().text() for x in report.races}),
-                               [x.key() for x in report.races])
-    name, verdict, races, ids = ctx["decided"][key]
-    follows = data["algorithm"]["steps"]["normal"][-1]
-    decided = {"scenario": name, "verdict": verdict.value, "races": races, "mode": follows["mode"]}
-    if verdict is Verdict.COUNTEREXAMPLE and any(x.location == r.location and x.phase == follows["name"]
-                                                 and x.site == WORKER_SITE for x in ids):
-        status = "plausible" if (r.conditions or pub["condition"] or publishing["conditions"]) else "confirmed"
-        return {"finding": {"kind": "worker_read_after_publish", "status": status, **decided},
-                "why": f"read on the forward stream after `{publishing['call']}` ({publishing['file']}:"
-                       f"{publishing['line']}) published the read-done event into `{pub['publisher']}`'s mailbox: "
-                       f"the scheduler's next write waits only for that event"}
-    if verdict is Verdict.PROVED:
-        if publishing is None:
-            reason = (f"nothing publishes into the mailbox of the publisher `{pub['publisher']}` (no runner on the "
-                      f"{pub['side']} side publishes in these modes): the barrier waits for all of the forward stream")
+        ctx["scenarios"][name] = scenario_from_dict(data, name)
+        ctx["decided"][key] = name
+    name = ctx["decided"][key]
+    return {"finding": dict(pending, scenario=name),
+            "why": f"not decided yet: `fencecheck sglang` decides it on scenario {name} with the simulator"}
+
+
+def settle(row: dict, scenario, verdict: str, races: list[str], at_read: bool) -> None:
+    """Sets the decided ``finding`` and ``why`` of a pending read ``row`` from the simulator's answer on its
+    ``scenario``: ``verdict``, the distinct ``races`` (``location@phase/site``) and whether one is at the read (its
+    location, the last phase before it, ``worker_after``). A race at the read is a finding, ``confirmed`` when
+    neither the read, the publisher nor the publisher's runner call depends on a condition, else ``plausible``; a
+    proof is no finding (the reason says why the fence covers it); anything else stays ``unresolved``."""
+    name = row["finding"]["scenario"]
+    follows = scenario.algorithm.steps[next(iter(scenario.algorithm.steps))][-1]
+    decided = {"scenario": name, "verdict": verdict, "races": races, "mode": follows.mode.value}
+    after, pub = row["after"], row["publisher"]
+    where = f"`{after['call']}` ({after['file']}:{after['line']})"
+    if verdict == "counterexample" and at_read:
+        status = "plausible" if (row["condition"] or row["publisher_condition"] or after["condition"]) \
+            else "confirmed"
+        row["finding"] = {"kind": "worker_read_after_publish", "status": status, **decided}
+        row["why"] = (f"read on the forward stream after {where} published the read-done event into `{pub}`'s "
+                      f"mailbox: the scheduler's next write waits only for that event")
+    elif verdict == "proved":
+        if not after["can_publish"]:
+            reason = (f"nothing publishes into the mailbox of the publisher `{pub}` (no runner on its side publishes "
+                      f"in these modes): the barrier waits for all of the forward stream")
         else:
-            reason = (f"no read-done event precedes the read in `{pub['publisher']}`'s mailbox when the barrier "
-                      f"reads it (`{publishing['call']}` ({publishing['file']}:{publishing['line']}) publishes "
-                      f"nothing for {publishing['mode']} under the base rule, or clears the mailbox)")
-        return {"finding": None, "why": f"the fence covers it: {reason}; scenario {name}: proved", **decided}
-    return {"finding": dict(unresolved, **decided),
-            "why": f"scenario {name}: {verdict.value}" + (f" ({', '.join(races)})" if races else "")}
+            reason = (f"no read-done event precedes the read in `{pub}`'s mailbox when the barrier reads it ({where} "
+                      f"publishes nothing for {after['mode']} under the base rule, or clears the mailbox)")
+        row["finding"] = None
+        row["why"] = f"the fence covers it: {reason}; scenario {name}: proved"
+        row.update(decided)
+    else:
+        row["finding"] = {"kind": "worker_read_after_publish", "status": "unresolved", **decided}
+        row["why"] = f"scenario {name}: {verdict}" + (f" ({', '.join(races)})" if races else "")
 
 
 def findings(algorithms: list[dict]) -> list[dict]:
@@ -852,33 +862,7 @@ def findings(algorithms: list[dict]) -> list[dict]:
                                               + " -> ".join(r["via"])
                                               + (f" (when {r['condition']})" if r["condition"] else "")}],
                         "why": r["why"],
-                        **{k: f[k] for k in ("scenario", "verdict", "races") if k in f}}
+                        **{k: f[k] for k in ("scenario", "verdict", "races", "model_verdict", "oracles_agree",
+                                             "oracles_differ") if k in f}}
     return [out[k] for k in sorted(out)]
-
-
-def cross_check(doc: dict, scenarios: dict) -> None:
-    """Asks the SMT model about the scenario of each ``worker_read_after_publish`` finding and of each worker read
-    the simulator proved covered (each scenario once) and records ``model_verdict`` and ``oracles_agree`` (None when
-    the model answers unknown) on the finding or the read, as for backend findings."""
-    from ..model.check import model_check
-    from ..reference.run import run_scenario
-    from ..reference.sim.races import check_trace
-    from ..report import Verdict, oracles_agree
-
-    memo = {}
-    rows = [r for a in doc.get("algorithms", ()) for r in a["reads_after_publisher"]]
-    covered = [r for r in rows if r.get("scenario")] + [r["finding"] for r in rows if r["finding"]]
-    for f in [f for f in doc["findings"] if f["kind"] == "worker_read_after_publish"] + covered:
-        if f.get("scenario") not in scenarios:
-            continue
-        if f["scenario"] not in memo:
-            s = scenarios[f["scenario"]]
-            report = check_trace(run_scenario(s))
-            memo[f["scenario"]] = ((report.verdict, [r.id for r in report.races]), model_check(s))
-        sim, m = memo[f["scenario"]]
-        agree, why = oracles_agree(sim, (m.verdict, m.races))
-        f["model_verdict"] = m.verdict.value
-        f["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
-        if not agree and m.verdict is not Verdict.UNKNOWN:
-            f["oracles_differ"] = why
 

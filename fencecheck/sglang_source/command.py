@@ -101,13 +101,9 @@ def cmd_sglang(args, out: TextIO) -> int:
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
     scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
-    if args.cross_check:
-        from .algorithms import cross_check
+    from .decide_workers import decide_worker_reads
 
-        cross_check(doc, ex.algorithm_scenarios)
-    scenarios += [ex.algorithm_scenarios[n] for n in dict.fromkeys(
-        f["scenario"] for f in doc["findings"]
-        if f["kind"] == "worker_read_after_publish" and f.get("scenario") in ex.algorithm_scenarios)]
+    scenarios += decide_worker_reads(doc, ex.algorithm_scenarios, model=args.cross_check)
     if args.scenarios:
         from pathlib import Path
 

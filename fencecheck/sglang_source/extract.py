@@ -39,7 +39,7 @@ class Extraction:
     barrier: dict = field(default_factory=dict)
     runners: list[dict] = field(default_factory=list)
     algorithms: list[dict] = field(default_factory=list)  # algorithms.read_algorithms
-    algorithm_scenarios: dict = field(default_factory=dict)  # name -> Scenario of each worker read decided
+    algorithm_scenarios: dict = field(default_factory=dict)  # name -> Scenario of each worker read to decide
     findings: list[dict] = field(default_factory=list)
     not_findings: list[dict] = field(default_factory=list)
     call_graph: object = None
@@ -195,10 +195,9 @@ def read_tree(tree: Tree) -> Extraction:
     ex.workers = _workers(tree)
     ex.barrier = _barrier(tree)
     ex.runners = _runners(tree)
-    from .algorithms import findings as algorithm_findings, read_algorithms
+    from .algorithms import read_algorithms
 
     ex.algorithms = read_algorithms(tree, rd.modes, ex.workers, ex.runners, ex.algorithm_scenarios)
-    ex.findings += algorithm_findings(ex.algorithms)
     ex.call_graph = rd.walker.graph
     from .drift import collect
 
