@@ -21,14 +21,18 @@ as not a finding, with why. What cannot be evaluated is reported as unresolved w
 Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
 simulator and the SMT model, and is decided again in each release catalog context that runs a phase of its mode; --scenarios writes them, --witness replays each race. --against lists the functions
 the facts come from and the catalog entries whose cited sources changed since a recorded release; drift exits 1
-(something to review before merge). See docs/sglang-reader.md for the JSON contract
+(something to review before merge). Per speculative algorithm it lists the worker's decode-step phases and its reads
+of scheduler-shared state after the publisher's runner; each is decided by the simulator on a scenario of the phases
+before it (the model too with --cross-check): a race there is a finding (worker_read_after_publish). See
+docs/sglang-reader.md for the JSON contract
 (docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
   0  no finding
-  1  a finding (a read outside what its declaration covers), a race, or drift: with
-     --against, a function the facts come from or a catalog entry's cited source
-     changed since the recorded release (to review before merge)
+  1  a finding (a read outside what its declaration covers, a worker read after the
+     publisher that races), a race, or drift: with --against, a function the facts
+     come from or a catalog entry's cited source changed since the recorded release
+     (to review before merge)
   2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
   3  unresolved facts and nothing wrong
   4  I/O failure
@@ -53,7 +57,8 @@ def add_parser(sub) -> None:
                         "changed; any drift exits 1")
     p.add_argument("--cross-check", action="store_true",
                    help="also ask the SMT model about every release context where the simulator finds a race (the "
-                        "findings' own scenarios are always decided by both; fencecheck audit always cross-checks)")
+                        "backend findings' own scenarios are always decided by both; fencecheck audit always "
+                        "cross-checks) and about the scenario of each worker read after the publisher")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
                    help="write the fingerprints of the functions the facts come from (JSON, for --against)")
     p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True), ("fingerprints", False)))
@@ -108,6 +113,9 @@ def cmd_sglang(args, out: TextIO) -> int:
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
     scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
+    from .decide_workers import decide_worker_reads
+
+    scenarios += decide_worker_reads(doc, ex.algorithm_scenarios, model=args.cross_check)
     if args.scenarios:
         from pathlib import Path
 
@@ -133,6 +141,27 @@ def _decl_text(v) -> str:
 
 
 
+def _algorithms_text(algorithms: list) -> list[str]:
+    if not algorithms:
+        return []
+    lines = ["speculative algorithms (worker; phases of one decode step; worker reads after the publisher's runner):"]
+    for a in algorithms:
+        cond = f" when {a['condition']}" if a["condition"] else ""
+        w = a["worker"]
+        lines.append(f"  {a['name']}{cond}: " + (f"{w['class']} ({w['file']}:{w['line']})" if w else "no worker class"))
+        for p in a["phases"]:
+            lines.append(f"    {p['runner']} {p['mode'] or 'publish'} ({p['file']}:{p['line']})"
+                         + (f" if {p['condition']}" if p["condition"] else "") + (" [loop]" if p["repeat"] else ""))
+        for r in a["reads_after_publisher"]:
+            lines.append(f"    {r['finding']['status'].upper() if r['finding'] else 'not a finding'}: reads "
+                         f"{r['location']} after the publisher's runner ({r['file']}:{r['line']})"
+                         + (f"; scenario {r['finding']['scenario']}: {r['finding']['verdict']}"
+                            if r["finding"] and r["finding"].get("scenario") else ""))
+        if a["unresolved"]:
+            lines.append(f"    unresolved: {len(a['unresolved'])} (--json lists them)")
+    return lines
+
+
 def render(doc: dict) -> str:
     lines = []
     b, w, f = doc["backends"], doc["workers"], doc["findings"]
@@ -156,7 +185,7 @@ def render(doc: dict) -> str:
             lines.append(f"    {e['file']}:{e['line']}: {e['what']}")
         if x.get("scenario"):
             races = ", ".join(x["races"]) or "no race"
-            model = {True: "the model agrees", None: f"the model: {x['model_verdict']}"}.get(
+            model = {True: "the model agrees", None: f"the model: {x.get('model_verdict') or 'not asked (--cross-check asks it)'}"}.get(
                 x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
             lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
         if "contexts" in x:
@@ -201,6 +230,7 @@ def render(doc: dict) -> str:
     for r in doc["runners"]:
         if r["publish"] != "never":
             lines.append(f"  {r['class']}: {r['publish']} ({r['method']['file']}:{r['method']['line']})")
+    lines += _algorithms_text(doc.get("algorithms", []))
     return "\n".join(lines) + "\n"
 
 

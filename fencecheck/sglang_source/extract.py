@@ -38,6 +38,8 @@ class Extraction:
     workers: list[dict] = field(default_factory=list)
     barrier: dict = field(default_factory=dict)
     runners: list[dict] = field(default_factory=list)
+    algorithms: list[dict] = field(default_factory=list)  # algorithms.read_algorithms
+    algorithm_scenarios: dict = field(default_factory=dict)  # name -> Scenario of each worker read to decide
     findings: list[dict] = field(default_factory=list)
     not_findings: list[dict] = field(default_factory=list)
     call_graph: object = None
@@ -55,6 +57,7 @@ class Extraction:
             "workers": self.workers,
             "barrier": self.barrier,
             "runners": self.runners,
+            "algorithms": self.algorithms,
             "findings": self.findings,
             "not_findings": self.not_findings,
         }
@@ -216,6 +219,9 @@ def read_tree(tree: Tree) -> Extraction:
     unique = {(f["subject"], f["mode"] or "", f["file"], f["line"], f["location"], f["why"]): f for f in
               sorted(ex.not_findings, key=lambda f: (len(f["via"]), f["via"]), reverse=True)}
     ex.not_findings = [unique[k] for k in sorted(unique)]
+    from .algorithms import read_algorithms
+
+    ex.algorithms = read_algorithms(tree, rd.modes, ex.workers, ex.runners, ex.algorithm_scenarios)
     ex.call_graph = rd.walker.graph
     from .drift import collect
 

@@ -67,7 +67,8 @@ def markdown(doc: dict, command: str) -> list[str]:
         out.append("")
         if x.get("scenario"):
             races = ", ".join(f"`{r}`" for r in x.get("races", ())) or "no race"
-            model = ("the model agrees" if x.get("oracles_agree") else f"the model: {x.get('model_verdict')}")
+            model = ("the model agrees" if x.get("oracles_agree")
+                     else f"the model: {x.get('model_verdict') or 'not asked'}")
             out += [f"Scenario `{x['scenario']}` (written by `--scenarios DIR`): simulator "
                     f"{x['verdict']} ({races}); {model}.", ""]
         if x.get("contexts"):
@@ -106,5 +107,31 @@ def markdown(doc: dict, command: str) -> list[str]:
     for r in doc["runners"]:
         m = r["method"]
         out.append(f"| {r['class']} | {r['publish']} | `{m['file']}:{m['line']}` ({m['class']}.{m['name']}) |")
+    out.append("")
+    return out + algorithms_markdown(doc.get("algorithms", []))
+
+
+def algorithms_markdown(algorithms: list) -> list[str]:
+    """The speculative algorithms table: per algorithm (and the setting that picks its worker) the worker, the phases
+    of one decode step in order (runner, mode), the worker reads after the publisher's runner, what is unresolved."""
+    if not algorithms:
+        return []
+    out = ["### Speculative algorithms and the phases of one decode step", "",
+           "| algorithm | worker | phases (runner: mode at file:line) | reads after the publisher | unresolved |",
+           "| --- | --- | --- | --- | --- |"]
+    for a in algorithms:
+        name = a["name"] + (f" when `{a['condition']}`" if a.get("condition") else "")
+        w = a["worker"]
+        worker = f"{w['class']} (`{w['file']}:{w['line']}`)" if w else "-"
+        phases = "; ".join(f"{p['runner']}: {p['mode'] or 'publish'} at `{p['file'].rsplit('/', 1)[-1]}:{p['line']}`"
+                           + (" (conditional)" if p.get("condition") else "")
+                           + (" (in a loop)" if p.get("repeat") else "") for p in a["phases"]) or "-"
+        reads = a["reads_after_publisher"]
+        found = sum(1 for r in reads if r["finding"])
+        late = (f"{found} findings, {len(reads) - found} not findings: "
+                + ", ".join(f"`{r['file'].rsplit('/', 1)[-1]}:{r['line']}` {r['location']} "
+                            f"({r['finding']['status'] if r['finding'] else 'covered'})" for r in reads)) \
+            if reads else "none"
+        out.append(f"| {_cell(name)} | {worker} | {_cell(phases)} | {_cell(late)} | {len(a['unresolved'])} |")
     out.append("")
     return out

@@ -1,0 +1,241 @@
+"""The static reader's ``algorithms``: each speculative algorithm's worker, the phases of one decode step, the
+publisher and the worker's reads after the publisher's runner. A synthetic tree (tests/sglang_trees/algorithms) pins
+each rule; the release's table is pinned against tests/sglang_0_5_23_algorithms.json (audited by hand)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fencecheck.sglang_source import read_path
+from fencecheck.sglang_source.decide_workers import decide_worker_reads
+from sglang_release import WHY, release_tree
+
+TREES = Path(__file__).resolve().parent / "sglang_trees"
+WORKERS = "sglang/srt/speculative/workers.py"
+COMPONENTS = "sglang/srt/speculative/components.py"
+
+
+@pytest.fixture(scope="module")
+def synthetic_doc(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("algorithms") / "wheel"
+    shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
+    shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
+    ex = read_path(dest / "sglang")
+    doc = ex.to_dict()
+    decide_worker_reads(doc, ex.algorithm_scenarios)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def synthetic(synthetic_doc):
+    return {(a["name"], a["condition"]): a for a in synthetic_doc["algorithms"]}
+
+
+def test_the_document_with_algorithms_meets_the_schema(synthetic_doc):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+    jsonschema.validate(synthetic_doc, schema)
+    bad = json.loads(json.dumps(synthetic_doc))
+    bad["algorithms"][0]["phases"][0]["mode"] = 3
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def _runs(a):
+    return [(p["runner"], p["mode"], p["condition"], p["file"], p["line"]) for p in a["phases"]]
+
+
+def test_a_worker_drafts_verifies_publishes_and_draft_extends_in_order(synthetic):
+    a = synthetic["ALPHA", None]
+    assert a["worker"] == {"class": "AlphaWorker", "file": WORKERS, "line": 24}
+    assert a["dispatch"] == {"file": "sglang/srt/speculative/spec_info.py", "line": 25}
+    assert _runs(a) == [
+        ("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 17),
+        ("AlphaWorker.target_worker", "TARGET_VERIFY", None, WORKERS, 40),
+        ("on_publish", None, "on_publish is not None", WORKERS, 42),
+        ("DraftWorker.draft_extend_runner", "DRAFT_EXTEND_V2", "not self.skip_draft_extend", WORKERS, 21),
+        ("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 17),
+    ]
+    assert [p["side"] for p in a["phases"]] == ["draft", "target", None, "draft", "draft"]
+    assert a["publisher"] == [{"publisher": "self.draft_worker.draft_runner", "condition": None, "side": "draft",
+                               "file": WORKERS, "line": 33}]
+    assert a["unresolved"] == []
+
+
+def test_each_phase_publishes_as_its_runner_class_does(synthetic):
+    def policies(a):
+        return [(p["line"], p["publish"] and (p["publish"]["policy"], p["publish"]["execution"])) for p in a["phases"]]
+
+    assert policies(synthetic["ALPHA", None]) == [
+        (17, ("never", "graph")), (40, ("resolve", "graph")), (42, None), (21, ("always_pre_replay", "graph")),
+        (17, ("never", "graph"))]
+    extend = synthetic["ALPHA", None]["phases"][3]["publish"]
+    assert extend["why"].startswith("AlwaysPublishingRunner: publish publish_unconditionally (sglang/srt/speculative/")
+    delta = synthetic["DELTA", None]["phases"]
+    assert [(p["line"], p["publish"] and p["publish"]["policy"]) for p in delta] == [
+        (35, "resolve"), (37, None), (19, "never"), (20, "prefill")]
+    assert delta[3]["publish"]["execution"] == "eager"
+    assert delta[3]["publish"]["why"].startswith(
+        "the worker sets its model runner up without decode graphs (sglang/srt/speculative/frozen.py:15)")
+
+
+def test_a_device_read_after_the_publishing_runner_races_there_and_a_host_copy_does_not(synthetic):
+    reads = {r["line"]: r for r in synthetic["ALPHA", None]["reads_after_publisher"]}
+    assert set(reads) == {51, 52}
+    late = reads[52]
+    assert late["location"] == "req_to_token" and late["file"] == WORKERS
+    # ordered against the draft-extend (which publishes), not the later draft (which never does)
+    assert late["after"] == {"call": "self.draft_extend_runner.execute", "file": WORKERS, "line": 21,
+                             "condition": "not self.skip_draft_extend", "mode": "DRAFT_EXTEND_V2", "can_publish": True}
+    assert late["finding"] == {"kind": "worker_read_after_publish", "status": "plausible",
+                               "scenario": "sglang-alpha-worker-reads-req-to-token-52", "verdict": "counterexample",
+                               "races": ["req_to_token@draft-draft-extend-v2-21/worker_after"],
+                               "mode": "DRAFT_EXTEND_V2"}
+    assert late["via"] == [f"AlphaWorker.forward_batch_generation ({WORKERS}:35)", f"AlphaWorker.commit ({WORKERS}:45)"]
+    copied = reads[51]
+    assert copied["finding"] is None
+    assert copied["why"].startswith(f"copied to the host at {WORKERS}:51")
+
+
+def test_a_read_after_a_draft_that_publishes_nothing_is_covered_by_the_coarse_barrier(synthetic):
+    (read,) = synthetic["DELTA", None]["reads_after_publisher"]
+    assert (read["file"], read["line"], read["location"]) == ("sglang/srt/speculative/frozen.py", 40, "req_to_token")
+    assert read["finding"] is None
+    assert read["verdict"] == "proved" and read["races"] == []
+    assert read["why"].startswith("the fence covers it: nothing publishes into the mailbox of the publisher "
+                                  "`self.draft_worker.model_runner`")
+
+
+def test_a_commit_through_a_component_handed_in_by_the_constructor_is_followed_and_races(synthetic):
+    (read,) = synthetic["ZETA", None]["reads_after_publisher"]
+    assert (read["file"], read["line"], read["location"]) == (COMPONENTS, 12, "req_to_token")
+    assert read["via"][-1] == f"KvInjector.inject ({COMPONENTS}:25)"
+    assert read["finding"]["status"] == "confirmed"
+    assert read["finding"]["races"] == ["req_to_token@target-target-verify-22/worker_after"]
+
+
+def test_the_findings_list_has_each_worker_read_that_races(synthetic_doc, synthetic):
+    got = [(f["kind"], f["subject"], f["mode"], f["status"], f["location"], f["races"])
+           for f in synthetic_doc["findings"] if f["kind"] == "worker_read_after_publish"]
+    assert got == [
+        ("worker_read_after_publish", "AlphaWorker", "DRAFT_EXTEND_V2", "plausible", "req_to_token",
+         ["req_to_token@draft-draft-extend-v2-21/worker_after"]),
+        ("worker_read_after_publish", "ZetaWorker", "TARGET_VERIFY", "confirmed", "req_to_token",
+         ["req_to_token@target-target-verify-22/worker_after"]),
+    ]
+    alpha = synthetic_doc["findings"][[f["subject"] for f in synthetic_doc["findings"]].index("AlphaWorker")]
+    assert alpha["condition"] == "not self.skip_draft_extend"
+    assert [e["line"] for e in alpha["evidence"]] == [21, 52]  # the publisher's runner call, then the read
+
+
+def test_a_read_stays_unresolved_until_decided_and_the_model_agrees_on_a_racing_and_a_covered_one(tmp_path):
+    dest = tmp_path / "wheel"
+    shutil.copytree(TREES / "common", dest)
+    shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
+    ex = read_path(dest / "sglang")
+    doc = ex.to_dict()
+    doc["algorithms"] = [a for a in doc["algorithms"] if a["name"] in ("DELTA", "ZETA")]
+    pending = [r["finding"] for a in doc["algorithms"] for r in a["reads_after_publisher"]]
+    assert [(f["status"], f["scenario"]) for f in pending] == [
+        ("unresolved", "sglang-delta-worker-reads-req-to-token-40"),
+        ("unresolved", "sglang-zeta-worker-reads-req-to-token-12")]
+    assert doc["findings"] == []  # the extraction decides nothing
+    decide_worker_reads(doc, ex.algorithm_scenarios, model=True)
+    (f,) = doc["findings"]
+    assert f["subject"] == "ZetaWorker" and f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
+    (covered,) = doc["algorithms"][0]["reads_after_publisher"]  # proved by both
+    assert covered["model_verdict"] == "proved" and covered["oracles_agree"] is True
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-reader.schema.json").read_text("utf-8"))
+    jsonschema.validate(doc, schema)
+
+
+def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_reason(synthetic):
+    beta = synthetic["BETA", None]
+    assert _runs(beta) == [("DraftWorker.cuda_graph_runner", "DECODE", None, WORKERS, 17)]
+    assert beta["phases"][0]["repeat"] == f"for range(self.num_steps) ({WORKERS}:68)"
+    assert beta["unresolved"] == [
+        f"`self.helper_worker.verify` ({WORKERS}:70): the class of `self.helper_worker` is not known statically; "
+        "its phases are not followed",
+        f"`self.cuda_graph_runner.execute` ({WORKERS}:17) runs inside for range(self.num_steps) ({WORKERS}:68): "
+        "a count known only at run time",
+        "no phase runs on the publisher `self.target_worker.model_runner`'s side (target)",
+    ]
+    gamma = synthetic["GAMMA", None]
+    assert gamma["worker"] is None and gamma["phases"] == []
+    assert gamma["unresolved"] == ["create_worker returns `load_plugin_worker(self.name)` "
+                                   "(sglang/srt/speculative/spec_info.py:38): not a class of the tree "
+                                   "(known only at run time)"]
+
+
+def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthetic_doc):
+    from fencecheck.sglang_source.command import render
+    from fencecheck.sglang_source.report import algorithms_markdown
+
+    text = render(synthetic_doc)
+    assert f"    DraftWorker.draft_extend_runner DRAFT_EXTEND_V2 ({WORKERS}:21) if not self.skip_draft_extend\n" in text
+    assert (f"    PLAUSIBLE: reads req_to_token after the publisher's runner ({WORKERS}:52); "
+            "scenario sglang-alpha-worker-reads-req-to-token-52: counterexample\n") in text
+    assert "  PLAUSIBLE AlphaWorker DRAFT_EXTEND_V2: worker read after publish\n" in text
+    rows = [r for r in algorithms_markdown(synthetic_doc["algorithms"]) if r.startswith("| ALPHA ")]
+    assert len(rows) == 1 and "1 findings, 1 not findings" in rows[0]
+    assert "`workers.py:52` req_to_token (plausible)" in rows[0]
+    assert "DraftWorker.draft_extend_runner: DRAFT_EXTEND_V2 at `workers.py:21` (conditional)" in rows[0]
+
+
+def test_a_tree_without_speculative_algorithms_has_none(tmp_path):
+    dest = tmp_path / "wheel"
+    shutil.copytree(TREES / "common", dest)
+    assert read_path(dest / "sglang").to_dict()["algorithms"] == []
+
+
+# --- the release ------------------------------------------------------------------------------------------------------
+EXPECTED = json.loads((Path(__file__).resolve().parent / "sglang_0_5_23_algorithms.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def release():
+    root = release_tree()
+    if root is None:
+        pytest.skip(WHY)
+    ex = read_path(root)
+    doc = ex.to_dict()
+    decide_worker_reads(doc, ex.algorithm_scenarios)
+    return doc["algorithms"], doc["findings"]
+
+
+def _table(algorithms):
+    return [{"name": a["name"], "condition": a["condition"],
+             "worker": a["worker"] and f"{a['worker']['class']} {a['worker']['file']}:{a['worker']['line']}",
+             "phases": [f"{p['runner']} {p['mode']} {p['file']}:{p['line']}" for p in a["phases"]]}
+            for a in algorithms]
+
+
+@pytest.mark.slow
+def test_the_releases_algorithms_table_is_pinned(release):
+    got = _table(release[0])
+    want = [{k: row[k] for k in ("name", "condition", "worker", "phases")} for row in EXPECTED["algorithms"]]
+    assert got == want
+
+
+@pytest.mark.slow
+def test_the_releases_worker_reads_after_the_publisher_are_decided_and_pinned(release):
+    def tag(r):
+        f = r["finding"]
+        return f"{r['file']}:{r['line']} {r['location']}" + (
+            f" ({f['status']}: {', '.join(f.get('races') or [])})" if f
+            else f" (not a finding: {r.get('verdict') or 'host copy'})")
+
+    algorithms, findings = release
+    got = {f"{a['name']} {a['condition']}": sorted(tag(r) for r in a["reads_after_publisher"]) for a in algorithms}
+    assert got == EXPECTED["reads_after_publisher"]
+    frozen = next(a for a in algorithms if a["name"] == "FROZEN_KV_MTP")
+    assert all(r["why"].startswith("the fence covers it: nothing publishes into the mailbox of the publisher "
+                                   "`self._draft_worker.draft_runner`") for r in frozen["reads_after_publisher"])
+    assert [f"{f['subject']} {f['mode']} {f['status']}: {f['location']} at {f['evidence'][1]['file']}:"
+            f"{f['evidence'][1]['line']}" for f in findings if f["kind"] == "worker_read_after_publish"] \
+        == EXPECTED["findings"]
