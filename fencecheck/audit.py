@@ -430,6 +430,7 @@ def reader_part(state: dict) -> Part:
 
     from .sglang_source import read_path
     from .sglang_source.decide import decide
+    from .sglang_source.decide_workers import decide_worker_reads
     from .sglang_source.report import markdown
 
     try:
@@ -439,8 +440,10 @@ def reader_part(state: dict) -> Part:
     if installed != RELEASE_VERSION:
         have = f"sglang {installed} is installed" if installed else "sglang is not installed"
         return Part(READER_PART, True, f"not run: {have} (pip install --no-deps sglang=={RELEASE_VERSION})", 0.0)
-    doc = read_path(None, installed=True).to_dict()
+    ex = read_path(None, installed=True)
+    doc = ex.to_dict()
     decide(doc, witness=True)
+    decide_worker_reads(doc, ex.algorithm_scenarios, model=True)
     state["reader"] = markdown(doc, READER_COMMAND)
     f = doc["findings"]
     differ = [x for x in f if (x.get("scenario") and x.get("oracles_agree") is False)
