@@ -28,3 +28,17 @@ def catalog():
     from fencecheck.catalog import PR_ERA, load_catalog
 
     return {s.name: s for s in load_catalog(PR_ERA)}
+
+
+@pytest.fixture(scope="session")
+def release_extraction():
+    """The static reader's extraction of the released SGLang 0.5.23 sources, read once for the whole run (reading
+    takes tens of seconds); tests take a deep copy of its document before changing it. Skipped without the sources."""
+    from sglang_release import WHY, release_tree
+
+    from fencecheck.sglang_source import read_path
+
+    root = release_tree()
+    if root is None:
+        pytest.skip(WHY)
+    return read_path(root)

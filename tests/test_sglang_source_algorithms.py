@@ -4,6 +4,7 @@ each rule; the release's table is pinned against tests/sglang_0_5_23_algorithms.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -12,7 +13,6 @@ import pytest
 
 from fencecheck.sglang_source import read_path
 from fencecheck.sglang_source.decide_workers import decide_worker_reads
-from sglang_release import WHY, release_tree
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
 WORKERS = "sglang/srt/speculative/workers.py"
@@ -198,12 +198,9 @@ EXPECTED = json.loads((Path(__file__).resolve().parent / "sglang_0_5_23_algorith
 
 
 @pytest.fixture(scope="module")
-def release():
-    root = release_tree()
-    if root is None:
-        pytest.skip(WHY)
-    ex = read_path(root)
-    doc = ex.to_dict()
+def release(release_extraction):
+    ex = release_extraction
+    doc = copy.deepcopy(ex.to_dict())
     decide_worker_reads(doc, ex.algorithm_scenarios)
     return doc["algorithms"], doc["findings"]
 

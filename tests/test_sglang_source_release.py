@@ -7,6 +7,7 @@ tests are skipped with the reason.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -23,15 +24,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(RELEASE is None, reason=WHY)]
 
 
 @pytest.fixture(scope="module")
-def extraction():
-    from fencecheck.sglang_source import read_path
-
-    return read_path(RELEASE)
+def extraction(release_extraction):
+    return release_extraction
 
 
 @pytest.fixture(scope="module")
 def doc(extraction):
-    return extraction.to_dict()
+    return copy.deepcopy(extraction.to_dict())
 
 
 def _at(d, key="file", line="line"):
