@@ -29,16 +29,13 @@ import z3
 
 from fencecheck.model import assumptions as A
 from fencecheck.model import cutoff as C
-from fencecheck.model.program import build
-from fencecheck.model.symconfig import Bounds, make_config
+from fencecheck.model.symconfig import make_config
 from fencecheck.report import Verdict
 
 #: Assumptions that speak of the step's last reading phase; the others hold of every phase or of the configuration.
 LAST_READER = ("named_runner_is_last_reader", "last_reader_resolves", "last_reader_publishes", "worker_reads_cleared")
-#: The bounded programs the composition checks compare with ``build``: phases after phases, steps after steps.
-COMPOSITION_BOUNDS = (Bounds(steps=1, phases=2, runners=3), Bounds(steps=2, phases=1, runners=3))
 
-PHASES = ("base: the initial state satisfies the step invariant",
+PHASES = ("base: from the initial state the run reaches the first run_batch in the step invariant",
           "begin: run_batch's start gives the phase invariant, nothing read",
           "before: any phase keeps the phase invariant",
           "last: the last reading phase leaves the publisher's mailbox covering every read of the step",
@@ -46,9 +43,9 @@ PHASES = ("base: the initial state satisfies the step invariant",
           "end: the end of the step (the event loop's barrier or ordering) orders every summarised read before the "
           "first write",
           "next: the next step starts from the step invariant",
-          "composition (phases): from the step invariant, the pieces are build's program and the summaries its "
-          "race, for one step of two phases",
-          "composition (steps): the same for two steps of one phase")
+          "end (last step): the end of the run's last step orders every summarised read before the first write",
+          "fold: a phase's summary after it is the largest position of its issued reads and the summary before",
+          "segments: a read of one more segment after a stretched read is a stretched read")
 RUNNERS = ("frame: a phase changes only its runner's marker and its runner's owner's mailbox",
            "symmetry (phase, swap): a phase commutes with swapping two runners",
            "symmetry (phase, rotate): a phase commutes with rotating the runners",
@@ -88,10 +85,13 @@ def phase_queries(ob, ctx, query) -> list:
     before = lambda cfg, st, m: C.before_last_reader(cfg, st, m, streams)  # noqa: E731
     after = lambda cfg, st, m: C.after_last_reader(cfg, st, m, streams)  # noqa: E731
     out = []
+    if "stretch_broken" in ob.extra or "fold_forgets_plan" in ob.extra:  # checks only what it breaks
+        return [_segments(pb, ctx, query, broken=True)] if "stretch_broken" in ob.extra else \
+            [_fold(pb, ctx, query, broken=True)]
 
-    cfg = make_config(pb, "base", ctx)
-    prog = build(cfg, "base", havoc=True)
-    out.append(query(PHASES[0], [prog.state_in.is_initial(R), z3.Not(prog.state_in.invariant(R))], Verdict.PROVED))
+    cfg = make_config(C.end_bounds(pb, last=True), "base", ctx)
+    p = C.before_first_step(cfg)
+    out.append(query(PHASES[0], [*p.constraints, z3.Not(p.state_out.invariant(R))], Verdict.PROVED))
 
     cfg = make_config(pb, "begin", ctx)
     p = C.step_begin(cfg)
@@ -119,30 +119,43 @@ def phase_queries(ob, ctx, query) -> list:
                                  after(cfg, p.state_in, p.max_in), z3.Not(after(cfg, p.state_out, p.max_out))],
                      Verdict.PROVED))
 
-    cfg = make_config(pb, "end", ctx)
-    p, first = C.step_end(cfg)
-    start = z3.Or(after(cfg, p.state_in, p.max_in), z3.And(before(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
-    race = C.race_of_summary(first, p.max_in, p.builder.d)
-    given = [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), start]
-    out.append(query(PHASES[5], [*given, race], Verdict.PROVED))
-    out.append(query(PHASES[6], [*given, z3.Not(p.state_out.invariant(R))], Verdict.PROVED))
-    unfenced = [n for n in per_phase(names) if n != "barrier_on"]
-    fenceless = query("race once the fence is taken away",
-                      [*p.constraints, *_assume(cfg, p.prog, unfenced), start, z3.Not(cfg.barrier), race],
-                      Verdict.COUNTEREXAMPLE)
-
-    if ob.extra:  # a broken variant: the composition and non-vacuity do not depend on what it breaks
+    fenceless = None
+    for label, last_step in ((PHASES[5], False), (PHASES[7], True)):
+        cfg = make_config(C.end_bounds(pb, last_step), "last_end" if last_step else "end", ctx)
+        p, first = C.step_end(cfg, last=last_step)
+        start = z3.Or(after(cfg, p.state_in, p.max_in),
+                      z3.And(before(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
+        race = C.race_of_summary(first, p.max_in, p.builder.d)
+        given = [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), start]
+        out.append(query(label, [*given, race], Verdict.PROVED))
+        if not last_step:
+            out.append(query(PHASES[6], [*given, z3.Not(p.state_out.invariant(R))], Verdict.PROVED))
+            unfenced = [n for n in per_phase(names) if n != "barrier_on"]
+            fenceless = query("race once the fence is taken away",
+                              [*p.constraints, *_assume(cfg, p.prog, unfenced), start, z3.Not(cfg.barrier), race],
+                              Verdict.COUNTEREXAMPLE)
+    if ob.extra:  # a broken variant: the summary, the segments and non-vacuity do not depend on what it breaks
         return out
-    for label, bounds in zip(PHASES[7:], COMPOSITION_BOUNDS):
-        tag = f"bounded{bounds.steps}x{bounds.phases}"
-        cfg = make_config(bounds, tag, ctx)
-        prog = build(cfg, tag, havoc=True)
-        p, race = C.composed(cfg, tag + ".pieces")
-        out.append(query(label, [*cfg.domain, *prog.constraints, *p.prog.constraints,
-                                 prog.state_in.invariant(bounds.runners), C.same_state(prog.state_in, p.state_in),
-                                 z3.Or(prog.any_race() != race, z3.Not(C.same_state(prog.state_out, p.state_out)))],
-                         Verdict.PROVED))
+    out += [_fold(pb, ctx, query), _segments(pb, ctx, query)]
     return out + [nonvacuous, fenceless]
+
+
+def _fold(pb, ctx, query, broken: bool = False):
+    """The query ``fold``: a phase's summary after is the largest issued position (``broken``: the summary folds
+    only the reads on F)."""
+    cfg = make_config(pb, "fold", ctx)
+    p = C.one_phase(cfg)
+    bound = {k: z3.Int(f"fold.bound.{k[0]}.{k[1]}", ctx) for k in p.max_in}
+    folded = C.fold_reads(p.max_in, [r for r in p.reads if r.stream == "F"], p.builder.d) if broken else None
+    return query(PHASES[8], [*p.constraints, z3.Not(C.fold_exact(p, bound, folded))], Verdict.PROVED)
+
+
+def _segments(pb, ctx, query, broken: bool = False):
+    """The query ``segments``: one more segment's read after a stretched read is a stretched read (``broken``: the
+    stretch advances F but not the read's position)."""
+    cfg = make_config(pb, "segments", ctx)
+    constraints, claim = C.stretch_closed(cfg, "segments", broken)
+    return query(PHASES[9], [*cfg.domain, *constraints, z3.Not(claim)], Verdict.PROVED)
 
 
 def runner_queries(ob, ctx, query) -> list:
@@ -161,10 +174,12 @@ def runner_queries(ob, ctx, query) -> list:
     for piece in ("phase", "end"):
         for perm in generators(pb.runners):
             tag = f"{piece}{''.join(map(str, perm))}"
-            a, z = make_config(pb, tag + "a", ctx), make_config(pb, tag + "z", ctx)
+            bounds = pb if piece == "phase" else C.end_bounds(pb)
+            a, z = make_config(bounds, tag + "a", ctx), make_config(bounds, tag + "z", ctx)
             if piece == "phase":
                 pa, pz = C.one_phase(a, tag + "a"), C.one_phase(z, tag + "z")
-                same = [*[pa.max_in[k] == pz.max_in[k] for k in pa.max_in]]
+                same = [*[pa.max_in[k] == pz.max_in[k] for k in pa.max_in],
+                        *[x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]]
                 then = [*[pa.max_out[k] == pz.max_out[k] for k in pa.max_out],
                         *[z3.And(x.guard == y.guard, x.pos == y.pos) for x, y in zip(pa.prog.reads, pz.prog.reads)]]
             else:
