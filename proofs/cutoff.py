@@ -25,10 +25,13 @@ part on purpose and must get a counterexample.
 
 from __future__ import annotations
 
+import dataclasses
+
 import z3
 
 from fencecheck.model import assumptions as A
 from fencecheck.model import cutoff as C
+from fencecheck.model.program import _Builder
 from fencecheck.model.symconfig import make_config
 from fencecheck.report import Verdict
 
@@ -50,7 +53,14 @@ RUNNERS = ("frame: a phase changes only its runner's marker and its runner's own
            "symmetry (phase, swap): a phase commutes with swapping two runners",
            "symmetry (phase, rotate): a phase commutes with rotating the runners",
            "symmetry (end, swap): the barrier and the write commute with swapping two runners",
-           "symmetry (end, rotate): the barrier and the write commute with rotating the runners")
+           "symmetry (end, rotate): the barrier and the write commute with rotating the runners",
+           "projection (phase): with a 7th runner that plays no role, a phase leaves it alone and does to the other "
+           "6 what it does without it",
+           "projection (phase premises): before's, last's and after's premises hold with the 7th runner iff without",
+           "projection (end): the same for the step's end, its candidate first writes equal",
+           "projection (end premises): end's and next's premises hold with the 7th runner iff without",
+           "projection (invariants): the step invariant, before and after hold of a state with the 7th runner iff "
+           "without")
 
 
 def generators(runners: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -75,15 +85,46 @@ def _assume(cfg, prog, names) -> list:
     return A.constraints(cfg, prog, names)
 
 
+def _invariants(ob):
+    """(before, after) as the obligation states them (``broken_invariant``: reads on P need not lie in F's past)."""
+    streams = ("F",) if "broken_invariant" in ob.extra else C.READ_STREAMS
+    return (lambda cfg, st, m: C.before_last_reader(cfg, st, m, streams),
+            lambda cfg, st, m: C.after_last_reader(cfg, st, m, streams))
+
+
+def phase_case(ob, case: str, cfg, p) -> tuple[list, z3.BoolRef]:
+    """The premises and the claim of the phase query ``case`` (before, last, after) over the phase piece ``p``."""
+    before, after = _invariants(ob)
+    names = ob.assumptions
+    if case == "before":
+        return [*_assume(cfg, p.prog, per_phase(names)), before(cfg, p.state_in, p.max_in)], \
+            before(cfg, p.state_out, p.max_out)
+    if case == "last":
+        return [*_assume(cfg, p.prog, names), cfg.phases[0][0].reads_any(), before(cfg, p.state_in, p.max_in)], \
+            after(cfg, p.state_out, p.max_out)
+    quiet = [] if "reads_after_publish" in ob.extra else [z3.Not(cfg.phases[0][0].reads_any())]
+    return [*_assume(cfg, p.prog, per_phase(names)), *quiet, after(cfg, p.state_in, p.max_in)], \
+        after(cfg, p.state_out, p.max_out)
+
+
+def end_case(ob, case: str, cfg, p, first, names=None) -> tuple[list, z3.BoolRef]:
+    """The premises and the claim of the end query ``case`` (end, next) over the end piece ``p`` and its candidate
+    first writes ``first``, under ``names`` (the per-phase assumptions unless given)."""
+    before, after = _invariants(ob)
+    start = z3.Or(after(cfg, p.state_in, p.max_in), z3.And(before(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
+    given = [*_assume(cfg, p.prog, per_phase(ob.assumptions) if names is None else names), start]
+    if case == "end":
+        return given, z3.Not(C.race_of_summary(first, p.max_in, p.builder.d))
+    return given, p.state_out.invariant(cfg.bounds.runners)
+
+
 def phase_queries(ob, ctx, query) -> list:
     """The queries of ``unbounded_phases`` (and its broken variants), in ``PHASES`` order, plus the two
     non-vacuity queries. ``query(label, constraints, expect)`` makes and checks one."""
     names = ob.assumptions
-    streams = ("F",) if "broken_invariant" in ob.extra else C.READ_STREAMS
     R = ob.bounds.runners
     pb = C.piece_bounds(R, ob.bounds.locations)
-    before = lambda cfg, st, m: C.before_last_reader(cfg, st, m, streams)  # noqa: E731
-    after = lambda cfg, st, m: C.after_last_reader(cfg, st, m, streams)  # noqa: E731
+    before = _invariants(ob)[0]
     out = []
     if "stretch_broken" in ob.extra or "fold_forgets_plan" in ob.extra:  # checks only what it breaks
         return [_segments(pb, ctx, query, broken=True)] if "stretch_broken" in ob.extra else \
@@ -98,42 +139,25 @@ def phase_queries(ob, ctx, query) -> list:
     out.append(query(PHASES[1], [*p.constraints, p.state_in.invariant(R), z3.Not(before(cfg, p.state_out, p.max_out))],
                      Verdict.PROVED))
 
-    cfg = make_config(pb, "before", ctx)
-    p = C.one_phase(cfg)
-    out.append(query(PHASES[2], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)),
-                                 before(cfg, p.state_in, p.max_in), z3.Not(before(cfg, p.state_out, p.max_out))],
-                     Verdict.PROVED))
+    for case, label in zip(("before", "last", "after"), PHASES[2:5]):
+        cfg = make_config(pb, case, ctx)
+        p = C.one_phase(cfg)
+        given, claim = phase_case(ob, case, cfg, p)
+        out.append(query(label, [*p.constraints, *given, z3.Not(claim)], Verdict.PROVED))
+        if case == "last":
+            nonvacuous = query("premises satisfiable", [*p.constraints, *given], Verdict.COUNTEREXAMPLE)
 
-    cfg = make_config(pb, "last", ctx)
-    p = C.one_phase(cfg)
-    last = cfg.phases[0][0].reads_any()
-    out.append(query(PHASES[3], [*p.constraints, *_assume(cfg, p.prog, names), last, before(cfg, p.state_in, p.max_in),
-                                 z3.Not(after(cfg, p.state_out, p.max_out))], Verdict.PROVED))
-    nonvacuous = query("premises satisfiable", [*p.constraints, *_assume(cfg, p.prog, names), last,
-                                                before(cfg, p.state_in, p.max_in)], Verdict.COUNTEREXAMPLE)
-
-    cfg = make_config(pb, "after", ctx)
-    p = C.one_phase(cfg)
-    quiet = [] if "reads_after_publish" in ob.extra else [z3.Not(cfg.phases[0][0].reads_any())]
-    out.append(query(PHASES[4], [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), *quiet,
-                                 after(cfg, p.state_in, p.max_in), z3.Not(after(cfg, p.state_out, p.max_out))],
-                     Verdict.PROVED))
-
-    fenceless = None
-    for label, last_step in ((PHASES[5], False), (PHASES[7], True)):
+    for last_step in (False, True):
         cfg = make_config(C.end_bounds(pb, last_step), "last_end" if last_step else "end", ctx)
         p, first = C.step_end(cfg, last=last_step)
-        start = z3.Or(after(cfg, p.state_in, p.max_in),
-                      z3.And(before(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
-        race = C.race_of_summary(first, p.max_in, p.builder.d)
-        given = [*p.constraints, *_assume(cfg, p.prog, per_phase(names)), start]
-        out.append(query(label, [*given, race], Verdict.PROVED))
+        for case, label in ((("end", PHASES[7]),) if last_step else (("end", PHASES[5]), ("next", PHASES[6]))):
+            given, claim = end_case(ob, case, cfg, p, first)
+            out.append(query(label, [*p.constraints, *given, z3.Not(claim)], Verdict.PROVED))
         if not last_step:
-            out.append(query(PHASES[6], [*given, z3.Not(p.state_out.invariant(R))], Verdict.PROVED))
             unfenced = [n for n in per_phase(names) if n != "barrier_on"]
+            given, claim = end_case(ob, "end", cfg, p, first, unfenced)
             fenceless = query("race once the fence is taken away",
-                              [*p.constraints, *_assume(cfg, p.prog, unfenced), start, z3.Not(cfg.barrier), race],
-                              Verdict.COUNTEREXAMPLE)
+                              [*p.constraints, *given, z3.Not(cfg.barrier), z3.Not(claim)], Verdict.COUNTEREXAMPLE)
     if ob.extra:  # a broken variant: the summary, the segments and non-vacuity do not depend on what it breaks
         return out
     out += [_fold(pb, ctx, query), _segments(pb, ctx, query)]
@@ -166,9 +190,11 @@ def runner_queries(ob, ctx, query) -> list:
     cfg = make_config(pb, "frame", ctx)
     p = C.one_phase(cfg)
     frame = C.touched(cfg, p, owner_only="mailbox_by_runner" not in ob.extra)
-    out = [] if "marker_unrenamed" in ob.extra else [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
+    out = [] if set(ob.extra) & {"marker_unrenamed", "marker_role_dropped"} else [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
     if "mailbox_by_runner" in ob.extra:  # a broken variant checks only what it breaks
         return out
+    if "marker_role_dropped" in ob.extra:
+        return projection_queries(ob, ctx, query)
     markers = "marker_unrenamed" not in ob.extra
     labels = iter(RUNNERS[1:])
     for piece in ("phase", "end"):
@@ -191,7 +217,68 @@ def runner_queries(ob, ctx, query) -> list:
                 *pa.constraints, *pz.constraints, pa.state_in.invariant(pb.runners), *C.renamed_config(perm, a, z),
                 C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same,
                 z3.Not(z3.And(C.renamed_state(perm, pa.state_out, pz.state_out, markers), *then))], Verdict.PROVED))
-    return out
+    return out + projection_queries(ob, ctx, query)
+
+
+def projection_queries(ob, ctx, query) -> list:
+    """The projection queries of ``unbounded_runners``, with one runner D more than the pieces are checked with
+    (``RUNNER_CUTOFF`` + 1), from a state satisfying the step invariant in which D plays no role a piece reads
+    (``model.cutoff.projected_config``, ``projected_state``): each piece (a phase; the step's end) leaves D's mailbox
+    and marker alone, leaves D playing no role, and does on the other runners what it does without D (the summary
+    and the candidate first writes equal); the premises of every piece query hold with D iff they hold without it;
+    the invariants (the step invariant, *before*, *after*) of a state hold with D iff they hold of the state without
+    it. So a counterexample with one more runner is one without it. Broken variant ``marker_role_dropped``: the
+    marker the publisher's owner's mailbox holds is not counted as a role."""
+    marker_role = "marker_role_dropped" not in ob.extra
+    pb = C.piece_bounds(ob.bounds.runners, ob.bounds.locations)
+    big = dataclasses.replace(pb, runners=pb.runners + 1)
+    D = pb.runners
+    labels = iter(RUNNERS[5:])
+    out = []
+    for piece, cases in (("phase", ("before", "last", "after")), ("end", ("end", "next"))):
+        tag = f"proj.{piece}"
+        if piece == "end":
+            a, z = make_config(C.end_bounds(big), tag + "a", ctx), make_config(C.end_bounds(pb), tag + "z", ctx)
+            (pa, fa), (pz, fz) = C.step_end(a, tag + "a"), C.step_end(z, tag + "z")
+            given = [(end_case(ob, c, a, pa, fa)[0], end_case(ob, c, z, pz, fz)[0]) for c in cases]
+            then = [z3.And(wa.guard == wz.guard, *[wa.vc[x] == wz.vc[x] for x in wa.vc])
+                    for loc in fa for wa, wz in zip(fa[loc], fz[loc])]
+        else:
+            a, z = make_config(big, tag + "a", ctx), make_config(pb, tag + "z", ctx)
+            pa, pz = C.one_phase(a, tag + "a"), C.one_phase(z, tag + "z")
+            given = [(phase_case(ob, c, a, pa)[0], phase_case(ob, c, z, pz)[0]) for c in cases]
+            then = [x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]
+        related = [*pa.constraints, *pz.constraints, pa.state_in.invariant(big.runners), *C.projected_config(a, z),
+                   *C.projected_state(a, pa.state_in, pz.state_in, marker_role),
+                   *[pa.max_in[k] == pz.max_in[k] for k in pa.max_in]]
+        if piece == "phase":
+            related += [x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]
+            then = [*[pa.max_out[k] == pz.max_out[k] for k in pa.max_out]]
+        done = z3.And(*C.projected_state(a, pa.state_out, pz.state_out, marker_role),
+                      C.untouched(pa.state_in, pa.state_out, D), *then)
+        out.append(query(next(labels), [*related, z3.Not(done)], Verdict.PROVED))
+        out.append(query(next(labels), [*related, z3.Or(*[z3.And(*ga) != z3.And(*gz) for ga, gz in given])],
+                         Verdict.PROVED))
+        if piece == "phase" and marker_role:
+            nonvacuous = query("projection premises satisfiable", [*related, *given[1][0]], Verdict.COUNTEREXAMPLE)
+
+    # The invariants, of free states: (s, t) a state with D and without, s0 the state D's conjuncts held in before.
+    a, z = make_config(big, "proj.inv.a", ctx), make_config(pb, "proj.inv.z", ctx)
+    s0, s = _free_state(a, "proj.inv.s0"), _free_state(a, "proj.inv.s")
+    t = _free_state(z, "proj.inv.t")
+    m = C.summary_vars(a, "proj.inv.")
+    before, after = _invariants(ob)
+    same = z3.And(s.invariant(big.runners) == t.invariant(pb.runners),
+                  before(a, s, m) == before(z, t, m), after(a, s, m) == after(z, t, m))
+    out.append(query(next(labels), [*a.domain, *z.domain, *C.projected_config(a, z), s0.invariant(big.runners),
+                                    C.untouched(s0, s, D), *C.projected_state(a, s, t, marker_role), z3.Not(same)],
+                     Verdict.PROVED))
+    return out + ([nonvacuous] if marker_role else [])
+
+
+def _free_state(cfg, tag):
+    """A state of free variables over ``cfg``'s runners (the builder's arbitrary state)."""
+    return _Builder(cfg, tag, havoc=True).state()
 
 
 def evaluate_into(ob, res, ctx, make_query) -> None:
