@@ -1,27 +1,29 @@
-"""The pieces of a step, each executed symbolically from an arbitrary state: the argument for any number of phases
-and runners.
+"""The pieces of a step, each executed symbolically from an arbitrary state: the argument for any number of phases,
+runners, steps and segments.
 
 A step of the host program (``model.program``) is: ``run_batch`` begins (F waits on S), its phases run one after
-another, ``run_batch`` returns, the scheduler applies the barrier and writes. This module executes each piece on its
-own, from a state whose clocks, mailboxes and markers are free variables (``program.build(..., havoc=True)``'s
-state), with the same builder code ``build`` uses, so the pieces are the program's own steps, not a second encoding:
+another, ``run_batch`` returns, the scheduler applies the barrier and writes. The pieces are not written here: they
+are ``program._Builder``'s own ``run`` (``Sliced``, a subclass that only observes), cut at its boundaries (``BATCH``:
+run_batch's entry; ``PHASE``/``AFTER``: a phase's entry and exit; ``END``: the run's end). A piece starts at a
+boundary where state (clocks, every mailbox, every marker's latest record) and summary are replaced by free
+variables and stops at the next:
 
+- ``before_first_step``: from the initial state to run_batch(1) (the first prepare writes, the loop-top barrier).
 - ``step_begin``: the start of ``run_batch`` (F.wait_stream(S)).
-- ``one_phase``: ONE phase with arbitrary knobs, runner and declaration.
-- ``step_end``: what the event loop does after ``run_batch`` returns (the non-overlap loop's and pipeline parallel's
-  ordering of S after F, the barrier, at once or deferred past result processing), the scheduler's writes that can be
-  the first after the step (the ones a race is against) and, when the barrier sits at the loop top, the loop-top
-  barrier and the next step's write.
+- ``one_phase``: ONE phase with arbitrary knobs, runner and declaration, a breakable graph's second-segment read
+  stretched over any number of later segments (``stretch_read``, ``stretch_closed``).
+- ``step_end``: from ``run_batch``'s last phase to the next run_batch (or the end of the run): the event loop's
+  ordering of S after F, the barrier (at once or deferred), the writes that can be the first after the step.
 
 What a step's reads contribute to a race is summarised by ``maxread``: per stream (F, P) and location, the largest
 stream position of a read issued so far in the step (0: none). A read on stream X races the first write iff the
 write's clock knows less of X than the read's position, so some read of the step races iff the write knows less of
-X than ``maxread[X]``: the race depends on the reads only through the summary (``race_of_summary``; the
-``composition`` check holds the summary and the pieces equal to ``build`` on a bounded step).
+X than ``maxread[X]``: the race depends on the reads only through the summary (``race_of_summary``; ``fold_exact``
+states the fold of one phase).
 
 Runners are indices compared only for equality (``symconfig.select``), so the program is data-independent in them;
-``touched`` states what one phase can change (its runner's marker, its runner's owner's mailbox), which
-``proofs.cutoff`` checks.
+``touched`` states what one phase can change, ``renamed_*`` a renaming, ``projected_*`` dropping a runner that plays
+no role, which ``proofs.cutoff`` checks.
 """
 
 from __future__ import annotations
@@ -165,7 +167,7 @@ class Sliced(_Builder):
 
 def sliced(cfg: SymConfig, tag: str, free=(), stop=None, stretch: str | None = None) -> Sliced:
     """Run ``_Builder.run`` over ``cfg`` as ``Sliced``; up to ``stop``, or to its end (boundary (END,)). Raises if
-    ``stop`` is never reached, or (a whole run) if a read was issued outside every phase (the summaries would not
+    ``stop`` or a boundary in ``free`` is never reached, or (a whole run) if a read was issued outside every phase (the summaries would not
     stand for it), or a stretched run stretched no read of some phase: the builder is not shaped as this module
     reads it."""
     b = Sliced(cfg, tag, free, stop, stretch)
@@ -174,8 +176,9 @@ def sliced(cfg: SymConfig, tag: str, free=(), stop=None, stretch: str | None = N
         b.boundary((END,))
     except _Stop:
         pass
-    if stop is not None and stop not in b.at:
-        raise RuntimeError(f"the run never reached {stop}")
+    missing = [k for k in (*sorted(free), stop) if k is not None and k not in b.at]
+    if missing:
+        raise RuntimeError(f"the run never reached {missing[0]}")
     if stop is None and b.folded != len(b.prog.reads):
         raise RuntimeError("a read was issued outside every phase")
     phases_run = sum(1 for k in b.at if k[0] == AFTER)

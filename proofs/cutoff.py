@@ -1,26 +1,27 @@
-"""The main theorem for any number of phases and runners: an induction over the phases of a step, each query one
-piece of a step (``model.cutoff``) executed from an arbitrary state, with a fixed number of runners that every
-configuration reduces to.
+"""The main theorem for any number of phases, runners, steps and segments: an induction over the phases of a step,
+each query one piece of a step (``model.cutoff``: ``build``'s own run cut at its boundaries) executed from an
+arbitrary state, with a fixed number of runners that every configuration reduces to.
 
 A step's phases split at its last reading phase L: the phases before it (any number, each may read or not), L itself,
 and the phases after it (any number, none reads). The obligation ``unbounded_phases`` checks, each from a free state:
 
-1. base: the initial state satisfies the step invariant (``State.invariant``);
+1. base: the run up to the first run_batch ends in the step invariant (``State.invariant``);
 2. begin: from the step invariant, ``run_batch``'s start gives the phase invariant with no reads summarised;
 3. before: any phase, under the assumptions that concern every phase, keeps the phase invariant (the step invariant,
    and every read summarised lies in F's past);
 4. last: the last reading phase, under every assumption, leaves the publisher's mailbox covering the summary;
 5. after: any phase that reads nothing keeps that;
-6. end, next: from either invariant (the first only if nothing was read), what the event loop does after
-   ``run_batch`` returns (the barrier at once or deferred, or S ordered after F) leaves no write that can be the first
-   after the step racing a summarised read, and the next step starts from the step invariant;
-7. composition: on bounded programs (two phases; two steps), the pieces composed and summarised are ``build``'s
-   program: same state after, same race.
+6. end, next, end (last step): what the event loop does after ``run_batch`` returns (the barrier at once or deferred,
+   or S ordered after F) leaves no write that can be the first after the step racing a summarised read, and the next
+   step starts from the step invariant; the same for the run's last step;
+7. fold: a phase's summary after it is the largest position of its reads and the summary before (so the summary at
+   the end of a step stands for every read of the step: its race is ``build``'s);
+8. segments: one more segment's read after a stretched read is a stretched read (so the stretched phase every
+   phase query runs covers any number of segments).
 
-1-6 compose into a proof for steps of any number of phases, and with ``unbounded_steps``'s induction over steps for
-any number of steps. Every piece is checked with ``RUNNER_CUTOFF`` runners; ``unbounded_runners`` checks the frame
-that the runner argument needs (docs/proofs.md states it). The variants named by ``Obligation.extra`` break one
-part on purpose and must get a counterexample.
+``unbounded_runners`` checks the frame of a phase, that the pieces commute with renaming the runners, and that a
+runner more that plays no role changes no premise and no claim (docs/proofs.md states the argument). The variants
+named by ``Obligation.extra`` break one part on purpose and must get a counterexample.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ RUNNERS = ("frame: a phase changes only its runner's marker and its runner's own
            "projection (phase premises): before's, last's and after's premises hold with the 7th runner iff without",
            "projection (end): the same for the step's end, its candidate first writes equal",
            "projection (end premises): end's and next's premises hold with the 7th runner iff without",
+           "projection (base, begin): so do the run up to the first run_batch and run_batch's start",
            "projection (invariants): the step invariant, before and after hold of a state with the 7th runner iff "
            "without")
 
@@ -262,6 +264,19 @@ def projection_queries(ob, ctx, query) -> list:
         if piece == "phase" and marker_role:
             nonvacuous = query("projection premises satisfiable", [*related, *given[1][0]], Verdict.COUNTEREXAMPLE)
 
+    related, done = [], []
+    for piece in ("base", "begin"):  # from the initial state to run_batch(1); run_batch's start
+        tag = f"proj.{piece}"
+        bounds = (lambda b: C.end_bounds(b, last=True)) if piece == "base" else (lambda b: b)  # noqa: E731
+        a, z = make_config(bounds(big), tag + "a", ctx), make_config(bounds(pb), tag + "z", ctx)
+        make = C.before_first_step if piece == "base" else C.step_begin
+        pa, pz = make(a, tag + "a"), make(z, tag + "z")
+        related += [*pa.constraints, *pz.constraints, pa.state_in.invariant(big.runners), *C.projected_config(a, z),
+                    *C.projected_state(a, pa.state_in, pz.state_in, marker_role)]
+        done += [*C.projected_state(a, pa.state_out, pz.state_out, marker_role),
+                 C.untouched(pa.state_in, pa.state_out, D)]
+    out.append(query(next(labels), [*related, z3.Not(z3.And(*done))], Verdict.PROVED))
+
     # The invariants, of free states: (s, t) a state with D and without, s0 the state D's conjuncts held in before.
     a, z = make_config(big, "proj.inv.a", ctx), make_config(pb, "proj.inv.z", ctx)
     s0, s = _free_state(a, "proj.inv.s0"), _free_state(a, "proj.inv.s")
@@ -308,20 +323,29 @@ def evaluate_into(ob, res, ctx, make_query) -> None:
 #: docs/proofs.md's section on the argument (``proofs.report.markdown`` places it after the assumptions).
 ARGUMENT = """## Any number of phases, runners and steps
 
-The bounded obligations (`main_theorem`, `needs/*`, ...) search configurations of at most 4 phases per step and 3
-runners. The main theorem holds for any number of phases, runners and steps by the argument below; each step of it is a
-solver query of `unbounded_phases` or `unbounded_runners`, listed under them with its verdict. The pieces are executed
-by the same code that builds the bounded program (`model/cutoff.py` drives `model/program.py`'s builder from a state
-whose clocks, mailboxes and markers are free variables), not by a second encoding.
+The bounded obligations (`main_theorem`, `needs/*`, ...) search configurations of at most 4 phases per step, 3
+runners and 2 segments of a breakable graph. The main theorem holds for any number of phases, runners, steps and
+segments by the argument below; each step of it is a solver query of `unbounded_phases` or `unbounded_runners`,
+listed under them with its verdict (and the rlimit it used); what is read from the code rather than checked is said
+at the end. The pieces are not a second encoding: `model/cutoff.py` runs `model/program.py`'s builder itself
+(`_Builder.run`, `run_batch` and `phase` issue every operation) and only observes it at the boundaries between the
+pieces (run_batch's entry, each phase's entry and exit, the end of the run). A piece starts at a boundary where the
+state (vector clocks, every mailbox, every marker's latest record) and the read summary are replaced by free
+variables, and stops at the next.
 
 **The summary.** A read on stream X races the scheduler's first write after `run_batch` iff the write's clock knows less
 of X than the read's position. Which write is first depends on the event loop (result processing's, or the next step's
 prepare after a deferred or loop-top barrier), but each candidate's clock is one for the whole step, so some read of
 the step races iff an issued candidate knows less of X than the largest position of a read on X in the step (0 if
 none): the race depends on the step's reads only through that maximum per stream (F, P) and location, the summary.
+It is emptied as run_batch begins and raised by each phase's reads; `fold` checks, from a free state and summary, that
+after a phase it exceeds any bound iff it did before or an issued read of the phase lies above the bound. By induction
+over the phases, the summary at a step's last phase's exit is the largest position of every read of the step, so the
+race the `end` queries refute (`race_of_summary`) is `build`'s (`Program.race_of`). A run in which a read is issued
+outside every observed phase is refused.
 
 **Phases.** Split a step at its last reading phase L (a phase that issues a backend or worker read, after which no phase
-does). Two invariants, over the state (vector clocks, every mailbox, every marker's latest record) and the summary:
+does). Two invariants, over the state and the summary:
 
 - *before*: the step invariant (no clock knows more of a stream than the stream itself; every mailbox snapshot and
   marker record lies in F's past) and every summarised read lies in F's past (its position is at most what F knows of
@@ -329,46 +353,68 @@ does). Two invariants, over the state (vector clocks, every mailbox, every marke
 - *after*: *before*, and the mailbox the barrier will take (the publisher's owner's) is empty, or holds a ring event
   whose snapshot covers the summary, or a recorded marker whose latest record covers it.
 
-The queries show, each from an arbitrary state satisfying its premise: run_batch's start gives *before* with an empty
-summary (`begin`); any phase, under the assumptions that concern every phase or the configuration (sound fallback,
-honest declarations, plan stream joined, barrier on, barrier after run_batch, deferred barrier's results untouched),
-keeps *before* (`before`); L, under every assumption, turns *before* into *after* (`last`); a phase that reads nothing
-keeps *after* (`after`); from *after*, or from *before* with an empty summary (a step without reads), the end of the
-step orders every summarised read before the scheduler's first write and the next step starts from the step invariant
-(`end`, `next`). The end is the event loop's: in the overlap loop the barrier right after `run_batch`, or at the loop
-top once result processing's writes are done (which touch nothing in flight, by assumption); in the
-disaggregated-prefill loop the barrier at once when the publisher's mailbox holds an event and coarse is not forced,
-else a coarse one after result processing's writes (which touch nothing in flight, by assumption); in the non-overlap
-loop S.wait_stream(F); in the pipeline-parallel loop the host synchronising on an event recorded on F. The initial
-state satisfies the step invariant (`base`). By induction over the phases before L, then over the phases after it,
-every step of any length is race-free and ends in the step invariant; by induction over steps, every run is. The two
-`composition` queries close the gap between the pieces and the bounded program: from the step invariant, the pieces
-strung together with the summary folded phase by phase are `build`'s program (the same state after it, the same race),
-for a step of two phases and for two steps; for more, `build` repeats the same calls (`run_batch` loops over the
-phases, `run` over the steps; the last step's end issues a subset of the writes `end` considers, without the loop-top
-barrier of a next step).
+The queries show, each from an arbitrary state satisfying its premise: from the initial state, the run up to the first
+run_batch (the first prepare writes, with the barrier at the loop top the loop-top barrier with nothing published)
+ends in the step invariant (`base`); run_batch's start gives *before* with an empty summary (`begin`); any phase, under
+the assumptions that concern every phase or the configuration (sound fallback, honest declarations, plan stream
+joined, barrier on, barrier after run_batch, deferred barrier's results untouched), keeps *before* (`before`); L,
+under every assumption, turns *before* into *after* (`last`); a phase that reads nothing keeps *after* (`after`); from
+*after*, or from *before* with an empty summary (a step without reads), the end of the step orders every summarised
+read before the scheduler's first write and the next step starts from the step invariant (`end`, `next`), and the
+end of the run's last step (no loop-top barrier of a next step) does the same (`end (last step)`). The end is the
+event loop's: in the overlap loop the barrier right after `run_batch`, or at the loop top once result processing's
+writes are done (which touch nothing in flight, by assumption); in the disaggregated-prefill loop the barrier at once
+when the publisher's mailbox holds an event and coarse is not forced, else a coarse one after result processing's
+writes (which touch nothing in flight, by assumption); in the non-overlap loop S.wait_stream(F); in the
+pipeline-parallel loop the host synchronising on an event recorded on F. By induction over the phases before L, then
+over the phases after it, every step of any length is race-free and ends in the step invariant; by induction over
+steps, every run is.
+
+**Segments.** `phase` launches a breakable graph as one graph per segment, the marker in the first; the reads at the
+last site of segments 1, 2, ... follow one another on F with nothing between, segment k's issued only if segment 1's
+is (it is launched iff the graph is breakable and has more than k segments). Every phase query runs the phase with
+its second segment's read stretched: when issued, it stands for one or more reads in a row, F's position and the
+read's advancing by a free extra amount (0 is the read as `build` issues it). `segments` checks, from a free state and
+summary, that a stretched read followed by one more read (the builder's own `kernel_read`, its guard implying the
+first's) leaves the state and summary a single stretched read leaves. By induction over segments, a phase of any
+number of segments is an instance of the stretched phase, so every phase query covers it.
 
 **Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index == i`;
-domains are whole index ranges), so the program is data-independent in them: renaming runners renames the run.
-`unbounded_runners` checks that with 6 runners (a phase, and the barrier with the write, commute with a transposition
-and with a rotation of the runners, which together generate every renaming), and that one phase changes only its
-runner's marker and the mailbox of its runner's owner (the frame). So every conjunct of a query's claim, evaluated on a
-counterexample with any number of runners, depends on at most 6 of them: the publisher, its owner, the marker in its
-owner's mailbox, the phase's runner, that runner's owner, and the runner a per-runner conjunct of the step invariant
-speaks of. Keeping those, and pointing each reference to a dropped runner that the query never reads (another runner's
-owner, the marker in another mailbox) at a kept one, gives a counterexample with at most 6 runners, and runners with an
-empty mailbox and no marker, never touched, pad it to exactly 6. Every piece query is checked with 6 runners, so it
-covers every number.
+domains are whole index ranges), so the program is data-independent in them. `unbounded_runners` checks, with 6
+runners, that a phase and the step's end commute with a transposition and with a rotation of the runners, which
+together generate every renaming (`symmetry`), and that one phase changes only its runner's marker and the mailbox of
+its runner's owner (`frame`). With 7 runners, from a state satisfying the step invariant in which the 7th plays no
+role a piece reads (a phase's runner or its owner, a step's publisher or its owner, the marker the publisher's owner's
+mailbox holds; another runner's owner or another mailbox's marker that is the 7th points at runner 0 in the
+configuration without it): each piece leaves the 7th runner's mailbox and marker alone, leaves it playing no role and
+does to the other 6 what it does without it, the same summary and candidate first writes (`projection (phase)`,
+`projection (end)`, `projection (base, begin)`); the premises of every piece query hold with the 7th runner iff they
+hold without it (`projection (phase premises)`, `projection (end premises)`); and the step invariant, *before* and
+*after* hold of a state with it iff they hold of the state without it (`projection (invariants)`). A piece's roles
+are at most 5 runners, so a counterexample with 7 runners has a runner playing none; a renaming makes it the 7th, and
+dropping it gives a counterexample with 6. Every piece query is checked with 6 runners.
 
-**Locations and segments.** One location stands for any number, as in the main theorem (reads and writes of different
-locations never order each other; the scheduler writes every location at the same point). A breakable graph's segments
-past the second re-read after the marker on F exactly as the second does; the pieces are checked with 2.
+**Locations.** One location stands for any number, as in the main theorem (reads and writes of different locations
+never order each other; the scheduler writes every location at the same point).
 
 **What then holds for any size.** The main theorem, by the above. Each `needs/*` counterexample and each non-vacuity
 witness is a configuration of the unbounded family, so the necessity of each assumption and non-vacuity hold there too.
 
+**Read from the code, not checked.** That `_Builder.run` runs each step as `run_batch(n)` (its start, then `phase` for
+each phase in order) followed by the end of the step, which the observed boundaries cut (a piece whose boundary is
+never reached is refused); that `phase(n, i, p)` uses the step and phase index only to name terms and label
+operations (the pieces are checked at step 1, phase 0); that the segment loop's body is one `kernel_read` per segment
+and location with the guard above (the stretch finds the second segment's read by that guard and refuses a phase where
+it finds none); and that dropping a runner from N+1 > 7 runners is the same as from 7: the projection queries are
+checked from 7 to 6 only, and for more runners the same queries differ only in the length of the `select` chains
+over runner indices.
+
 **Shown able to fail.** `unbounded_phases/broken_invariant` weakens *before* (reads on the plan stream need not lie in
-F's past) and fails at `last`, `after` and `end`; `unbounded_phases/reads_after_publish` lets a phase after L read and
-fails at `after`; `unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
-`unbounded_runners/marker_unrenamed` renames runners but not the marker a mailbox holds, and the symmetry fails.
+F's past) and fails at `last`, `after`, `end` and `end (last step)`; `unbounded_phases/reads_after_publish` lets a
+phase after L read and fails at `after`; `unbounded_phases/summary_forgets_plan_stream` folds only the reads on F and
+fails at `fold`; `unbounded_phases/segment_reads_unstretched` advances F but not the stretched read and fails at
+`segments`; `unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
+`unbounded_runners/marker_unrenamed` renames runners but not the marker a mailbox holds, and the symmetry fails;
+`unbounded_runners/marker_role_dropped` drops a runner whose marker the publisher's owner's mailbox holds, and the
+projection fails.
 """
