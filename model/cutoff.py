@@ -167,9 +167,9 @@ class Sliced(_Builder):
 
 def sliced(cfg: SymConfig, tag: str, free=(), stop=None, stretch: str | None = None) -> Sliced:
     """Run ``_Builder.run`` over ``cfg`` as ``Sliced``; up to ``stop``, or to its end (boundary (END,)). Raises if
-    ``stop`` or a boundary in ``free`` is never reached, or (a whole run) if a read was issued outside every phase (the summaries would not
-    stand for it), or a stretched run stretched no read of some phase: the builder is not shaped as this module
-    reads it."""
+    ``stop`` or a boundary in ``free`` is never reached, or (a whole run) if a read was issued outside every phase
+    (the summaries would not stand for it), or a stretched run stretched no read of some phase: the builder is not
+    shaped as this module reads it."""
     b = Sliced(cfg, tag, free, stop, stretch)
     try:
         b.run()
@@ -335,9 +335,9 @@ def renamed_state(perm: tuple[int, ...], a: State, z: State, markers: bool = Tru
 
 def projected_config(a: SymConfig, z: SymConfig) -> list:
     """``z`` is ``a`` without ``a``'s last runner D, which plays none of the roles a piece reads of a configuration:
-    not a phase's runner or its owner, not a step's publisher or its owner. Every kept runner keeps its knobs; an
-    owner that is D (nothing reads it) points at runner 0 instead. Phases, publishers and the other knobs are
-    equal."""
+    not the runner of a phase of the step the pieces run (the first) or its owner, not that step's publisher or its
+    owner. Every kept runner keeps its knobs; an owner that is D (nothing reads it) points at runner 0 instead.
+    Phases, publishers and the other knobs are equal."""
     D = z.bounds.runners
     if a.bounds.runners != D + 1:
         raise ValueError("a projection drops one runner")
@@ -351,9 +351,9 @@ def projected_config(a: SymConfig, z: SymConfig) -> list:
 
     for step_a, step_z in zip(a.phases, z.phases):
         for p, q in zip(step_a, step_z):
-            out += [x == y for x, y in zip(rest(p), rest(q))] + [p.runner != D, owner(p.runner) != D]
-    out += [q == p for p, q in zip(a.publisher, z.publisher)] + [p != D for p in a.publisher]
-    out += [owner(p) != D for p in a.publisher]
+            out += [x == y for x, y in zip(rest(p), rest(q))]
+    out += [p.runner != D for p in a.phases[0]] + [owner(p.runner) != D for p in a.phases[0]]
+    out += [q == p for p, q in zip(a.publisher, z.publisher)] + [a.publisher[0] != D, owner(a.publisher[0]) != D]
     out += [x == y for x, y in zip([*a.knobs.values(), *a.written.values(), *a.is_last],
                                    [*z.knobs.values(), *z.written.values(), *z.is_last])]
     return out
@@ -361,8 +361,8 @@ def projected_config(a: SymConfig, z: SymConfig) -> list:
 
 def projected_state(a: SymConfig, s: State, t: State, marker_role: bool = True) -> list:
     """``t`` is ``s`` without its last runner D: clocks equal, every kept runner's mailbox and marker equal, a marker
-    a mailbox holds that is D pointing at runner 0 instead. D is not the marker the publisher's owner's mailbox
-    holds (``marker_role=False`` leaves that role out, which is not enough)."""
+    a mailbox holds that is D pointing at runner 0 instead. D is not the marker the (first step's) publisher's
+    owner's mailbox holds (``marker_role=False`` leaves that role out, which is not enough)."""
     D = len(t.mb_kind)
     out = [s.clock[x][y] == t.clock[x][y] for x in KEEP for y in KEEP[x]]
     for o in range(D):
@@ -371,14 +371,15 @@ def projected_state(a: SymConfig, s: State, t: State, marker_role: bool = True) 
         out += [t.mb_snap[o][y] == s.mb_snap[o][y] for y in SNAP] + [t.mk_snap[o][y] == s.mk_snap[o][y] for y in SNAP]
     if marker_role:
         owners = [r.owner for r in a.runners]
-        out += [select(select(p, owners), s.mb_marker) != D for p in a.publisher]
+        out.append(select(select(a.publisher[0], owners), s.mb_marker) != D)
     return out
 
 
 def untouched(s: State, z: State, o: int) -> z3.BoolRef:
     """Runner ``o``'s mailbox and marker are the same in ``s`` and ``z``, and F knows at least as much in ``z``."""
     return z3.And(s.mb_kind[o] == z.mb_kind[o], s.mb_marker[o] == z.mb_marker[o], s.mk_valid[o] == z.mk_valid[o],
-                  *[s.mb_snap[o][y] == z.mb_snap[o][y] for y in SNAP], *[s.mk_snap[o][y] == z.mk_snap[o][y] for y in SNAP],
+                  *[s.mb_snap[o][y] == z.mb_snap[o][y] for y in SNAP],
+                  *[s.mk_snap[o][y] == z.mk_snap[o][y] for y in SNAP],
                   *[s.clock["F"][y] <= z.clock["F"][y] for y in SNAP])
 
 
@@ -440,6 +441,6 @@ def stretch_closed(cfg: SymConfig, tag: str = "seg", broken: bool = False) -> li
 
 __all__ = ["AFTER", "BATCH", "END", "PHASE", "READ_STREAMS", "RUNNER_CUTOFF", "Piece", "Sliced", "after_last_reader",
            "before_first_step", "before_last_reader", "composed", "covers", "end_bounds", "fold_exact", "fold_reads",
-           "no_reads", "one_phase", "piece_bounds", "projected_config", "projected_state", "published_for", "race_of_summary", "reads_in_past",
-           "renamed_config", "renamed_state", "same_state", "sliced", "step_begin", "step_end", "stretch_closed",
-           "stretch_read", "summary_vars", "touched", "untouched"]
+           "no_reads", "one_phase", "piece_bounds", "projected_config", "projected_state", "published_for",
+           "race_of_summary", "reads_in_past", "renamed_config", "renamed_state", "same_state", "sliced", "step_begin",
+           "step_end", "stretch_closed", "stretch_read", "summary_vars", "touched", "untouched"]

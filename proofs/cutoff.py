@@ -58,8 +58,10 @@ RUNNERS = ("frame: a phase changes only its runner's marker and its runner's own
            "projection (phase): with a 7th runner that plays no role, a phase leaves it alone and does to the other "
            "6 what it does without it",
            "projection (phase premises): before's, last's and after's premises hold with the 7th runner iff without",
-           "projection (end): the same for the step's end, its candidate first writes equal",
-           "projection (end premises): end's and next's premises hold with the 7th runner iff without",
+           "projection (end): the same for the end of a step and of the run's last step, the candidate first writes "
+           "equal",
+           "projection (end premises): end's, next's and end (last step)'s premises hold with the 7th runner iff "
+           "without",
            "projection (base, begin): so do the run up to the first run_batch and run_batch's start",
            "projection (invariants): the step invariant, before and after hold of a state with the 7th runner iff "
            "without")
@@ -192,7 +194,8 @@ def runner_queries(ob, ctx, query) -> list:
     cfg = make_config(pb, "frame", ctx)
     p = C.one_phase(cfg)
     frame = C.touched(cfg, p, owner_only="mailbox_by_runner" not in ob.extra)
-    out = [] if set(ob.extra) & {"marker_unrenamed", "marker_role_dropped"} else [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
+    skip_frame = set(ob.extra) & {"marker_unrenamed", "marker_role_dropped"}
+    out = [] if skip_frame else [query(RUNNERS[0], [*p.constraints, z3.Not(frame)], Verdict.PROVED)]
     if "mailbox_by_runner" in ob.extra:  # a broken variant checks only what it breaks
         return out
     if "marker_role_dropped" in ob.extra:
@@ -219,7 +222,7 @@ def runner_queries(ob, ctx, query) -> list:
                 *pa.constraints, *pz.constraints, pa.state_in.invariant(pb.runners), *C.renamed_config(perm, a, z),
                 C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same,
                 z3.Not(z3.And(C.renamed_state(perm, pa.state_out, pz.state_out, markers), *then))], Verdict.PROVED))
-    return out + projection_queries(ob, ctx, query)
+    return out if ob.extra else out + projection_queries(ob, ctx, query)
 
 
 def projection_queries(ob, ctx, query) -> list:
@@ -236,46 +239,46 @@ def projection_queries(ob, ctx, query) -> list:
     big = dataclasses.replace(pb, runners=pb.runners + 1)
     D = pb.runners
     labels = iter(RUNNERS[5:])
-    out = []
-    for piece, cases in (("phase", ("before", "last", "after")), ("end", ("end", "next"))):
+
+    def projected(piece: str):
+        """(the two runs related, what the piece leaves, [(premises with D, without D)] of its queries)."""
         tag = f"proj.{piece}"
-        if piece == "end":
-            a, z = make_config(C.end_bounds(big), tag + "a", ctx), make_config(C.end_bounds(pb), tag + "z", ctx)
-            (pa, fa), (pz, fz) = C.step_end(a, tag + "a"), C.step_end(z, tag + "z")
-            given = [(end_case(ob, c, a, pa, fa)[0], end_case(ob, c, z, pz, fz)[0]) for c in cases]
+        bounds = {"phase": lambda b: b, "begin": lambda b: b, "end": C.end_bounds,
+                  "last end": lambda b: C.end_bounds(b, last=True), "base": lambda b: C.end_bounds(b, last=True)}
+        a, z = make_config(bounds[piece](big), tag + "a", ctx), make_config(bounds[piece](pb), tag + "z", ctx)
+        given, then = [], []
+        if piece in ("end", "last end"):
+            last = piece == "last end"
+            (pa, fa), (pz, fz) = C.step_end(a, tag + "a", last), C.step_end(z, tag + "z", last)
+            given = [(end_case(ob, c, a, pa, fa)[0], end_case(ob, c, z, pz, fz)[0]) for c in ("end", "next")]
             then = [z3.And(wa.guard == wz.guard, *[wa.vc[x] == wz.vc[x] for x in wa.vc])
                     for loc in fa for wa, wz in zip(fa[loc], fz[loc])]
-        else:
-            a, z = make_config(big, tag + "a", ctx), make_config(pb, tag + "z", ctx)
+        elif piece == "phase":
             pa, pz = C.one_phase(a, tag + "a"), C.one_phase(z, tag + "z")
-            given = [(phase_case(ob, c, a, pa)[0], phase_case(ob, c, z, pz)[0]) for c in cases]
-            then = [x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]
+            given = [(phase_case(ob, c, a, pa)[0], phase_case(ob, c, z, pz)[0]) for c in ("before", "last", "after")]
+            then = [pa.max_out[k] == pz.max_out[k] for k in pa.max_out]
+        else:
+            make = C.before_first_step if piece == "base" else C.step_begin
+            pa, pz = make(a, tag + "a"), make(z, tag + "z")
         related = [*pa.constraints, *pz.constraints, pa.state_in.invariant(big.runners), *C.projected_config(a, z),
                    *C.projected_state(a, pa.state_in, pz.state_in, marker_role),
-                   *[pa.max_in[k] == pz.max_in[k] for k in pa.max_in]]
-        if piece == "phase":
-            related += [x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]
-            then = [*[pa.max_out[k] == pz.max_out[k] for k in pa.max_out]]
-        done = z3.And(*C.projected_state(a, pa.state_out, pz.state_out, marker_role),
-                      C.untouched(pa.state_in, pa.state_out, D), *then)
-        out.append(query(next(labels), [*related, z3.Not(done)], Verdict.PROVED))
-        out.append(query(next(labels), [*related, z3.Or(*[z3.And(*ga) != z3.And(*gz) for ga, gz in given])],
-                         Verdict.PROVED))
-        if piece == "phase" and marker_role:
-            nonvacuous = query("projection premises satisfiable", [*related, *given[1][0]], Verdict.COUNTEREXAMPLE)
+                   *[pa.max_in[k] == pz.max_in[k] for k in pa.max_in],
+                   *[x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]]
+        done = [*C.projected_state(a, pa.state_out, pz.state_out, marker_role),
+                C.untouched(pa.state_in, pa.state_out, D), *then]
+        return related, done, given
 
-    related, done = [], []
-    for piece in ("base", "begin"):  # from the initial state to run_batch(1); run_batch's start
-        tag = f"proj.{piece}"
-        bounds = (lambda b: C.end_bounds(b, last=True)) if piece == "base" else (lambda b: b)  # noqa: E731
-        a, z = make_config(bounds(big), tag + "a", ctx), make_config(bounds(pb), tag + "z", ctx)
-        make = C.before_first_step if piece == "base" else C.step_begin
-        pa, pz = make(a, tag + "a"), make(z, tag + "z")
-        related += [*pa.constraints, *pz.constraints, pa.state_in.invariant(big.runners), *C.projected_config(a, z),
-                    *C.projected_state(a, pa.state_in, pz.state_in, marker_role)]
-        done += [*C.projected_state(a, pa.state_out, pz.state_out, marker_role),
-                 C.untouched(pa.state_in, pa.state_out, D)]
-    out.append(query(next(labels), [*related, z3.Not(z3.And(*done))], Verdict.PROVED))
+    out = []
+    for pieces in (("phase",), ("end", "last end"), ("base", "begin")):
+        runs = [projected(piece) for piece in pieces]
+        related = [c for r, _, _ in runs for c in r]
+        out.append(query(next(labels), [*related, z3.Not(z3.And(*[c for _, d, _ in runs for c in d]))], Verdict.PROVED))
+        given = [g for _, _, gs in runs for g in gs]
+        if given:
+            out.append(query(next(labels), [*related, z3.Or(*[z3.And(*ga) != z3.And(*gz) for ga, gz in given])],
+                             Verdict.PROVED))
+        if pieces == ("phase",) and marker_role:
+            nonvacuous = query("projection premises satisfiable", [*related, *given[1][0]], Verdict.COUNTEREXAMPLE)
 
     # The invariants, of free states: (s, t) a state with D and without, s0 the state D's conjuncts held in before.
     a, z = make_config(big, "proj.inv.a", ctx), make_config(pb, "proj.inv.z", ctx)
@@ -326,7 +329,7 @@ ARGUMENT = """## Any number of phases, runners and steps
 The bounded obligations (`main_theorem`, `needs/*`, ...) search configurations of at most 4 phases per step, 3
 runners and 2 segments of a breakable graph. The main theorem holds for any number of phases, runners, steps and
 segments by the argument below; each step of it is a solver query of `unbounded_phases` or `unbounded_runners`,
-listed under them with its verdict (and the rlimit it used); what is read from the code rather than checked is said
+listed under them with its verdict; what is read from the code rather than checked is said
 at the end. The pieces are not a second encoding: `model/cutoff.py` runs `model/program.py`'s builder itself
 (`_Builder.run`, `run_batch` and `phase` issue every operation) and only observes it at the boundaries between the
 pieces (run_batch's entry, each phase's entry and exit, the end of the run). A piece starts at a boundary where the
@@ -380,18 +383,18 @@ first's) leaves the state and summary a single stretched read leaves. By inducti
 number of segments is an instance of the stretched phase, so every phase query covers it.
 
 **Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index == i`;
-domains are whole index ranges), so the program is data-independent in them. `unbounded_runners` checks, with 6
-runners, that a phase and the step's end commute with a transposition and with a rotation of the runners, which
-together generate every renaming (`symmetry`), and that one phase changes only its runner's marker and the mailbox of
-its runner's owner (`frame`). With 7 runners, from a state satisfying the step invariant in which the 7th plays no
-role a piece reads (a phase's runner or its owner, a step's publisher or its owner, the marker the publisher's owner's
-mailbox holds; another runner's owner or another mailbox's marker that is the 7th points at runner 0 in the
+domains are whole index ranges), so the program is data-independent in them. `unbounded_runners` checks, with 6 runners,
+that a phase and the step's end commute with a transposition and with a rotation of the runners, which together generate
+every renaming (`symmetry`), and that one phase changes only its runner's marker and the mailbox of its runner's owner
+(`frame`). With 7 runners, from a state satisfying the step invariant in which the 7th plays no role a piece reads (the
+runner of a phase of the piece's step or its owner, the step's publisher or its owner, the marker the publisher's
+owner's mailbox holds; another runner's owner or another mailbox's marker that is the 7th points at runner 0 in the
 configuration without it): each piece leaves the 7th runner's mailbox and marker alone, leaves it playing no role and
 does to the other 6 what it does without it, the same summary and candidate first writes (`projection (phase)`,
 `projection (end)`, `projection (base, begin)`); the premises of every piece query hold with the 7th runner iff they
 hold without it (`projection (phase premises)`, `projection (end premises)`); and the step invariant, *before* and
-*after* hold of a state with it iff they hold of the state without it (`projection (invariants)`). A piece's roles
-are at most 5 runners, so a counterexample with 7 runners has a runner playing none; a renaming makes it the 7th, and
+*after* hold of a state with it iff they hold of the state without it (`projection (invariants)`). A piece's roles are
+at most 5 runners, so a counterexample with 7 runners has a runner playing none; a renaming makes it the 7th, and
 dropping it gives a counterexample with 6. Every piece query is checked with 6 runners.
 
 **Locations.** One location stands for any number, as in the main theorem (reads and writes of different locations

@@ -65,7 +65,8 @@ def test_each_broken_part_is_caught_where_it_breaks(name, fails):
 def test_the_runner_frame_and_symmetry_are_proved():
     r = evaluate(BY_NAME["unbounded_runners"])
     assert r.verdict is Verdict.PROVED and r.ok
-    assert [(q.label, q.verdict) for q in r.queries[:len(PC.RUNNERS)]] == [(label, Verdict.PROVED) for label in PC.RUNNERS]
+    main = r.queries[:len(PC.RUNNERS)]
+    assert [(q.label, q.verdict) for q in main] == [(label, Verdict.PROVED) for label in PC.RUNNERS]
     assert r.nonvacuity == [("projection premises satisfiable", True)]
 
 
@@ -176,7 +177,8 @@ def test_three_segments_are_a_stretch_of_the_second():
     s.add(*pt.constraints, *pw.constraints, *same, p2.segments == z3.If(p3.segments > 2, 2, p3.segments),
           C.same_state(pt.state_in, pw.state_in), *[pt.max_in[k] == pw.max_in[k] for k in pt.max_in],
           pw.builder.extras[0] == z3.If(third, 1, 0))
-    s.add(z3.Not(z3.And(C.same_state(pt.state_out, pw.state_out), *[pt.max_out[k] == pw.max_out[k] for k in pt.max_out])))
+    s.add(z3.Not(z3.And(C.same_state(pt.state_out, pw.state_out),
+                        *[pt.max_out[k] == pw.max_out[k] for k in pt.max_out])))
     assert check(s).verdict is Verdict.PROVED
 
 
