@@ -52,8 +52,9 @@ def test_the_argument_is_in_the_generated_document(phases):
     ("unbounded_runners/mailbox_by_runner", "fails: frame"),
     ("unbounded_runners/marker_unrenamed",
      "fails: symmetry (phase, swap), symmetry (phase, rotate), symmetry (end, swap), symmetry (end, rotate)"),
-    ("unbounded_runners/marker_role_dropped",
-     "fails: projection (phase premises), projection (end), projection (end premises), projection (invariants)"),
+    pytest.param("unbounded_runners/marker_role_dropped",
+                 "fails: projection (phase premises), projection (end), projection (end premises), "
+                 "projection (invariants)", marks=pytest.mark.slow),
 ])
 def test_each_broken_part_is_caught_where_it_breaks(name, fails):
     r = evaluate(BY_NAME[name])
@@ -156,8 +157,9 @@ def test_each_piece_runs_from_its_own_boundary():
     cfg = make_config(C.piece_bounds(1), "p", ctx)
     p = C.one_phase(cfg)
     assert str(p.state_in.clock["F"]["F"]) == "phase.phase10.init.vc.F.F"  # a free variable, not the run's state
-    assert len(p.builder.extras) == 1 and len(p.reads) == 9
-    assert [r.phase for r in p.reads] == [0] * 9
+    assert len(p.builder.extras) == 1  # the second segment's read, stretched
+    assert p.reads == p.prog.reads and {(r.step, r.phase) for r in p.reads} == {(1, 0)}  # the phase's reads, all
+    assert not z3.is_int_value(p.state_in.clock["F"]["F"]) and p.state_out is not p.state_in
 
 
 # -- a breakable graph's later segments --------------------------------------------------------------------------
