@@ -374,13 +374,14 @@ over the phases after it, every step of any length is race-free and ends in the 
 steps, every run is.
 
 **Segments.** `phase` launches a breakable graph as one graph per segment, the marker in the first; the reads at the
-last site of segments 1, 2, ... follow one another on F with nothing between, segment k's issued only if segment 1's
-is (it is launched iff the graph is breakable and has more than k segments). Every phase query runs the phase with
-its second segment's read stretched: when issued, it stands for one or more reads in a row, F's position and the
-read's advancing by a free extra amount (0 is the read as `build` issues it). `segments` checks, from a free state and
-summary, that a stretched read followed by one more read (the builder's own `kernel_read`, its guard implying the
-first's) leaves the state and summary a single stretched read leaves. By induction over segments, a phase of any
-number of segments is an instance of the stretched phase, so every phase query covers it.
+last site of segments 1, 2, ... follow one another on F with nothing between, segment k's issued only if segment 1's is
+(it is launched iff the graph is breakable and has more than k segments). Every phase query runs the phase with its
+second segment's read stretched: when issued, it stands for one or more reads in a row, F's position and the read's
+advancing by a free extra amount (0 is the read as `build` issues it). `segments` checks, from a free state and summary,
+that a stretched read followed by one more read (the builder's own `kernel_read`, its guard implying the first's) leaves
+the state and summary a single stretched read leaves. By induction over segments, a phase of any number of segments is
+an instance of the stretched phase, so every phase query covers it (tests/test_cutoff.py also checks a phase of 3
+segments, as `build` issues it, against the stretched phase).
 
 **Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index == i`;
 domains are whole index ranges), so the program is data-independent in them. `unbounded_runners` checks, with 6 runners,
@@ -404,13 +405,13 @@ never order each other; the scheduler writes every location at the same point).
 witness is a configuration of the unbounded family, so the necessity of each assumption and non-vacuity hold there too.
 
 **Read from the code, not checked.** That `_Builder.run` runs each step as `run_batch(n)` (its start, then `phase` for
-each phase in order) followed by the end of the step, which the observed boundaries cut (a piece whose boundary is
-never reached is refused); that `phase(n, i, p)` uses the step and phase index only to name terms and label
-operations (the pieces are checked at step 1, phase 0); that the segment loop's body is one `kernel_read` per segment
-and location with the guard above (the stretch finds the second segment's read by that guard and refuses a phase where
-it finds none); and that dropping a runner from N+1 > 7 runners is the same as from 7: the projection queries are
-checked from 7 to 6 only, and for more runners the same queries differ only in the length of the `select` chains
-over runner indices.
+each phase in order) followed by the end of the step, which the observed boundaries cut (a piece whose boundary is never
+reached is refused); that `phase(n, i, p)` uses the step and phase index only to name terms and label operations (the
+pieces are checked at step 1, phase 0; tests/test_cutoff.py checks phase 1 of step 2 against it); that the segment
+loop's body is one `kernel_read` per segment and location with the guard above (the stretch finds the second segment's
+read by that guard and refuses a phase where it finds none); and that dropping a runner from N+1 > 7 runners is the same
+as from 7: the projection queries are checked from 7 to 6 only, and for more runners the same queries differ only in the
+length of the `select` chains over runner indices.
 
 **Shown able to fail.** `unbounded_phases/broken_invariant` weakens *before* (reads on the plan stream need not lie in
 F's past) and fails at `last`, `after`, `end` and `end (last step)`; `unbounded_phases/reads_after_publish` lets a

@@ -257,3 +257,27 @@ def test_the_argument_names_every_query_of_the_phase_induction():
                  "unbounded_runners/mailbox_by_runner", "unbounded_runners/marker_unrenamed",
                  "unbounded_runners/marker_role_dropped"):
         assert f"`{name}`" in PC.ARGUMENT and name in BY_NAME
+
+
+def test_a_phase_later_in_a_later_step_is_the_phase_piece():
+    """The phase queries run phase 0 of step 1; phase 1 of step 2 (the same knobs, from the same state) does the
+    same: the step and phase index only name terms."""
+    ctx = fresh_context()
+    big = make_config(Bounds(steps=2, phases=2, runners=2), "l", ctx)
+    one = make_config(C.piece_bounds(2), "o", ctx)
+    b = C.sliced(big, "l", free={(C.PHASE, 2, 1)}, stop=(C.AFTER, 2, 1), stretch="yes")
+    later = C._piece(b, (C.PHASE, 2, 1), (C.AFTER, 2, 1))
+    first = C.one_phase(one, "o")
+    p, q = big.phases[1][1], one.phases[0][0]
+
+    def knobs(c, v):
+        return [*c.knobs.values(), *c.written.values(), *c.is_last,
+                *[x for r in c.runners for x in (r.owner, *r.knobs.values())], v.runner, v.mode, v.decl, *v.knobs.values(), *v.reads.values(), *v.worker.values()]
+
+    s = make_solver(Budget(rlimit=5_000_000), ctx)
+    s.add(*later.constraints, *first.constraints, p.active, *[x == y for x, y in zip(knobs(big, p), knobs(one, q))],
+          C.same_state(later.state_in, first.state_in), *[later.max_in[k] == first.max_in[k] for k in later.max_in],
+          *[x == y for x, y in zip(b.extras[-1:], first.builder.extras)])
+    s.add(z3.Not(z3.And(C.same_state(later.state_out, first.state_out),
+                        *[later.max_out[k] == first.max_out[k] for k in later.max_out])))
+    assert check(s).verdict is Verdict.PROVED
