@@ -51,10 +51,16 @@ PHASES = ("base: from the initial state the run reaches the first run_batch in t
           "fold: a phase's summary after it is the largest position of its issued reads and the summary before",
           "segments: a read of one more segment after a stretched read is a stretched read")
 RUNNERS = ("frame: a phase changes only its runner's marker and its runner's owner's mailbox",
-           "symmetry (phase, swap): a phase commutes with swapping two runners",
+           "symmetry (phase, swap): with 7 runners, a phase commutes with swapping two runners",
            "symmetry (phase, rotate): a phase commutes with rotating the runners",
            "symmetry (end, swap): the barrier and the write commute with swapping two runners",
            "symmetry (end, rotate): the barrier and the write commute with rotating the runners",
+           "symmetry (last end, swap): so does the end of the run's last step",
+           "symmetry (last end, rotate): so does the end of the run's last step",
+           "symmetry (begin, swap): so does run_batch's start",
+           "symmetry (begin, rotate): so does run_batch's start",
+           "symmetry (premises): every assumption holds iff it holds renamed",
+           "symmetry (invariants): the step invariant, before and after hold iff they hold renamed",
            "projection (phase): with a 7th runner that plays no role, a phase leaves it alone and does to the other "
            "6 what it does without it",
            "projection (phase premises): before's, last's and after's premises hold with the 7th runner iff without",
@@ -187,9 +193,10 @@ def _segments(pb, ctx, query, broken: bool = False):
 
 
 def runner_queries(ob, ctx, query) -> list:
-    """The queries of ``unbounded_runners``: the frame of one phase, and that a phase and the step's end commute
-    with every renaming of the runners (checked on two generators). Broken variants: a frame that forgets that a
-    runner may use another runner's mailbox; a renaming that leaves the marker a mailbox holds unrenamed."""
+    """The queries of ``unbounded_runners``: the frame of one phase; with one runner more, that the pieces commute
+    with every renaming of the runners (checked on two generators) and the assumptions and invariants are symmetric;
+    then the projection queries. Broken variants: a frame that forgets that a runner may use another runner's
+    mailbox; a renaming that leaves the marker a mailbox holds unrenamed; a projection that drops a role."""
     pb = C.piece_bounds(ob.bounds.runners, ob.bounds.locations)
     cfg = make_config(pb, "frame", ctx)
     p = C.one_phase(cfg)
@@ -202,27 +209,69 @@ def runner_queries(ob, ctx, query) -> list:
         return projection_queries(ob, ctx, query)
     markers = "marker_unrenamed" not in ob.extra
     labels = iter(RUNNERS[1:])
-    for piece in ("phase", "end"):
-        for perm in generators(pb.runners):
-            tag = f"{piece}{''.join(map(str, perm))}"
-            bounds = pb if piece == "phase" else C.end_bounds(pb)
-            a, z = make_config(bounds, tag + "a", ctx), make_config(bounds, tag + "z", ctx)
-            if piece == "phase":
-                pa, pz = C.one_phase(a, tag + "a"), C.one_phase(z, tag + "z")
-                same = [*[pa.max_in[k] == pz.max_in[k] for k in pa.max_in],
-                        *[x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]]
-                then = [*[pa.max_out[k] == pz.max_out[k] for k in pa.max_out],
-                        *[z3.And(x.guard == y.guard, x.pos == y.pos) for x, y in zip(pa.prog.reads, pz.prog.reads)]]
-            else:
-                (pa, fa), (pz, fz) = C.step_end(a, tag + "a"), C.step_end(z, tag + "z")
-                same = []
-                then = [z3.And(wa.guard == wz.guard, *[wa.vc[x] == wz.vc[x] for x in wa.vc])
-                        for loc in fa for wa, wz in zip(fa[loc], fz[loc])]
-            out.append(query(next(labels), [
-                *pa.constraints, *pz.constraints, pa.state_in.invariant(pb.runners), *C.renamed_config(perm, a, z),
-                C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same,
-                z3.Not(z3.And(C.renamed_state(perm, pa.state_out, pz.state_out, markers), *then))], Verdict.PROVED))
+    big = dataclasses.replace(pb, runners=pb.runners + 1)  # the renaming the projection needs is of one runner more
+
+    def renamed(piece: str, perm, tag: str):
+        """(the two runs related by ``perm``, what must then be renamed or equal) for one piece."""
+        bounds = {"phase": big, "begin": big, "end": C.end_bounds(big), "last end": C.end_bounds(big, last=True)}[piece]
+        a, z = make_config(bounds, tag + "a", ctx), make_config(bounds, tag + "z", ctx)
+        same, then = [], []
+        if piece == "phase":
+            pa, pz = C.one_phase(a, tag + "a"), C.one_phase(z, tag + "z")
+            same = [*[pa.max_in[k] == pz.max_in[k] for k in pa.max_in],
+                    *[x == y for x, y in zip(pa.builder.extras, pz.builder.extras)]]
+            then = [*[pa.max_out[k] == pz.max_out[k] for k in pa.max_out],
+                    *[z3.And(x.guard == y.guard, x.pos == y.pos) for x, y in zip(pa.prog.reads, pz.prog.reads)],
+                    *[x == y for x, y in zip([*pa.prog.publishes.values(), *pa.prog.clears_before_resolve.values()],
+                                             [*pz.prog.publishes.values(), *pz.prog.clears_before_resolve.values()])]]
+        elif piece in ("end", "last end"):
+            last = piece == "last end"
+            (pa, fa), (pz, fz) = C.step_end(a, tag + "a", last), C.step_end(z, tag + "z", last)
+            then = [z3.And(wa.guard == wz.guard, *[wa.vc[x] == wz.vc[x] for x in wa.vc])
+                    for loc in fa for wa, wz in zip(fa[loc], fz[loc])]
+        else:
+            pa, pz = C.step_begin(a, tag + "a"), C.step_begin(z, tag + "z")
+        related = [*pa.constraints, *pz.constraints, pa.state_in.invariant(big.runners), *C.renamed_config(perm, a, z),
+                   C.renamed_state(perm, pa.state_in, pz.state_in, markers), *same]
+        return related, [C.renamed_state(perm, pa.state_out, pz.state_out, markers), *then]
+
+    for piece in ("phase", "end", "last end", "begin"):
+        for perm in generators(big.runners):
+            related, then = renamed(piece, perm, f"{piece}{''.join(map(str, perm))}")
+            out.append(query(next(labels), [*related, z3.Not(z3.And(*then))], Verdict.PROVED))
+    out += _renamed_premises(ob, ctx, query, big, markers, labels)
     return out if ob.extra else out + projection_queries(ob, ctx, query)
+
+
+class _Published:
+    """What the assumptions read of a program (``Program.publishes``, ``clears_before_resolve``), as free variables
+    a renamed program shares (the symmetry of a phase holds them equal)."""
+
+    def __init__(self, cfg, tag):
+        keys = [(n + 1, i) for n, step in enumerate(cfg.phases) for i in range(len(step))]
+        self.publishes = {k: z3.Bool(f"{tag}.publishes.{k}", cfg.ctx) for k in keys}
+        self.clears_before_resolve = {k: z3.Bool(f"{tag}.clears.{k}", cfg.ctx) for k in keys}
+
+
+def _renamed_premises(ob, ctx, query, big, markers: bool, labels) -> list:
+    """The queries ``symmetry (premises)`` and ``symmetry (invariants)``: under a renaming (each generator), every
+    assumption holds of a configuration iff of the renamed one; the step invariant, *before* and *after* hold of a
+    state whose mailboxes hold runners (as every state a piece starts from does) iff of the renamed state."""
+    before, after = _invariants(ob)
+    related, premises, invariants = [], [], []
+    for perm in generators(big.runners):
+        tag = f"renamed{''.join(map(str, perm))}"
+        a, z = make_config(C.end_bounds(big), tag + "a", ctx), make_config(C.end_bounds(big), tag + "z", ctx)
+        prog = _Published(a, tag)
+        s, t = _free_state(a, tag + ".s"), _free_state(z, tag + ".t")
+        m = C.summary_vars(a, tag + ".")
+        related += [*a.domain, *z.domain, *C.renamed_config(perm, a, z), C.renamed_state(perm, s, t, markers),
+                    *[z3.And(x >= 0, x < big.runners) for x in s.mb_marker]]  # a renaming renames runners only
+        premises += [x != y for x, y in zip(_assume(a, prog, ob.assumptions), _assume(z, prog, ob.assumptions))]
+        invariants += [s.invariant(big.runners) != t.invariant(big.runners), before(a, s, m) != before(z, t, m),
+                       after(a, s, m) != after(z, t, m)]
+    return [query(next(labels), [*related, z3.Or(*premises)], Verdict.PROVED),
+            query(next(labels), [*related, z3.Or(*invariants)], Verdict.PROVED)]
 
 
 def projection_queries(ob, ctx, query) -> list:
@@ -238,7 +287,7 @@ def projection_queries(ob, ctx, query) -> list:
     pb = C.piece_bounds(ob.bounds.runners, ob.bounds.locations)
     big = dataclasses.replace(pb, runners=pb.runners + 1)
     D = pb.runners
-    labels = iter(RUNNERS[5:])
+    labels = iter(RUNNERS[11:])
 
     def projected(piece: str):
         """(the two runs related, what the piece leaves, [(premises with D, without D)] of its queries)."""
@@ -384,19 +433,21 @@ an instance of the stretched phase, so every phase query covers it (tests/test_c
 segments, as `build` issues it, against the stretched phase).
 
 **Runners.** Runner indices are compared only for equality (`symconfig.select`: if-then-else chains over `index == i`;
-domains are whole index ranges), so the program is data-independent in them. `unbounded_runners` checks, with 6 runners,
-that a phase and the step's end commute with a transposition and with a rotation of the runners, which together generate
-every renaming (`symmetry`), and that one phase changes only its runner's marker and the mailbox of its runner's owner
-(`frame`). With 7 runners, from a state satisfying the step invariant in which the 7th plays no role a piece reads (the
-runner of a phase of the piece's step or its owner, the step's publisher or its owner, the marker the publisher's
-owner's mailbox holds; another runner's owner or another mailbox's marker that is the 7th points at runner 0 in the
-configuration without it): each piece leaves the 7th runner's mailbox and marker alone, leaves it playing no role and
-does to the other 6 what it does without it, the same summary and candidate first writes (`projection (phase)`,
-`projection (end)`, `projection (base, begin)`); the premises of every piece query hold with the 7th runner iff they
-hold without it (`projection (phase premises)`, `projection (end premises)`); and the step invariant, *before* and
-*after* hold of a state with it iff they hold of the state without it (`projection (invariants)`). A piece's roles are
-at most 5 runners, so a counterexample with 7 runners has a runner playing none; a renaming makes it the 7th, and
-dropping it gives a counterexample with 6. Every piece query is checked with 6 runners.
+domains are whole index ranges), so the program is data-independent in them. With 6 runners, one phase changes only its
+runner's marker and the mailbox of its runner's owner (`frame`). With 7 runners, `symmetry` checks that a phase, the end
+of a step, the end of the run's last step and run_batch's start commute with a transposition and with a rotation of the
+runners (which together generate every renaming), that every assumption holds of a configuration iff of the renamed one,
+and that the step invariant, *before* and *after* hold of a state iff of the renamed state. From a state satisfying the
+step invariant in which the 7th runner plays no role a piece reads (the runner of a phase of the piece's step or its
+owner, the step's publisher or its owner, the marker the publisher's owner's mailbox holds; another runner's owner or
+another mailbox's marker that is the 7th points at runner 0 in the configuration without it), each piece leaves the 7th
+runner's mailbox and marker alone, leaves it playing no role and does to the other 6 what it does without it, the same
+summary and candidate first writes (`projection (phase)`, `projection (end)`, `projection (base, begin)`); the premises
+of every piece query hold with the 7th runner iff they hold without it (`projection (phase premises)`, `projection (end
+premises)`); and the step invariant, *before* and *after* hold of a state with it iff they hold of the state without it
+(`projection (invariants)`). A piece's roles are at most 5 runners, so a counterexample with 7 runners has a runner
+playing none; a renaming makes it the 7th (`symmetry`), and dropping it gives a counterexample with 6 (`projection`).
+Every piece query is checked with 6 runners, so none has a counterexample with 7.
 
 **Locations.** One location stands for any number, as in the main theorem (reads and writes of different locations
 never order each other; the scheduler writes every location at the same point).
@@ -409,16 +460,17 @@ each phase in order) followed by the end of the step, which the observed boundar
 reached is refused); that `phase(n, i, p)` uses the step and phase index only to name terms and label operations (the
 pieces are checked at step 1, phase 0; tests/test_cutoff.py checks phase 1 of step 2 against it); that the segment
 loop's body is one `kernel_read` per segment and location with the guard above (the stretch finds the second segment's
-read by that guard and refuses a phase where it finds none); and that dropping a runner from N+1 > 7 runners is the same
-as from 7: the projection queries are checked from 7 to 6 only, and for more runners the same queries differ only in the
-length of the `select` chains over runner indices.
+read by that guard and refuses a phase where it finds none); that the run up to the first run_batch (`base`) reads no
+runner index, so its claim needs no renaming; and that the reduction from N+1 > 7 runners to N is the same as from 7 to
+6: the symmetry and projection queries are checked with 7 runners only, and with more the same queries differ only in
+the length of the `select` chains over runner indices.
 
 **Shown able to fail.** `unbounded_phases/broken_invariant` weakens *before* (reads on the plan stream need not lie in
-F's past) and fails at `last`, `after`, `end` and `end (last step)`; `unbounded_phases/reads_after_publish` lets a
-phase after L read and fails at `after`; `unbounded_phases/summary_forgets_plan_stream` folds only the reads on F and
-fails at `fold`; `unbounded_phases/segment_reads_unstretched` advances F but not the stretched read and fails at
-`segments`; `unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
-`unbounded_runners/marker_unrenamed` renames runners but not the marker a mailbox holds, and the symmetry fails;
-`unbounded_runners/marker_role_dropped` drops a runner whose marker the publisher's owner's mailbox holds, and the
-projection fails.
+F's past) and fails at `last`, `after`, `end` and `end (last step)`; `unbounded_phases/reads_after_publish` lets a phase
+after L read and fails at `after`; `unbounded_phases/summary_forgets_plan_stream` folds only the reads on F and fails at
+`fold`; `unbounded_phases/segment_reads_unstretched` advances F but not the stretched read and fails at `segments`;
+`unbounded_runners/mailbox_by_runner` states a frame that ignores mailbox sharing and fails;
+`unbounded_runners/marker_unrenamed` renames runners but not the marker a mailbox holds, and the symmetry of the pieces
+and of the invariants fails; `unbounded_runners/marker_role_dropped` drops a runner whose marker the publisher's owner's
+mailbox holds, and the projection fails.
 """

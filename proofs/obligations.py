@@ -199,11 +199,12 @@ OBLIGATIONS += [
     ),
     Obligation(
         "unbounded_runners",
-        "The main theorem for any number of runners: runners are indices compared only for equality (a phase, and "
-        "the barrier with the write, commute with every renaming of the runners), and one phase changes only its "
-        "runner's marker and its runner's owner's mailbox, and a seventh runner that plays no role a piece reads "
-        "changes neither the premises nor the claim of any piece query, so the piece queries are checked with 6.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=8_500_000,  # needs 2,108,176 (projection (end))
+        "The main theorem for any number of runners: runners are indices compared only for equality. One phase "
+        "changes only its runner's marker and its runner's owner's mailbox; with 7 runners the pieces commute with "
+        "every renaming of the runners and the assumptions and invariants are symmetric, and a runner that plays no "
+        "role a piece reads changes neither the premises nor the claim of any piece query, so a counterexample with 7 "
+        "runners is one with 6, with which the piece queries are checked.",
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=14_000_000,  # needs 3,382,700 (symmetry (invariants))
         tags=("unbounded",),
     ),
     Obligation(
@@ -218,7 +219,7 @@ OBLIGATIONS += [
         "A renaming that moves mailboxes and markers but leaves the runner a mailbox's marker names unrenamed is no "
         "symmetry of the program: the check of symmetry fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_unrenamed",),
-        rlimit=1_700_000,  # needs 401,985
+        rlimit=2_500_000,  # needs 606,949
         tags=("unbounded",),
     ),
     Obligation(

@@ -51,7 +51,8 @@ def test_the_argument_is_in_the_generated_document(phases):
     ("unbounded_phases/summary_forgets_plan_stream", "fails: fold"),
     ("unbounded_runners/mailbox_by_runner", "fails: frame"),
     ("unbounded_runners/marker_unrenamed",
-     "fails: symmetry (phase, swap), symmetry (phase, rotate), symmetry (end, swap), symmetry (end, rotate)"),
+     "fails: symmetry (phase, swap), symmetry (phase, rotate), symmetry (end, swap), symmetry (end, rotate), "
+     "symmetry (last end, swap), symmetry (last end, rotate), symmetry (invariants)"),
     pytest.param("unbounded_runners/marker_role_dropped",
                  "fails: projection (phase premises), projection (end), projection (end premises), "
                  "projection (invariants)", marks=pytest.mark.slow),
@@ -72,8 +73,8 @@ def test_the_runner_frame_and_symmetry_are_proved():
 
 
 def test_the_generators_are_a_swap_and_a_rotation():
-    swap, rotate = PC.generators(6)
-    assert swap == (1, 0, 2, 3, 4, 5) and rotate == (1, 2, 3, 4, 5, 0)
+    swap, rotate = PC.generators(7)
+    assert swap == (1, 0, 2, 3, 4, 5, 6) and rotate == (1, 2, 3, 4, 5, 6, 0)
 
 
 def test_the_pieces_are_checked_with_the_runner_cutoff():
@@ -272,7 +273,8 @@ def test_a_phase_later_in_a_later_step_is_the_phase_piece():
 
     def knobs(c, v):
         return [*c.knobs.values(), *c.written.values(), *c.is_last,
-                *[x for r in c.runners for x in (r.owner, *r.knobs.values())], v.runner, v.mode, v.decl, *v.knobs.values(), *v.reads.values(), *v.worker.values()]
+                *[x for r in c.runners for x in (r.owner, *r.knobs.values())],
+                v.runner, v.mode, v.decl, *v.knobs.values(), *v.reads.values(), *v.worker.values()]
 
     s = make_solver(Budget(rlimit=5_000_000), ctx)
     s.add(*later.constraints, *first.constraints, p.active, *[x == y for x, y in zip(knobs(big, p), knobs(one, q))],
