@@ -1,39 +1,40 @@
-"""The pieces of a step, each executed symbolically from an arbitrary state: the argument for any number of phases
-and runners.
+"""The pieces of a step, each executed symbolically from an arbitrary state: the argument for any number of phases,
+runners, steps and segments.
 
 A step of the host program (``model.program``) is: ``run_batch`` begins (F waits on S), its phases run one after
-another, ``run_batch`` returns, the scheduler applies the barrier and writes. This module executes each piece on its
-own, from a state whose clocks, mailboxes and markers are free variables (``program.build(..., havoc=True)``'s
-state), with the same builder code ``build`` uses, so the pieces are the program's own steps, not a second encoding:
+another, ``run_batch`` returns, the scheduler applies the barrier and writes. The pieces are not written here: they
+are ``program._Builder``'s own ``run`` (``Sliced``, a subclass that only observes), cut at its boundaries (``BATCH``:
+run_batch's entry; ``PHASE``/``AFTER``: a phase's entry and exit; ``END``: the run's end). A piece starts at a
+boundary where state (clocks, every mailbox, every marker's latest record) and summary are replaced by free
+variables and stops at the next:
 
+- ``before_first_step``: from the initial state to run_batch(1) (the first prepare writes, the loop-top barrier).
 - ``step_begin``: the start of ``run_batch`` (F.wait_stream(S)).
-- ``one_phase``: ONE phase with arbitrary knobs, runner and declaration.
-- ``step_end``: what the event loop does after ``run_batch`` returns (the non-overlap loop's and pipeline parallel's
-  ordering of S after F, the barrier, at once or deferred past result processing), the scheduler's writes that can be
-  the first after the step (the ones a race is against) and, when the barrier sits at the loop top, the loop-top
-  barrier and the next step's write.
+- ``one_phase``: ONE phase with arbitrary knobs, runner and declaration, a breakable graph's second-segment read
+  stretched over any number of later segments (``stretch_read``, ``stretch_closed``).
+- ``step_end``: from ``run_batch``'s last phase to the next run_batch (or the end of the run): the event loop's
+  ordering of S after F, the barrier (at once or deferred), the writes that can be the first after the step.
 
 What a step's reads contribute to a race is summarised by ``maxread``: per stream (F, P) and location, the largest
 stream position of a read issued so far in the step (0: none). A read on stream X races the first write iff the
 write's clock knows less of X than the read's position, so some read of the step races iff the write knows less of
-X than ``maxread[X]``: the race depends on the reads only through the summary (``race_of_summary``; the
-``composition`` check holds the summary and the pieces equal to ``build`` on a bounded step).
+X than ``maxread[X]``: the race depends on the reads only through the summary (``race_of_summary``; ``fold_exact``
+states the fold of one phase).
 
 Runners are indices compared only for equality (``symconfig.select``), so the program is data-independent in them;
-``touched`` states what one phase can change (its runner's marker, its runner's owner's mailbox), which
-``proofs.cutoff`` checks.
+``touched`` states what one phase can change, ``renamed_*`` a renaming, ``projected_*`` dropping a runner that plays
+no role, which ``proofs.cutoff`` checks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import z3
 
-from fencecheck.trace import WritePurpose, write_by
-
 from .program import KEEP, MB_MARKER, MB_NONE, MB_RING, SNAP, Program, State, _Builder
-from .symconfig import LOOP_DISAGG_PREFILL, LOOP_NORMAL, LOOP_OVERLAP, LOOP_PP, Bounds, SymConfig, select
+from .symconfig import BREAKABLE, EAGER, Bounds, SymConfig, select
 
 #: The streams reads are issued on.
 READ_STREAMS = ("F", "P")
@@ -55,6 +56,7 @@ class Piece:
     max_in: dict
     max_out: dict
     builder: _Builder
+    reads: list  # the reads issued between its two boundaries, in host order
 
     @property
     def constraints(self) -> list:
@@ -80,97 +82,152 @@ def fold_reads(max_in: dict, reads, d) -> dict:
     return out
 
 
-def _start(cfg: SymConfig, tag: str) -> tuple[_Builder, dict]:
-    b = _Builder(cfg, tag, havoc=True)
-    return b, summary_vars(cfg, tag + ".")
+# -- the pieces: build's own run, observed at the boundaries between them ----------------------------------------------
+
+#: Boundaries of a run: (BATCH, n) as run_batch(n) is entered, (PHASE, n, i) and (AFTER, n, i) as phase i of step n
+#: is entered and left, (END,) once ``run`` has returned.
+BATCH, PHASE, AFTER, END = "batch", "phase", "after", "end"
 
 
-def _piece(cfg, b: _Builder, max_in, max_out) -> Piece:
-    return Piece(cfg, b.prog, b.prog.state_in, b.state(), max_in, max_out, b)
+class _Stop(Exception):
+    """Raised at the boundary a piece ends at: the rest of the run is not built."""
 
 
-# What the host program issues between the phases, as ``program._Builder.run`` and ``run_batch`` issue it; ``composed``
-# strings these together with the phases, and the composition check holds that equal to ``build``.
-
-
-def _loops(b: _Builder):
-    """The event loop as ``_Builder.run`` reads it: (overlap, normal, pp, disagg_prefill, loop-top barrier)."""
-    cfg, d = b.cfg, b.d
-    overlap = cfg.loop == LOOP_OVERLAP
-    return overlap, cfg.loop == LOOP_NORMAL, cfg.loop == LOOP_PP, cfg.loop == LOOP_DISAGG_PREFILL, \
-        d.And(overlap, cfg.loop_top())
-
-
-def _before_first_step(b: _Builder) -> None:
-    """Before the loop: the first step's prepare writes, or with the barrier at the loop top, the loop-top barrier
-    (nothing published yet) and then those writes."""
-    lt = _loops(b)[4]
-    b.writes(b.d.Not(lt), 1, lambda env: write_by(WritePurpose.PREPARE))
-    b.barrier(lt, 0, None)
-    b.writes(lt, 1, lambda env: write_by(WritePurpose.PREPARE))
-
-
-def _begin(b: _Builder, step: int) -> None:
-    b.join("F", dict(b.clock["S"]), b.d.BoolVal(True), f"rb{step}")  # run_batch begins: F.wait_stream(S)
-
-
-def _phase(b: _Builder, step: int, i: int, summary: dict) -> dict:
-    n = len(b.prog.reads)
-    b.phase(step, i, b.cfg.phases[step - 1][i])
-    return fold_reads(summary, b.prog.reads[n:], b.d)
-
-
-def _end(b: _Builder, step: int, last: bool) -> dict:
-    """run_batch has returned, in each event loop: the non-overlap loop's S.wait_stream(F), pipeline parallel's host
-    synchronisation, the barrier (at once, or deferred past result processing in the disaggregated-prefill loop when
-    the publisher's mailbox holds no event or coarse is forced), result processing's and the next step's writes,
-    and unless ``last`` the loop-top barrier and the next step's write. Returns location -> the write slots that can
-    be the first write of the location (``Program.first_writes``), in host order."""
+def _segment_guard(b: _Builder, p, seg: int, loc: str):
+    """The guard ``_Builder.phase`` gives the read at the last site of segment ``seg`` >= 1 of a breakable graph."""
     d = b.d
-    overlap, normal, pp, disagg, lt = _loops(b)
-    pub = b.cfg.publisher[step - 1]
-    b.join("S", dict(b.clock["F"]), normal, f"normal{step}")  # R7
-    b.join("S", dict(b.clock["F"]), pp, f"hostsync{step}")  # R1, R8
-    holds = select(b.fresh(b.owner_of(pub), f"peek{step}.owner"), b.mb_kind) != MB_NONE
-    deferred = b.fresh(d.And(disagg, b.cfg.barrier, d.Not(d.And(holds, d.Not(b.cfg.force_coarse)))),
-                       f"deferred{step}")
-    b.barrier(d.Or(d.And(overlap, d.Not(lt)), d.And(disagg, d.Not(deferred))), step, pub)
-    unfenced = d.And(d.Or(lt, deferred), b.cfg.results_touch_inflight)
+    graph = d.And(p.active, p.execution != EAGER)
+    return d.And(d.And(graph, p.execution == BREAKABLE, p.segments > seg), p.reads[(2, loc)])
 
-    def why(env):
-        if env.b(lt):
-            return write_by(WritePurpose.PROCESS_RESULTS)
-        if env.b(deferred):
-            return write_by(WritePurpose.PROCESS_RESULTS_UNFENCED)
-        return write_by(WritePurpose.PROCESS_AND_PREPARE)
 
-    first = b.writes(d.Or(unfenced, d.And(d.Not(lt), d.Not(deferred))), step + 1, why)
-    later = deferred if last else d.Or(deferred, lt)
-    b.barrier(later, step, pub)
-    second = b.writes(later, step + 1, lambda env: write_by(WritePurpose.PREPARE))
-    return {loc: [first[loc], second[loc]] for loc in first}
+def stretch_read(b: _Builder, tag: str, broken: bool = False):
+    """Stretch the read ``b`` issued last (on F): when issued, it stands for one or more reads in a row, F's position
+    and the read's position advancing by a free ``extra`` >= 0 more. Returns ``extra``. ``broken``: F advances but
+    the read keeps its position (which is not a run of reads)."""
+    r = b.prog.reads[-1]
+    extra = z3.Int(f"{b.tag}{tag}.extra#{len(b.prog.reads)}", b.ctx)
+    b.prog.constraints.append(extra >= 0)
+    pos = b.fresh(r.pos + b.d.If(r.guard, extra, 0), f"{tag}.stretched")
+    b.clock["F"] = {**b.clock["F"], "F": pos}
+    if not broken:
+        r.pos = pos
+    return extra
+
+
+class Sliced(_Builder):
+    """``program._Builder`` itself (``build``'s ``run``, ``run_batch`` and ``phase`` issue every operation),
+    observed at the boundaries between a step's pieces. At each boundary it records the state and the step's read
+    summary (empty as run_batch begins, raised by each phase's reads with ``fold_reads``); at the boundaries in
+    ``free`` it first replaces both by free variables (the piece after it starts from an arbitrary state); at
+    ``stop`` the run stops. With ``stretch``, the read at the last site of a breakable graph's second segment stands
+    for the reads of every later segment too (``stretch_read``): the bounded loop over 2 segments then covers any
+    number."""
+
+    def __init__(self, cfg: SymConfig, tag: str, free=(), stop=None, stretch: str | None = None):
+        super().__init__(cfg, tag, havoc=False)
+        self.free, self.stop, self.stretch = set(free), stop, stretch
+        self.summary = {(x, loc): self.d.IntVal(0) for x in READ_STREAMS for loc in self.locs}
+        self.at: dict = {}  # boundary -> (State, summary, number of reads issued before it)
+        self.folded = 0  # reads folded into a summary
+        self.extras: list = []  # the stretches' free amounts, in issue order
+        self._phase = None
+
+    def boundary(self, key) -> None:
+        if key in self.free:
+            name = "".join(map(str, key))
+            fresh = _Builder(self.cfg, f"{self.tag}{name}", havoc=True)
+            for f in dataclasses.fields(State):
+                setattr(self, f.name, getattr(fresh, f.name))
+            self.summary = summary_vars(self.cfg, f"{self.tag}{name}.")
+        self.at[key] = (self.state(), dict(self.summary), len(self.prog.reads))
+        if key == self.stop:
+            raise _Stop
+
+    def run_batch(self, step: int) -> None:
+        self.boundary((BATCH, step))
+        self.summary = {k: self.d.IntVal(0) for k in self.summary}
+        super().run_batch(step)
+
+    def phase(self, step: int, i: int, p) -> None:
+        self.boundary((PHASE, step, i))
+        n = len(self.prog.reads)
+        self._phase = p
+        super().phase(step, i, p)
+        self._phase = None
+        self.folded += len(self.prog.reads) - n
+        self.summary = fold_reads(self.summary, self.prog.reads[n:], self.d)
+        self.boundary((AFTER, step, i))
+
+    def kernel_read(self, guard, stream, step, phase, site, loc, emit) -> None:
+        super().kernel_read(guard, stream, step, phase, site, loc, emit)
+        if self.stretch and self._phase is not None and stream == "F" \
+                and guard.eq(_segment_guard(self, self._phase, 1, loc)):
+            self.extras.append(stretch_read(self, f"s{step}p{phase}.seg", broken=self.stretch == "broken"))
+
+
+def sliced(cfg: SymConfig, tag: str, free=(), stop=None, stretch: str | None = None) -> Sliced:
+    """Run ``_Builder.run`` over ``cfg`` as ``Sliced``; up to ``stop``, or to its end (boundary (END,)). Raises if
+    ``stop`` or a boundary in ``free`` is never reached, or (a whole run) if a read was issued outside every phase
+    (the summaries would not stand for it), or a stretched run stretched no read of some phase: the builder is not
+    shaped as this module reads it."""
+    b = Sliced(cfg, tag, free, stop, stretch)
+    try:
+        b.run()
+        b.boundary((END,))
+    except _Stop:
+        pass
+    missing = [k for k in (*sorted(free), stop) if k is not None and k not in b.at]
+    if missing:
+        raise RuntimeError(f"the run never reached {missing[0]}")
+    if stop is None and b.folded != len(b.prog.reads):
+        raise RuntimeError("a read was issued outside every phase")
+    phases_run = sum(1 for k in b.at if k[0] == AFTER)
+    if stretch and len(b.extras) != phases_run * len(cfg.bounds.locations):
+        raise RuntimeError("a phase's second-segment read was not found")
+    return b
+
+
+def _piece(b: Sliced, start, stop) -> Piece:
+    s_in, m_in, n_in = b.at[start]
+    s_out, m_out, n_out = b.at[stop]
+    return Piece(b.cfg, b.prog, s_in, s_out, m_in, m_out, b, b.prog.reads[n_in:n_out])
 
 
 def step_begin(cfg: SymConfig, tag: str = "begin") -> Piece:
-    """``run_batch`` begins: F waits on S, before the first phase."""
-    b, m = _start(cfg, tag)
-    _begin(b, 1)
-    return _piece(cfg, b, m, {k: b.d.IntVal(0) for k in m})
+    """``run_batch`` begins: from run_batch's entry (a free state) to its first phase's, the summary emptied."""
+    return _piece(sliced(cfg, tag, free={(BATCH, 1)}, stop=(PHASE, 1, 0)), (BATCH, 1), (PHASE, 1, 0))
 
 
-def one_phase(cfg: SymConfig, tag: str = "phase") -> Piece:
-    """Phase 0 of step 1 of ``cfg`` (one phase, any knobs) from a free state and a free summary."""
-    b, m = _start(cfg, tag)
-    return _piece(cfg, b, m, _phase(b, 1, 0, m))
+def one_phase(cfg: SymConfig, tag: str = "phase", stretch: str | None = "yes") -> Piece:
+    """Phase 0 of step 1 of ``cfg`` (any knobs) from a free state and a free summary, its second segment's read
+    stretched over any number of segments (``stretch=None``: as ``build`` issues it)."""
+    return _piece(sliced(cfg, tag, free={(PHASE, 1, 0)}, stop=(AFTER, 1, 0), stretch=stretch),
+                  (PHASE, 1, 0), (AFTER, 1, 0))
 
 
-def step_end(cfg: SymConfig, tag: str = "end") -> tuple[Piece, dict]:
-    """``run_batch`` has returned (``_end`` of a step that is not the last): the event loop's ordering and barrier
-    for the step's publisher, and the writes that can be the first of every location after the step (location ->
-    the candidate ``WriteSlot``s in host order), up to the loop-top barrier and write of the next step."""
-    b, m = _start(cfg, tag)
-    first = _end(b, 1, last=False)
-    return _piece(cfg, b, m, m), first
+def end_bounds(bounds: Bounds, last: bool = False) -> Bounds:
+    """The bounds ``step_end`` is run over: the step and, unless it is the last, the next one's entry."""
+    return dataclasses.replace(bounds, steps=1 if last else 2)
+
+
+def step_end(cfg: SymConfig, tag: str = "end", last: bool = False) -> tuple[Piece, dict]:
+    """``run_batch`` has returned: from its last phase's exit (a free state and summary) to the next run_batch's
+    entry (``last``: the end of the run), as ``_Builder.run`` issues it: the event loop's ordering and barrier for
+    the step's publisher and the writes that can be the first of every location after the step (location -> the
+    candidate ``WriteSlot``s in host order). ``cfg`` is over ``end_bounds(..., last)``."""
+    if cfg.bounds.steps != (1 if last else 2):
+        raise ValueError("step_end runs over end_bounds(bounds, last)")
+    after = (AFTER, 1, cfg.bounds.phases - 1)
+    stop = (END,) if last else (BATCH, 2)
+    b = sliced(cfg, tag, free={after}, stop=None if last else stop)
+    return _piece(b, after, stop), {loc: b.prog.first_writes[(1, loc)] for loc in cfg.bounds.locations}
+
+
+def before_first_step(cfg: SymConfig, tag: str = "base") -> Piece:
+    """From the initial state to run_batch(1)'s entry: the first step's prepare writes and, with the barrier at the
+    loop top, the loop-top barrier with nothing published."""
+    b = sliced(cfg, tag, stop=(BATCH, 1))
+    return Piece(cfg, b.prog, b.prog.state_in, b.at[(BATCH, 1)][0], {}, {}, b, [])
 
 
 def race_of_summary(first: dict, summary: dict, d) -> z3.BoolRef:
@@ -276,6 +333,56 @@ def renamed_state(perm: tuple[int, ...], a: State, z: State, markers: bool = Tru
     return z3.And(*out)
 
 
+def projected_config(a: SymConfig, z: SymConfig) -> list:
+    """``z`` is ``a`` without ``a``'s last runner D, which plays none of the roles a piece reads of a configuration:
+    not the runner of a phase of the step the pieces run (the first) or its owner, not that step's publisher or its
+    owner. Every kept runner keeps its knobs; an owner that is D (nothing reads it) points at runner 0 instead.
+    Phases, publishers and the other knobs are equal."""
+    D = z.bounds.runners
+    if a.bounds.runners != D + 1:
+        raise ValueError("a projection drops one runner")
+    owner = lambda i: select(i, [r.owner for r in a.runners])  # noqa: E731
+    out = []
+    for p, q in zip(a.runners, z.runners):
+        out += [q.owner == z3.If(p.owner == D, 0, p.owner), *[q.knobs[k] == v for k, v in p.knobs.items()]]
+
+    def rest(v):
+        return [v.runner, v.active, v.mode, v.decl, *v.knobs.values(), *v.reads.values(), *v.worker.values()]
+
+    for step_a, step_z in zip(a.phases, z.phases):
+        for p, q in zip(step_a, step_z):
+            out += [x == y for x, y in zip(rest(p), rest(q))]
+    out += [p.runner != D for p in a.phases[0]] + [owner(p.runner) != D for p in a.phases[0]]
+    out += [q == p for p, q in zip(a.publisher, z.publisher)] + [a.publisher[0] != D, owner(a.publisher[0]) != D]
+    out += [x == y for x, y in zip([*a.knobs.values(), *a.written.values(), *a.is_last],
+                                   [*z.knobs.values(), *z.written.values(), *z.is_last])]
+    return out
+
+
+def projected_state(a: SymConfig, s: State, t: State, marker_role: bool = True) -> list:
+    """``t`` is ``s`` without its last runner D: clocks equal, every kept runner's mailbox and marker equal, a marker
+    a mailbox holds that is D pointing at runner 0 instead. D is not the marker the (first step's) publisher's
+    owner's mailbox holds (``marker_role=False`` leaves that role out, which is not enough)."""
+    D = len(t.mb_kind)
+    out = [s.clock[x][y] == t.clock[x][y] for x in KEEP for y in KEEP[x]]
+    for o in range(D):
+        out += [t.mb_kind[o] == s.mb_kind[o], t.mb_marker[o] == z3.If(s.mb_marker[o] == D, 0, s.mb_marker[o]),
+                t.mk_valid[o] == s.mk_valid[o]]
+        out += [t.mb_snap[o][y] == s.mb_snap[o][y] for y in SNAP] + [t.mk_snap[o][y] == s.mk_snap[o][y] for y in SNAP]
+    if marker_role:
+        owners = [r.owner for r in a.runners]
+        out.append(select(select(a.publisher[0], owners), s.mb_marker) != D)
+    return out
+
+
+def untouched(s: State, z: State, o: int) -> z3.BoolRef:
+    """Runner ``o``'s mailbox and marker are the same in ``s`` and ``z``, and F knows at least as much in ``z``."""
+    return z3.And(s.mb_kind[o] == z.mb_kind[o], s.mb_marker[o] == z.mb_marker[o], s.mk_valid[o] == z.mk_valid[o],
+                  *[s.mb_snap[o][y] == z.mb_snap[o][y] for y in SNAP],
+                  *[s.mk_snap[o][y] == z.mk_snap[o][y] for y in SNAP],
+                  *[s.clock["F"][y] <= z.clock["F"][y] for y in SNAP])
+
+
 def same_state(a: State, z: State) -> z3.BoolRef:
     out = [a.clock[x][y] == z.clock[x][y] for x in KEEP for y in KEEP[x]]
     for o in range(len(a.mb_kind)):
@@ -285,21 +392,55 @@ def same_state(a: State, z: State) -> z3.BoolRef:
 
 
 def composed(cfg: SymConfig, tag: str = "pieces") -> tuple[Piece, z3.BoolRef]:
-    """Every step of ``cfg`` executed piece by piece, as ``build(cfg, havoc=True)`` executes it, each step's reads
-    folded into its summary phase by phase: (the piece, some step's summary races its first write)."""
-    b, m = _start(cfg, tag)
-    _before_first_step(b)
-    races = []
-    k = cfg.bounds.steps
-    for n in range(1, k + 1):
-        _begin(b, n)
-        summary = {key: b.d.IntVal(0) for key in m}
-        for i in range(cfg.bounds.phases):
-            summary = _phase(b, n, i, summary)
-        races.append(race_of_summary(_end(b, n, last=n == k), summary, b.d))
-    return _piece(cfg, b, m, m), b.d.Or(*races)
+    """``build``'s run of ``cfg`` (from the initial state), observed at every boundary: (the piece, some step's
+    summary at its last phase's exit races the step's first write). Raises if a read was issued outside every phase."""
+    b = sliced(cfg, tag)
+    last = cfg.bounds.phases - 1
+    races = [race_of_summary({loc: b.prog.first_writes[(n, loc)] for loc in cfg.bounds.locations},
+                             b.at[(AFTER, n, last)][1], b.d) for n in range(1, cfg.bounds.steps + 1)]
+    return _piece(b, (BATCH, 1), (END,)), b.d.Or(*races)
 
 
-__all__ = ["READ_STREAMS", "RUNNER_CUTOFF", "Piece", "after_last_reader", "before_last_reader", "composed", "covers",
-           "one_phase", "fold_reads", "no_reads", "piece_bounds", "published_for", "renamed_config", "renamed_state",
-           "race_of_summary", "reads_in_past", "same_state", "step_begin", "step_end", "summary_vars", "touched"]
+def fold_exact(piece: Piece, bound: dict, after: dict | None = None) -> z3.BoolRef:
+    """The summary after ``piece`` is the largest position of its issued reads and the summary before: for each
+    (stream, location) and any ``bound[key]``, the summary after exceeds it iff the summary before does or an issued
+    read of the piece on that stream and location lies above it."""
+    after = piece.max_out if after is None else after
+    out = []
+    for key, v in bound.items():
+        reads = [r for r in piece.reads if (r.stream, r.location) == key]
+        out.append((v < after[key]) == z3.Or(v < piece.max_in[key], *[z3.And(r.guard, v < r.pos) for r in reads]))
+    return z3.And(*out)
+
+
+def stretch_closed(cfg: SymConfig, tag: str = "seg", broken: bool = False) -> list:
+    """One more segment's read after a stretched one is a stretch of the first: from a free state and summary, a
+    stretched read (guard ``g1``) then one read issued by ``_Builder.kernel_read`` with a guard ``g2`` implying
+    ``g1`` (a later segment is launched only if the earlier is) leave the state and summary a single stretched read
+    with guard ``g1`` leaves, its extra amount the first's plus the second read. Returns the constraints of both
+    runs and the claim, for a solver to refute its negation."""
+    loc = cfg.bounds.locations[0]
+    g1, g2 = z3.Bool(f"{tag}.g1", cfg.ctx), z3.Bool(f"{tag}.g2", cfg.ctx)
+    site = "seg"
+    out, ends = [z3.Implies(g2, g1)], []
+    for name, more in (("two", True), ("one", False)):
+        b = _Builder(cfg, f"{tag}.{name}", havoc=True)
+        m = summary_vars(cfg, f"{tag}.{name}.")
+        b.kernel_read(g1, "F", 1, 0, site, loc, lambda env: None)
+        extra = stretch_read(b, "seg", broken)
+        if more:
+            b.kernel_read(g2, "F", 1, 0, site, loc, lambda env: None)
+        ends.append((b, m, fold_reads(m, b.prog.reads, b.d), extra))
+        out += b.prog.constraints
+    (b2, m2, f2, e2), (b1, m1, f1, e1) = ends
+    out += [same_state(b2.prog.state_in, b1.prog.state_in), *[m2[k] == m1[k] for k in m2],
+            e1 == e2 + z3.If(g2, 1, 0)]
+    claim = z3.And(same_state(b2.state(), b1.state()), *[f2[k] == f1[k] for k in f2])
+    return out, claim
+
+
+__all__ = ["AFTER", "BATCH", "END", "PHASE", "READ_STREAMS", "RUNNER_CUTOFF", "Piece", "Sliced", "after_last_reader",
+           "before_first_step", "before_last_reader", "composed", "covers", "end_bounds", "fold_exact", "fold_reads",
+           "no_reads", "one_phase", "piece_bounds", "projected_config", "projected_state", "published_for",
+           "race_of_summary", "reads_in_past", "renamed_config", "renamed_state", "same_state", "sliced", "step_begin",
+           "step_end", "stretch_closed", "stretch_read", "summary_vars", "touched", "untouched"]

@@ -174,8 +174,9 @@ OBLIGATIONS += [
         "every read of the step; a phase that reads nothing keeps that; from either, the event loop (the barrier, "
         "at once or deferred, or S ordered after F) orders every read before the first write and the next step "
         "starts from the step invariant. What the step's reads contribute to a race is their largest position per "
-        "stream; a bounded step composed of the pieces is build's step.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=66_000_000,  # needs 18,657,578 (composition of two steps)
+        "stream, and a breakable graph's later segments are one stretched read (the pieces are build's own run "
+        "between run_batch's and each phase's boundaries).",
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=3_500_000,  # needs 834,080 (last)
         tags=("unbounded",),
     ),
     Obligation(
@@ -183,7 +184,7 @@ OBLIGATIONS += [
         "The same argument with an invariant that forgets that reads on the plan stream lie in F's past fails: a "
         "deliberately weakened invariant is caught.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("broken_invariant",),
-        rlimit=2_400_000,  # needs 384,540
+        rlimit=1_800_000,  # needs 430,171
         tags=("unbounded",),
     ),
     Obligation(
@@ -191,23 +192,40 @@ OBLIGATIONS += [
         "The same argument where phases after the last reading phase may read fails: the split at the last "
         "reading phase carries the argument.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("reads_after_publish",),
-        rlimit=4_100_000,  # needs 805,619
+        rlimit=3_500_000,  # needs 834,080
+        tags=("unbounded",),
+    ),
+    Obligation(
+        "unbounded_phases/segment_reads_unstretched",
+        "A stretch of a breakable graph's second-segment read that advances F but leaves the read where it was does "
+        "not stand for the later segments' reads: the check that one more segment is a stretch fails.",
+        "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("stretch_broken",),
+        rlimit=15_000,  # needs 3,617
+        tags=("unbounded",),
+    ),
+    Obligation(
+        "unbounded_phases/summary_forgets_plan_stream",
+        "A summary that folds only the reads on F is not the largest position of a phase's reads: the check of the "
+        "summary fails.",
+        "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("fold_forgets_plan",),
+        rlimit=300_000,  # needs 73,783
         tags=("unbounded",),
     ),
     Obligation(
         "unbounded_runners",
-        "The main theorem for any number of runners: runners are indices compared only for equality (a phase, and "
-        "the barrier with the write, commute with every renaming of the runners), and one phase changes only its "
-        "runner's marker and its runner's owner's mailbox, so every claim of the phase argument involves at most 6 "
-        "runners and is checked with 6.",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=9_100_000,  # needs 1,243,304
+        "The main theorem for any number of runners: runners are indices compared only for equality. One phase "
+        "changes only its runner's marker and its runner's owner's mailbox; with 7 runners the pieces commute with "
+        "every renaming of the runners and the assumptions and invariants are symmetric, and a runner that plays no "
+        "role a piece reads changes neither the premises nor the claim of any piece query, so a counterexample with 7 "
+        "runners is one with 6, with which the piece queries are checked.",
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=14_000_000,  # needs 3,382,700 (symmetry (invariants))
         tags=("unbounded",),
     ),
     Obligation(
         "unbounded_runners/mailbox_by_runner",
         "The frame that forgets mailbox sharing (only the mailbox indexed by the phase's own runner changes) fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("mailbox_by_runner",),
-        rlimit=430_000,  # needs 20,799
+        rlimit=68_000,  # needs 16,855
         tags=("unbounded",),
     ),
     Obligation(
@@ -215,7 +233,15 @@ OBLIGATIONS += [
         "A renaming that moves mailboxes and markers but leaves the runner a mailbox's marker names unrenamed is no "
         "symmetry of the program: the check of symmetry fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_unrenamed",),
-        rlimit=2_700_000,  # needs 274,579
+        rlimit=2_500_000,  # needs 606,949
+        tags=("unbounded",),
+    ),
+    Obligation(
+        "unbounded_runners/marker_role_dropped",
+        "A projection that drops a runner whose marker the publisher's owner's mailbox holds changes what the "
+        "pieces read: the projection check fails.",
+        "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_role_dropped",),
+        rlimit=3_500_000,  # needs 867,957
         tags=("unbounded",),
     ),
 ]

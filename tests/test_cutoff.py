@@ -45,11 +45,18 @@ def test_the_argument_is_in_the_generated_document(phases):
 
 
 @pytest.mark.parametrize("name, fails", [
-    ("unbounded_phases/broken_invariant", "fails: last, after, end"),
+    ("unbounded_phases/broken_invariant", "fails: last, after, end, end (last step)"),
     ("unbounded_phases/reads_after_publish", "fails: after"),
+    ("unbounded_phases/segment_reads_unstretched", "fails: segments"),
+    ("unbounded_phases/summary_forgets_plan_stream", "fails: fold"),
     ("unbounded_runners/mailbox_by_runner", "fails: frame"),
-    ("unbounded_runners/marker_unrenamed",
-     "fails: symmetry (phase, swap), symmetry (phase, rotate), symmetry (end, swap), symmetry (end, rotate)"),
+    pytest.param("unbounded_runners/marker_unrenamed",
+                 "fails: symmetry (phase, swap), symmetry (phase, rotate), symmetry (end, swap), "
+                 "symmetry (end, rotate), symmetry (last end, swap), symmetry (last end, rotate), "
+                 "symmetry (invariants)", marks=pytest.mark.slow),
+    pytest.param("unbounded_runners/marker_role_dropped",
+                 "fails: projection (phase premises), projection (end), projection (end premises), "
+                 "projection (invariants)", marks=pytest.mark.slow),
 ])
 def test_each_broken_part_is_caught_where_it_breaks(name, fails):
     r = evaluate(BY_NAME[name])
@@ -61,12 +68,14 @@ def test_each_broken_part_is_caught_where_it_breaks(name, fails):
 def test_the_runner_frame_and_symmetry_are_proved():
     r = evaluate(BY_NAME["unbounded_runners"])
     assert r.verdict is Verdict.PROVED and r.ok
-    assert [(q.label, q.verdict) for q in r.queries] == [(label, Verdict.PROVED) for label in PC.RUNNERS]
+    main = r.queries[:len(PC.RUNNERS)]
+    assert [(q.label, q.verdict) for q in main] == [(label, Verdict.PROVED) for label in PC.RUNNERS]
+    assert r.nonvacuity == [("projection premises satisfiable", True)]
 
 
 def test_the_generators_are_a_swap_and_a_rotation():
-    swap, rotate = PC.generators(6)
-    assert swap == (1, 0, 2, 3, 4, 5) and rotate == (1, 2, 3, 4, 5, 0)
+    swap, rotate = PC.generators(7)
+    assert swap == (1, 0, 2, 3, 4, 5, 6) and rotate == (1, 2, 3, 4, 5, 6, 0)
 
 
 def test_the_pieces_are_checked_with_the_runner_cutoff():
@@ -93,31 +102,27 @@ def test_every_assumption_is_placed():
     assert not set(PC.per_phase(O.ALL)) & set(PC.LAST_READER)
 
 
-# -- the composition check can fail ------------------------------------------------------------------------------
+# -- the pieces are build's own run ------------------------------------------------------------------------------
 
 
-def _composition(bounds: Bounds) -> Verdict:
+def _composition(bounds: Bounds, budget: int = 20_000_000) -> Verdict:
+    """``build``'s race against the race of the summaries of the same configuration's run observed at its
+    boundaries (both from the initial state)."""
     ctx = fresh_context()
     cfg = make_config(bounds, "b", ctx)
-    prog = build(cfg, "b", havoc=True)
+    prog = build(cfg, "b")
     p, race = C.composed(cfg, "b.pieces")
-    s = make_solver(Budget(rlimit=20_000_000), ctx)
-    s.add(*cfg.domain, *prog.constraints, *p.prog.constraints, prog.state_in.invariant(bounds.runners),
-          C.same_state(prog.state_in, p.state_in),
-          z3.Or(prog.any_race() != race, z3.Not(C.same_state(prog.state_out, p.state_out))))
+    s = make_solver(Budget(rlimit=budget), ctx)
+    s.add(*cfg.domain, *prog.constraints, *p.prog.constraints, prog.any_race() != race)
     return check(s).verdict
 
 
-SMALL = Bounds(steps=1, phases=1, runners=1)
+SMALL = Bounds(steps=2, phases=1, runners=1)
 
 
-def test_the_pieces_compose_into_the_program():
+@pytest.mark.slow
+def test_the_summaries_race_exactly_when_the_program_does():
     assert _composition(SMALL) is Verdict.PROVED
-
-
-def test_pieces_that_leave_out_run_batchs_wait_differ_from_the_program(monkeypatch):
-    monkeypatch.setattr(C, "_begin", lambda b, step: None)
-    assert _composition(SMALL) is Verdict.COUNTEREXAMPLE
 
 
 def test_a_summary_that_forgets_a_stream_differs_from_the_program(monkeypatch):
@@ -126,15 +131,59 @@ def test_a_summary_that_forgets_a_stream_differs_from_the_program(monkeypatch):
     assert _composition(SMALL) is Verdict.COUNTEREXAMPLE
 
 
-def test_a_step_end_that_knows_only_the_overlap_loop_differs_from_the_program(monkeypatch):
-    def overlap_only(b, step, last):
-        lt = b.cfg.loop_top()
-        b.barrier(b.d.Not(lt), step, b.cfg.publisher[step - 1])
-        first = b.writes(b.d.BoolVal(True), step + 1, lambda env: None)
-        return {loc: [w] for loc, w in first.items()}
+def test_a_summary_of_the_last_phase_alone_differs_from_the_program(monkeypatch):
+    phase = C.Sliced.phase
 
-    monkeypatch.setattr(C, "_end", overlap_only)
-    assert _composition(SMALL) is Verdict.COUNTEREXAMPLE
+    def last_only(self, step, i, p):  # the summary emptied as every phase begins, not as run_batch does
+        self.summary = {k: self.d.IntVal(0) for k in self.summary}
+        phase(self, step, i, p)
+
+    monkeypatch.setattr(C.Sliced, "phase", last_only)
+    assert _composition(Bounds(steps=1, phases=2, runners=1)) is Verdict.COUNTEREXAMPLE
+
+
+def test_a_read_outside_every_observed_phase_is_an_error(monkeypatch):
+    monkeypatch.setattr(C.Sliced, "phase", C._Builder.phase)  # the phases run unobserved: no summary holds their reads
+    with pytest.raises(RuntimeError, match="outside every phase"):
+        C.composed(make_config(SMALL, "b", fresh_context()))
+
+
+def test_a_piece_whose_boundary_is_never_reached_is_an_error(monkeypatch):
+    monkeypatch.setattr(C.Sliced, "run_batch", C._Builder.run_batch)
+    with pytest.raises(RuntimeError, match="never reached"):
+        C.step_begin(make_config(C.piece_bounds(1), "b", fresh_context()))
+
+
+def test_each_piece_runs_from_its_own_boundary():
+    ctx = fresh_context()
+    cfg = make_config(C.piece_bounds(1), "p", ctx)
+    p = C.one_phase(cfg)
+    assert str(p.state_in.clock["F"]["F"]) == "phase.phase10.init.vc.F.F"  # a free variable, not the run's state
+    assert len(p.builder.extras) == 1  # the second segment's read, stretched
+    assert p.reads == p.prog.reads and {(r.step, r.phase) for r in p.reads} == {(1, 0)}  # the phase's reads, all
+    assert not z3.is_int_value(p.state_in.clock["F"]["F"]) and p.state_out is not p.state_in
+
+
+# -- a breakable graph's later segments --------------------------------------------------------------------------
+
+
+def test_three_segments_are_a_stretch_of_the_second():
+    """The phase as build issues it with 3 segments from a state equals the stretched phase of 2 segments from the
+    same state, the stretch one exactly when the third segment reads."""
+    ctx = fresh_context()
+    three = make_config(Bounds(steps=1, phases=1, runners=2, segments=3), "t", ctx)
+    two = make_config(Bounds(steps=1, phases=1, runners=2, segments=2), "w", ctx)
+    pt, pw = C.one_phase(three, "t", stretch=None), C.one_phase(two, "w")
+    p3, p2 = three.phases[0][0], two.phases[0][0]
+    same = [x == y for x, y in zip(three.all_vars(), two.all_vars()) if not x.eq(p3.segments)]
+    third = z3.And(p3.active, p3.execution == C.BREAKABLE, p3.segments > 2, p3.reads[(2, "req_to_token")])
+    s = make_solver(Budget(rlimit=5_000_000), ctx)
+    s.add(*pt.constraints, *pw.constraints, *same, p2.segments == z3.If(p3.segments > 2, 2, p3.segments),
+          C.same_state(pt.state_in, pw.state_in), *[pt.max_in[k] == pw.max_in[k] for k in pt.max_in],
+          pw.builder.extras[0] == z3.If(third, 1, 0))
+    s.add(z3.Not(z3.And(C.same_state(pt.state_out, pw.state_out),
+                        *[pt.max_out[k] == pw.max_out[k] for k in pt.max_out])))
+    assert check(s).verdict is Verdict.PROVED
 
 
 # -- the end of a step needs the assumptions on result processing -------------------------------------------------
@@ -144,7 +193,7 @@ def _end_race(names, extra=lambda cfg: []):
     """The ``end`` query under ``names`` and ``extra(cfg)``: (verdict, the solver, the configuration, the candidate
     first writes)."""
     ctx = fresh_context()
-    cfg = make_config(C.piece_bounds(), "e", ctx)
+    cfg = make_config(C.end_bounds(C.piece_bounds()), "e", ctx)
     p, first = C.step_end(cfg)
     start = z3.Or(C.after_last_reader(cfg, p.state_in, p.max_in),
                   z3.And(C.before_last_reader(cfg, p.state_in, p.max_in), C.no_reads(p.max_in)))
@@ -202,6 +251,36 @@ def test_the_summary_is_the_largest_issued_position_per_stream():
 def test_the_argument_names_every_query_of_the_phase_induction():
     for label in PC.PHASES:
         assert f"`{label.split(':')[0].split(' (')[0]}`" in PC.ARGUMENT, label
+    for label in PC.RUNNERS:
+        short = label.split(":")[0]
+        assert f"`{short}`" in PC.ARGUMENT or f"`{short.split(' (')[0]}`" in PC.ARGUMENT, label
     for name in ("unbounded_phases/broken_invariant", "unbounded_phases/reads_after_publish",
-                 "unbounded_runners/mailbox_by_runner", "unbounded_runners/marker_unrenamed"):
+                 "unbounded_phases/segment_reads_unstretched", "unbounded_phases/summary_forgets_plan_stream",
+                 "unbounded_runners/mailbox_by_runner", "unbounded_runners/marker_unrenamed",
+                 "unbounded_runners/marker_role_dropped"):
         assert f"`{name}`" in PC.ARGUMENT and name in BY_NAME
+
+
+def test_a_phase_later_in_a_later_step_is_the_phase_piece():
+    """The phase queries run phase 0 of step 1; phase 1 of step 2 (the same knobs, from the same state) does the
+    same: the step and phase index only name terms."""
+    ctx = fresh_context()
+    big = make_config(Bounds(steps=2, phases=2, runners=2), "l", ctx)
+    one = make_config(C.piece_bounds(2), "o", ctx)
+    b = C.sliced(big, "l", free={(C.PHASE, 2, 1)}, stop=(C.AFTER, 2, 1), stretch="yes")
+    later = C._piece(b, (C.PHASE, 2, 1), (C.AFTER, 2, 1))
+    first = C.one_phase(one, "o")
+    p, q = big.phases[1][1], one.phases[0][0]
+
+    def knobs(c, v):
+        return [*c.knobs.values(), *c.written.values(), *c.is_last,
+                *[x for r in c.runners for x in (r.owner, *r.knobs.values())],
+                v.runner, v.mode, v.decl, *v.knobs.values(), *v.reads.values(), *v.worker.values()]
+
+    s = make_solver(Budget(rlimit=5_000_000), ctx)
+    s.add(*later.constraints, *first.constraints, p.active, *[x == y for x, y in zip(knobs(big, p), knobs(one, q))],
+          C.same_state(later.state_in, first.state_in), *[later.max_in[k] == first.max_in[k] for k in later.max_in],
+          *[x == y for x, y in zip(b.extras[-1:], first.builder.extras)])
+    s.add(z3.Not(z3.And(C.same_state(later.state_out, first.state_out),
+                        *[later.max_out[k] == first.max_out[k] for k in later.max_out])))
+    assert check(s).verdict is Verdict.PROVED
