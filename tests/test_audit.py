@@ -224,7 +224,8 @@ def test_the_pages_print_commands():
     assert ("fencecheck check fencecheck/catalog/sglang-0.5.23/decode-flashinfer.toml", 0) in release
 
 
-@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p.name == "sglang-0.5.23.md" else p
+                                  for p in PAGES], ids=_page_id)  # the release page runs the reader (tens of s)
 def test_every_command_a_page_prints_runs_from_the_repository_root(page, monkeypatch):
     import shlex
 

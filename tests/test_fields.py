@@ -70,6 +70,7 @@ def test_encode_decode_round_trip(knob):
     assert var.decl().name().endswith(knob.name)
 
 
+@pytest.mark.slow
 def test_pinning_sets_every_knob_and_decoding_gives_the_scenario_back():
     """Pin a catalog scenario, solve, decode: every model knob of every phase, runner and the scheduler round-trips."""
     for s in (s for v in VERSIONS for s in load_catalog(v)):
