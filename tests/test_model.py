@@ -75,3 +75,23 @@ def test_a_check_depends_on_its_scenario_alone():
     again = model_check(s)
     assert (again.verdict, again.races, again.rlimit) == (first.verdict, first.races, first.rlimit)
     assert first.rlimit > 0 and first.solver.ctx is not again.solver.ctx
+
+
+
+@pytest.mark.parametrize("steps,phases,runners,locations", [(2, 2, 2, ("a",)), (2, 1, 3, ("a", "b"))])
+def test_knowledge_races_equal_clock_races(steps, phases, runners, locations):
+    """From the initial state races are decided by per-read knowledge Booleans (model/program.py); on every
+    configuration within the bounds each read races by them exactly when it races by the integer clocks
+    (``Program.race_by_clock``)."""
+    import z3
+
+    from fencecheck.model.solver import fresh_context
+    from fencecheck.model.symconfig import Bounds
+
+    ctx = fresh_context()
+    cfg = make_config(Bounds(steps=steps, phases=phases, runners=runners, locations=locations), ctx=ctx)
+    prog = build(cfg)
+    assert all(w.know is not None for ws in prog.first_writes.values() for w in ws)
+    solver = make_solver(Budget(rlimit=30_000_000), ctx)
+    solver.add(*cfg.domain, *prog.constraints, z3.Or(*[prog.race_of(r) != prog.race_by_clock(r) for r in prog.reads]))
+    assert solve(solver)[0] is Verdict.PROVED
