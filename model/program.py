@@ -14,9 +14,11 @@ Two encodings of that comparison, equal in meaning:
 - Knowledge (a program built from the initial state): for each read ``r`` and each clock, one Boolean "this clock
   covers ``r``" (``clock[r.stream] >= r.pos``), computed forward. A read makes its own stream cover it; a join is an
   Or (``max(a, b) >= p`` iff ``a >= p`` or ``b >= p``); a snapshot copies. A race is an issued first write whose
-  clock does not cover the read. No arithmetic over clocks reaches the solver; the integer clocks are still built,
-  as terms nobody asserts, for the witness schedule (``emit.kernel_clocks``). A read's knowledge is dropped when the
-  next ``run_batch`` begins: its candidate first writes (``Program.first_writes``) are all issued before that.
+  clock does not cover the read. Every value (knowledge, mailbox, owner, resolution) is a term over the
+  configuration, with no defining equations (``Program.constraints`` is empty) and no arithmetic over clocks; the
+  integer clocks are still built, as terms nobody asserts, for the witness schedule (``emit.kernel_clocks``). A
+  read's knowledge is dropped when the next ``run_batch`` begins: its candidate first writes
+  (``Program.first_writes``) are all issued before that.
   ``tests/test_model.py`` proves the two race conditions equal on every configuration within small bounds.
 
 This module does not use ``fencecheck.reference``; the SGLang behaviour each part encodes is cited by its anchor in
@@ -245,16 +247,14 @@ class _Builder:
     # -- helpers ------------------------------------------------------------------------------------------------
 
     def fresh(self, term, name: str):
-        if not self.d.symbolic:
+        """A fresh variable defined equal to ``term`` (a free state's program); the term itself in the concrete
+        domain and in the knowledge encoding, where every value is a term over the configuration."""
+        if not self.d.symbolic or self.knowing:
             return term
         self.prog._fresh += 1
         v = (z3.Int if z3.is_int(term) else z3.Bool)(f"{self.tag}{name}#{self.prog._fresh}", self.ctx)
         self.prog.constraints.append(v == term)
         return v
-
-    def fresh_clock(self, term, name: str):
-        """``fresh`` for an integer clock term; with knowledge deciding races, the term itself (nothing asserted)."""
-        return term if self.knowing else self.fresh(term, name)
 
     # Knowledge values are z3 Booleans or Python bools (known outright); these fold the Python ones away.
 
@@ -284,11 +284,6 @@ class _Builder:
             return a
         return self.d.If(c, self._lit(a), self._lit(b))
 
-    def _k_fresh(self, x, name: str):
-        if isinstance(x, bool) or z3.is_const(x):
-            return x
-        return self.fresh(x, name)
-
     def _k_select(self, index, values: list[dict]) -> dict:
         """``select`` on knowledge: read index -> ``values[index]``'s Boolean."""
         out = {}
@@ -300,23 +295,19 @@ class _Builder:
                 out[r] = select(index, [self._lit(v) for v in vs])
         return out
 
-    def _k_join(self, mine: dict, theirs: dict, guard, name: str) -> dict:
+    def _k_join(self, mine: dict, theirs: dict, guard) -> dict:
         out = dict(mine)
         for r, k in theirs.items():
-            new = self._k_or(mine.get(r, False), self._k_and(guard, k))
-            if new is not mine.get(r, False):
-                out[r] = self._k_fresh(new, f"{name}.r{r}")
+            out[r] = self._k_or(mine.get(r, False), self._k_and(guard, k))
         return out
 
-    def _k_update(self, hit, new: dict, old: dict, name: str) -> dict:
+    def _k_update(self, hit, new: dict, old: dict) -> dict:
         """Per read: ``new`` where ``hit``, else ``old``."""
         out = {}
         for r in sorted(set(new) | set(old)):
             x = self._k_ite(hit, new.get(r, False), old.get(r, False))
             if x is not False:
-                was = old.get(r, False)
-                same = x is was or not isinstance(x, bool) and not isinstance(was, bool) and x.eq(was)
-                out[r] = was if same else self._k_fresh(x, f"{name}.r{r}")
+                out[r] = x
         return out
 
     def forget(self, before_step: int) -> None:
@@ -338,13 +329,13 @@ class _Builder:
         encoding: required, ``vc`` is a stream's clock or a recorded snapshot)."""
         mine = self.clock[stream]
         self.clock[stream] = {
-            y: self.fresh_clock(self.d.If(self.d.And(guard, vc[y] > mine[y]), vc[y], mine[y]), f"vc.{stream}.{y}.{name}")
+            y: self.fresh(self.d.If(self.d.And(guard, vc[y] > mine[y]), vc[y], mine[y]), f"vc.{stream}.{y}.{name}")
             if y in vc else mine[y]
             for y in KEEP[stream]
         }
         if self.knowing:
             assert know is not None, "the knowledge encoding joins a clock together with its knowledge"
-            self.know[stream] = {y: self._k_join(self.know[stream][y], know[y], guard, f"k.{stream}.{y}.{name}")
+            self.know[stream] = {y: self._k_join(self.know[stream][y], know[y], guard)
                                  if y in know else self.know[stream][y] for y in KEEP[stream]}
 
     def join_stream(self, stream: str, other: str, guard, name: str) -> None:
@@ -354,7 +345,7 @@ class _Builder:
 
     def kernel_read(self, guard, stream: str, step: int, phase: int, site: str, loc: str, emit) -> None:
         c = dict(self.clock[stream])
-        c[stream] = self.fresh_clock(c[stream] + self.d.If(guard, 1, 0), f"pos.{stream}")
+        c[stream] = self.fresh(c[stream] + self.d.If(guard, 1, 0), f"pos.{stream}")
         self.clock[stream] = c
         slot = ReadSlot(guard, step, phase, site, loc, stream, c[stream], len(self.prog.ops), len(self.prog.reads))
         if self.knowing:  # its own stream covers it from now on (when it is not issued, no race asks)
@@ -378,9 +369,9 @@ class _Builder:
             if marker is not None:
                 self.mb_marker[o] = self.fresh(self.d.If(hit, marker, self.mb_marker[o]), f"mb{o}.marker")
             if snap is not None:
-                self.mb_snap[o] = {y: self.fresh_clock(self.d.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in SNAP}
+                self.mb_snap[o] = {y: self.fresh(self.d.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in SNAP}
                 if self.knowing:
-                    self.mb_know[o] = {y: self._k_update(hit, snap_know[y], self.mb_know[o][y], f"k.mb{o}.{y}")
+                    self.mb_know[o] = {y: self._k_update(hit, snap_know[y], self.mb_know[o][y])
                                        for y in SNAP}
 
     # -- the scheduler's writes and barrier (#the-war-barrier) ------------------------------------------------
@@ -406,7 +397,7 @@ class _Builder:
             marker = select(owner, self.mb_marker)
             is_ring = kind == MB_RING
             bound = {
-                y: self.fresh_clock(
+                y: self.fresh(
                     self.d.If(is_ring, select(owner, [s[y] for s in self.mb_snap]), select(marker, [s[y] for s in self.mk_snap])),
                     f"barrier.bound.{y}",
                 )
@@ -415,9 +406,7 @@ class _Builder:
             if self.knowing:
                 ring_k = {y: self._k_select(owner, [k[y] for k in self.mb_know]) for y in SNAP}
                 mark_k = {y: self._k_select(marker, [k[y] for k in self.mk_know]) for y in SNAP}
-                bound_know = {y: {r: self._k_fresh(self._k_ite(is_ring, ring_k[y].get(r, False), mark_k[y].get(r, False)),
-                                                   f"k.barrier.bound.{y}.r{r}")
-                                  for r in sorted(set(ring_k[y]) | set(mark_k[y]))} for y in SNAP}
+                bound_know = {y: self._k_update(is_ring, ring_k[y], mark_k[y]) for y in SNAP}
             # R2: a wait on an event never recorded is a no-op (a ring event is recorded when published).
             bound_valid = self.d.Or(is_ring, select(marker, self.mk_valid))
             self.op(on, lambda env, owner=owner: env.barrier_reset(owner, step))
@@ -516,9 +505,9 @@ class _Builder:
         marker_on = self.d.And(graph, select(p.runner, [r.marker for r in cfg.runners]))
         for g in range(self.R):
             hit = self.d.And(marker_on, p.runner == g)
-            self.mk_snap[g] = {y: self.fresh_clock(self.d.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in SNAP}
+            self.mk_snap[g] = {y: self.fresh(self.d.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in SNAP}
             if self.knowing:
-                self.mk_know[g] = {y: self._k_update(hit, self.know["F"][y], self.mk_know[g][y], f"k.mk{g}.{y}") for y in SNAP}
+                self.mk_know[g] = {y: self._k_update(hit, self.know["F"][y], self.mk_know[g][y]) for y in SNAP}
             self.mk_valid[g] = self.fresh(self.d.Or(self.mk_valid[g], hit), f"mk{g}.valid")
         for seg in range(self.cfg.bounds.segments):
             launched = graph if seg == 0 else self.d.And(graph, p.execution == BREAKABLE, p.segments > seg)
