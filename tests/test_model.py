@@ -95,3 +95,27 @@ def test_knowledge_races_equal_clock_races(steps, phases, runners, locations):
     solver = make_solver(Budget(rlimit=30_000_000), ctx)
     solver.add(*cfg.domain, *prog.constraints, z3.Or(*[prog.race_of(r) != prog.race_by_clock(r) for r in prog.reads]))
     assert solve(solver)[0] is Verdict.PROVED
+
+
+def test_check_cases_answers_as_one_check_of_the_disjunction():
+    """Cases checked one at a time: proved when each is, the first satisfiable case's model, and one shared rlimit:
+    a budget the cases together exceed is unknown, never proved."""
+    import z3
+
+    from fencecheck.model.solver import check_cases, fresh_context
+
+    ctx = fresh_context()
+    x, y = z3.Int("x", ctx), z3.Int("y", ctx)
+    base = [x >= 0, x <= 3, y == x + 1]
+    s = make_solver(Budget(), ctx)
+    s.add(*base)
+    assert check_cases(s, [y == 0, y > 4], Budget()).verdict is Verdict.PROVED
+    a = check_cases(s, [y == 0, y == 3, y == 4], Budget())
+    assert a.verdict is Verdict.COUNTEREXAMPLE and s.model().eval(x).as_long() == 2
+    s = make_solver(Budget(), ctx)
+    s.add(*base)
+    one = check_cases(s, [y == 0], Budget())
+    assert one.verdict is Verdict.PROVED and one.rlimit > 0
+    s = make_solver(Budget(rlimit=one.rlimit + 1), ctx)
+    s.add(*base)
+    assert check_cases(s, [y == 0, y == -1, y == -2], Budget(rlimit=one.rlimit + 1)).verdict is Verdict.UNKNOWN
