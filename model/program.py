@@ -170,12 +170,14 @@ class Program:
         return self.d.Or(*[self.race_of(r) for r in self.reads if steps is None or r.step in steps])
 
 
-def build(cfg: SymConfig, tag: str = "", havoc: bool = False) -> Program:
+def build(cfg: SymConfig, tag: str = "", havoc: bool = False, knowledge: bool = True) -> Program:
     """Execute the host program of ``cfg.bounds.steps`` steps symbolically.
 
     ``havoc``: start from an arbitrary state (clocks, mailboxes, markers as free variables) instead of the initial
-    one; ``Program.state_in`` and ``Program.state_out`` then give the states before and after, for induction."""
-    return _Builder(cfg, tag, havoc).run()
+    one; ``Program.state_in`` and ``Program.state_out`` then give the states before and after, for induction.
+    ``knowledge``: from the initial state, decide races by knowledge (the default) or, when False, by the integer
+    clocks as a free state's program does (for comparing the two)."""
+    return _Builder(cfg, tag, havoc, knowledge).run()
 
 
 @dataclass
@@ -209,7 +211,7 @@ class State:
 
 
 class _Builder:
-    def __init__(self, cfg: SymConfig, tag: str, havoc: bool = False):
+    def __init__(self, cfg: SymConfig, tag: str, havoc: bool = False, knowledge: bool = True):
         self.cfg = cfg
         self.d = domain_of(cfg.resolution)
         self.tag = f"{tag}." if tag else ""
@@ -233,7 +235,7 @@ class _Builder:
         self.mk_valid = [bv(f"mk{g}.valid") for g in range(self.R)]
         # Knowledge (see the module's docstring): per clock component, read index -> Boolean; a read absent is not
         # covered. None: the integer clocks decide races (a free state, or the concrete domain).
-        self.knowing = self.d.symbolic and not havoc
+        self.knowing = self.d.symbolic and not havoc and knowledge
         if self.knowing:
             self.know = {x: {y: {} for y in KEEP[x]} for x in STREAMS}
             self.mb_know = [{y: {} for y in SNAP} for _ in range(self.R)]
