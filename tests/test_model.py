@@ -78,7 +78,8 @@ def test_a_check_depends_on_its_scenario_alone():
 
 
 
-@pytest.mark.parametrize("steps,phases,runners,locations", [(2, 2, 2, ("a",)), (2, 1, 3, ("a", "b"))])
+@pytest.mark.parametrize("steps,phases,runners,locations",
+                         [pytest.param(2, 2, 2, ("a",), marks=pytest.mark.slow), (2, 1, 3, ("a", "b"))])
 def test_knowledge_races_equal_clock_races(steps, phases, runners, locations):
     """From the initial state races are decided by per-read knowledge Booleans (model/program.py); on every
     configuration within the bounds each read races by them exactly when it races by the integer clocks
