@@ -1,7 +1,7 @@
 """Benchmarks of the SMT model. Figures go to docs/performance.md with the command that produced them.
 
   python3 benchmarks/bench_model.py obligations   # every obligation, as `fencecheck prove` runs them (prove_all)
-  python3 benchmarks/bench_model.py scaling [--rlimit N]   # main theorem: phases 1-8 x steps 2-4
+  python3 benchmarks/bench_model.py scaling [--rlimit N] [--whole] [--clocks]   # main theorem: phases 1-8 x steps 2-4
   python3 benchmarks/bench_model.py enumeration   # symbolic proof vs explicit enumeration with the simulator
 
 Every query is bounded by z3's deterministic rlimit, never by wall-clock time: which cells answer, and the rlimit each
@@ -20,7 +20,7 @@ import z3
 
 from fencecheck.model import assumptions as A
 from fencecheck.model.program import build
-from fencecheck.model.solver import Budget, check, fresh_context, make_solver, solve
+from fencecheck.model.solver import Budget, check, check_cases, fresh_context, make_solver, solve
 from fencecheck.model.symconfig import Bounds, make_config
 from fencecheck.report import Verdict
 
@@ -50,19 +50,31 @@ def obligations() -> None:
               f"{calibrated(need):,})")
 
 
-def scaling(rlimit: int) -> None:
+def scaling(rlimit: int, whole: bool = False, clocks: bool = False) -> None:
+    """The main theorem's query per cell. By default the race is checked step by step (``check_cases``: one
+    incremental check per step's race, in one solver, the cell's rlimit shared by them); ``whole``: one check of the
+    race in any step, as the ``main_theorem`` obligation runs it. ``clocks``: races by integer clocks, not knowledge
+    (``model.program.build``)."""
     names = [a.name for a in A.ASSUMPTIONS]
-    print(f"main theorem, 3 runners, 1 location; rlimit {rlimit:,} per cell; rlimit consumed / seconds")
+    how = "one check of the race in any step" if whole else "one incremental check per step's race"
+    how += "; integer clocks" if clocks else "; knowledge"
+    print(f"main theorem, 3 runners, 1 location; {how}; rlimit {rlimit:,} per cell; rlimit consumed / seconds")
     print("phases " + " ".join(f"{f'steps={n}':>24}" for n in (2, 3, 4)))
     for phases in range(1, 9):
         cells = []
         for steps in (2, 3, 4):
             ctx = fresh_context()
             cfg = make_config(Bounds(steps, phases, 3), ctx=ctx)
-            prog = build(cfg)
-            s = make_solver(Budget(rlimit=rlimit), ctx)
-            s.add(*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, names), prog.any_race())
-            a = check(s)
+            prog = build(cfg, knowledge=not clocks)
+            budget = Budget(rlimit=rlimit)
+            s = make_solver(budget, ctx)
+            premises = [*cfg.domain, *prog.constraints, *A.constraints(cfg, prog, names)]
+            if whole:  # the obligation's query, term for term
+                s.add(*premises, prog.any_race())
+                a = check(s)
+            else:
+                s.add(*premises)
+                a = check_cases(s, [prog.any_race([n]) for n in range(1, steps + 1)], budget)
             cells.append(f"{a.rlimit / 1e6:7.1f}M {a.seconds:6.2f} s {a.verdict.value[:7]:>7}"
                          if a.verdict is not Verdict.UNKNOWN else f"> {rlimit / 1e6:.0f}M unknown")
         print(f"{phases:6d} " + " ".join(f"{c:>24}" for c in cells), flush=True)
@@ -149,8 +161,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=["obligations", "scaling", "enumeration"])
     parser.add_argument("--rlimit", type=int, default=200_000_000, help="rlimit of each scaling cell")
+    parser.add_argument("--whole", action="store_true", help="scaling: one check per cell, not one per step")
+    parser.add_argument("--clocks", action="store_true", help="scaling: races by integer clocks, not knowledge")
     args = parser.parse_args()
-    {"obligations": obligations, "scaling": lambda: scaling(args.rlimit), "enumeration": enumeration}[args.what]()
+    {"obligations": obligations, "scaling": lambda: scaling(args.rlimit, args.whole, args.clocks), "enumeration": enumeration}[args.what]()
     return 0
 
 

@@ -119,7 +119,7 @@ def search_with(bounds: Bounds, setup: Callable, budget: Budget = Budget(), name
             continue
         model = solver.model()
         count = _read_count(cfg)
-        best = model.eval(count).as_long()
+        best = model.eval(count, model_completion=True).as_long()
         while best > 1:
             solver.push()
             solver.add(count <= best - 1)
@@ -127,7 +127,7 @@ def search_with(bounds: Bounds, setup: Callable, budget: Budget = Budget(), name
             answers.append(a)
             if a.verdict is Verdict.COUNTEREXAMPLE:
                 model = solver.model()
-                best = model.eval(count).as_long()
+                best = model.eval(count, model_completion=True).as_long()
             solver.pop()
             if a.verdict is Verdict.UNKNOWN:
                 if on_query is not None:
@@ -203,7 +203,7 @@ def realize(cfg: SymConfig, prog: Program, model: z3.ModelRef, name: str, reads:
     schedule = witness_schedule(prog, model, race)
     races = [astuple(r.race_id(scenario)) for r in racing]
     if reads is None:
-        reads = model.eval(_read_count(cfg)).as_long()
+        reads = model.eval(_read_count(cfg), model_completion=True).as_long()
     return Counterexample(scenario, trace, race, schedule, cfg.bounds, reads, races)
 
 

@@ -4,8 +4,22 @@ Every operation the scheduler, worker and runners may issue gets a slot in host 
 under which it is issued. Happens-before is computed as symbolic vector clocks (streams S, F, P): a kernel adds
 its guard to its stream's own component; waits join clocks. Because the host order of slots is fixed, which record
 a wait binds to is decided by that order (R2), so this is exact: read ``r`` happens before write ``w`` iff
-``w.vc[r.stream] >= r.pos``. The solver chooses only the configuration. Each clock is a fresh integer defined by an
-equation, so the encoding is integer arithmetic with if-then-else (no bit-vectors).
+``w.vc[r.stream] >= r.pos``. The solver chooses only the configuration.
+
+Two encodings of that comparison, equal in meaning:
+
+- Integer clocks (a program built from a free state, ``havoc``, for induction and the cutoff arguments): each clock
+  is a fresh integer defined by an equation, integer arithmetic with if-then-else (no bit-vectors); the race compares
+  ``w.vc[r.stream] < r.pos``.
+- Knowledge (a program built from the initial state): for each read ``r`` and each clock, one Boolean "this clock
+  covers ``r``" (``clock[r.stream] >= r.pos``), computed forward. A read makes its own stream cover it; a join is an
+  Or (``max(a, b) >= p`` iff ``a >= p`` or ``b >= p``); a snapshot copies. A race is an issued first write whose
+  clock does not cover the read. Every value (knowledge, mailbox, owner, resolution) is a term over the
+  configuration, with no defining equations (``Program.constraints`` is empty) and no arithmetic over clocks; the
+  integer clocks are still built, as terms nobody asserts, for the witness schedule (``emit.kernel_clocks``). A
+  read's knowledge is dropped when the next ``run_batch`` begins: its candidate first writes
+  (``Program.first_writes``) are all issued before that.
+  ``tests/test_model.py`` proves the two race conditions equal on every configuration within small bounds.
 
 This module does not use ``fencecheck.reference``; the SGLang behaviour each part encodes is cited by its anchor in
 docs/sglang-mechanism.md (``#anchor``), the CUDA rule by its number in docs/cuda-rules.md.
@@ -75,6 +89,7 @@ class ReadSlot:
     stream: str
     pos: z3.ArithRef
     slot: int  # index into Program.ops
+    index: int = -1  # index into Program.reads: the key of this read in a clock's knowledge
 
     def race_id(self, s: "Scenario") -> RaceId:
         """This read's identity in scenario ``s`` (its phase by name)."""
@@ -92,6 +107,8 @@ class WriteSlot:
     location: str
     vc: dict[str, z3.ArithRef]
     slot: int
+    #: stream -> read index -> "S's clock at this write covers the read" (knowledge encoding; None: integer clocks)
+    know: dict[str, dict[int, z3.BoolRef]] | None = None
 
 
 @dataclass
@@ -130,7 +147,19 @@ class Program:
         Of the candidate first writes, any issued one not ordered after ``r`` is a race; S's clock only grows, so
         that is exactly the first issued one not being ordered after it."""
         ws = self.first_writes.get((r.step, r.location), [])
+        return self.d.And(r.guard, self.d.Or(*[self.d.And(w.guard, self._after(w, r)) for w in ws]))
+
+    def race_by_clock(self, r: ReadSlot) -> z3.BoolRef:
+        """``race_of`` by the integer clocks alone, whichever encoding the program uses (for comparing the two)."""
+        ws = self.first_writes.get((r.step, r.location), [])
         return self.d.And(r.guard, self.d.Or(*[self.d.And(w.guard, w.vc[r.stream] < r.pos) for w in ws]))
+
+    def _after(self, w: WriteSlot, r: ReadSlot):
+        """``w``'s clock does not cover ``r``."""
+        if w.know is None:
+            return w.vc[r.stream] < r.pos
+        k = w.know[r.stream].get(r.index, False)
+        return self.d.BoolVal(not k) if isinstance(k, bool) else self.d.Not(k)
 
     def first_write(self, r: ReadSlot, issued: Callable) -> WriteSlot | None:
         """The first write of ``r``'s location after ``run_batch(r.step)`` that ``issued`` (a guard -> bool) says
@@ -141,12 +170,14 @@ class Program:
         return self.d.Or(*[self.race_of(r) for r in self.reads if steps is None or r.step in steps])
 
 
-def build(cfg: SymConfig, tag: str = "", havoc: bool = False) -> Program:
+def build(cfg: SymConfig, tag: str = "", havoc: bool = False, knowledge: bool = True) -> Program:
     """Execute the host program of ``cfg.bounds.steps`` steps symbolically.
 
     ``havoc``: start from an arbitrary state (clocks, mailboxes, markers as free variables) instead of the initial
-    one; ``Program.state_in`` and ``Program.state_out`` then give the states before and after, for induction."""
-    return _Builder(cfg, tag, havoc).run()
+    one; ``Program.state_in`` and ``Program.state_out`` then give the states before and after, for induction.
+    ``knowledge``: from the initial state, decide races by knowledge (the default) or, when False, by the integer
+    clocks as a free state's program does (for comparing the two)."""
+    return _Builder(cfg, tag, havoc, knowledge).run()
 
 
 @dataclass
@@ -180,7 +211,7 @@ class State:
 
 
 class _Builder:
-    def __init__(self, cfg: SymConfig, tag: str, havoc: bool = False):
+    def __init__(self, cfg: SymConfig, tag: str, havoc: bool = False, knowledge: bool = True):
         self.cfg = cfg
         self.d = domain_of(cfg.resolution)
         self.tag = f"{tag}." if tag else ""
@@ -202,6 +233,13 @@ class _Builder:
         # Marker of each CUDA-graph runner: its latest record node's snapshot, and whether it was ever recorded.
         self.mk_snap = [{y: iv(f"mk{g}.{y}") for y in SNAP} for g in range(self.R)]
         self.mk_valid = [bv(f"mk{g}.valid") for g in range(self.R)]
+        # Knowledge (see the module's docstring): per clock component, read index -> Boolean; a read absent is not
+        # covered. None: the integer clocks decide races (a free state, or the concrete domain).
+        self.knowing = self.d.symbolic and not havoc and knowledge
+        if self.knowing:
+            self.know = {x: {y: {} for y in KEEP[x]} for x in STREAMS}
+            self.mb_know = [{y: {} for y in SNAP} for _ in range(self.R)]
+            self.mk_know = [{y: {} for y in SNAP} for _ in range(self.R)]
         self.prog.state_in = self.state()
 
     def state(self) -> State:
@@ -211,42 +249,122 @@ class _Builder:
     # -- helpers ------------------------------------------------------------------------------------------------
 
     def fresh(self, term, name: str):
-        if not self.d.symbolic:
+        """A fresh variable defined equal to ``term`` (a free state's program); the term itself in the concrete
+        domain and in the knowledge encoding, where every value is a term over the configuration."""
+        if not self.d.symbolic or self.knowing:
             return term
         self.prog._fresh += 1
         v = (z3.Int if z3.is_int(term) else z3.Bool)(f"{self.tag}{name}#{self.prog._fresh}", self.ctx)
         self.prog.constraints.append(v == term)
         return v
 
+    # Knowledge values are z3 Booleans or Python bools (known outright); these fold the Python ones away.
+
+    def _lit(self, x):
+        return self.d.BoolVal(x) if isinstance(x, bool) else x
+
+    def _k_or(self, a, b):
+        if a is True or b is True:
+            return True
+        if a is False:
+            return b
+        if b is False or a.eq(b):
+            return a
+        return self.d.Or(a, b)
+
+    def _k_and(self, g, b):
+        if b is False or z3.is_false(g):
+            return False
+        if z3.is_true(g):
+            return b
+        return g if b is True else self.d.And(g, b)
+
+    def _k_ite(self, c, a, b):
+        if isinstance(a, bool) and isinstance(b, bool):
+            return a if a == b else (c if a else self.d.Not(c))
+        if not isinstance(a, bool) and not isinstance(b, bool) and a.eq(b):
+            return a
+        return self.d.If(c, self._lit(a), self._lit(b))
+
+    def _k_select(self, index, values: list[dict]) -> dict:
+        """``select`` on knowledge: read index -> ``values[index]``'s Boolean."""
+        out = {}
+        for r in sorted(set().union(*values)):
+            vs = [v.get(r, False) for v in values]
+            if all(v is vs[0] for v in vs):
+                out[r] = vs[0]
+            else:
+                out[r] = select(index, [self._lit(v) for v in vs])
+        return out
+
+    def _k_join(self, mine: dict, theirs: dict, guard) -> dict:
+        out = dict(mine)
+        for r, k in theirs.items():
+            out[r] = self._k_or(mine.get(r, False), self._k_and(guard, k))
+        return out
+
+    def _k_update(self, hit, new: dict, old: dict) -> dict:
+        """Per read: ``new`` where ``hit``, else ``old``."""
+        out = {}
+        for r in sorted(set(new) | set(old)):
+            x = self._k_ite(hit, new.get(r, False), old.get(r, False))
+            if x is not False:
+                out[r] = x
+        return out
+
+    def forget(self, before_step: int) -> None:
+        """Drop the knowledge of reads of steps before ``before_step``: every candidate first write of theirs has
+        been issued."""
+        if not self.knowing:
+            return
+        keep = {r.index for r in self.prog.reads if r.step >= before_step}
+        for dicts in ([*self.know.values()] + self.mb_know + self.mk_know):
+            for y, k in dicts.items():
+                dicts[y] = {r: v for r, v in k.items() if r in keep}
+
     def op(self, guard, emit, kernel=None) -> int:
         self.prog.ops.append(OpSlot(guard, emit, kernel))
         return len(self.prog.ops) - 1
 
-    def join(self, stream: str, vc: dict, guard, name: str) -> None:
+    def join(self, stream: str, vc: dict, guard, name: str, know: dict | None = None) -> None:
+        """``stream`` waits on clock ``vc`` when ``guard`` holds; ``know`` is ``vc``'s knowledge (knowledge
+        encoding: required, ``vc`` is a stream's clock or a recorded snapshot)."""
         mine = self.clock[stream]
         self.clock[stream] = {
             y: self.fresh(self.d.If(self.d.And(guard, vc[y] > mine[y]), vc[y], mine[y]), f"vc.{stream}.{y}.{name}")
             if y in vc else mine[y]
             for y in KEEP[stream]
         }
+        if self.knowing:
+            assert know is not None, "the knowledge encoding joins a clock together with its knowledge"
+            self.know[stream] = {y: self._k_join(self.know[stream][y], know[y], guard)
+                                 if y in know else self.know[stream][y] for y in KEEP[stream]}
+
+    def join_stream(self, stream: str, other: str, guard, name: str) -> None:
+        """``stream.wait_stream(other)`` when ``guard`` holds."""
+        self.join(stream, dict(self.clock[other]), guard, name,
+                  dict(self.know[other]) if self.knowing else None)
 
     def kernel_read(self, guard, stream: str, step: int, phase: int, site: str, loc: str, emit) -> None:
         c = dict(self.clock[stream])
         c[stream] = self.fresh(c[stream] + self.d.If(guard, 1, 0), f"pos.{stream}")
         self.clock[stream] = c
-        slot = ReadSlot(guard, step, phase, site, loc, stream, c[stream], len(self.prog.ops))
+        slot = ReadSlot(guard, step, phase, site, loc, stream, c[stream], len(self.prog.ops), len(self.prog.reads))
+        if self.knowing:  # its own stream covers it from now on (when it is not issued, no race asks)
+            self.know[stream][stream] = {**self.know[stream][stream], slot.index: True}
         self.op(guard, emit, slot)
         self.prog.reads.append(slot)
 
     def kernel_write(self, guard, stamp: int, loc: str, emit) -> WriteSlot:
-        slot = WriteSlot(guard, stamp, loc, dict(self.clock["S"]), len(self.prog.ops))
+        know = {y: dict(k) for y, k in self.know["S"].items()} if self.knowing else None
+        slot = WriteSlot(guard, stamp, loc, dict(self.clock["S"]), len(self.prog.ops), know)
         self.op(guard, emit, slot)
         return slot
 
     def owner_of(self, runner) -> z3.ArithRef:
         return select(runner, [r.owner for r in self.cfg.runners])
 
-    def set_mailbox(self, owner, guard, kind, marker=None, snap=None) -> None:
+    def set_mailbox(self, owner, guard, kind, marker=None, snap=None, snap_know=None) -> None:
         for o in range(self.R):
             hit = self.d.And(guard, owner == o)
             self.mb_kind[o] = self.fresh(self.d.If(hit, kind, self.mb_kind[o]), f"mb{o}.kind")
@@ -254,6 +372,9 @@ class _Builder:
                 self.mb_marker[o] = self.fresh(self.d.If(hit, marker, self.mb_marker[o]), f"mb{o}.marker")
             if snap is not None:
                 self.mb_snap[o] = {y: self.fresh(self.d.If(hit, snap[y], self.mb_snap[o][y]), f"mb{o}.snap.{y}") for y in SNAP}
+                if self.knowing:
+                    self.mb_know[o] = {y: self._k_update(hit, snap_know[y], self.mb_know[o][y])
+                                       for y in SNAP}
 
     # -- the scheduler's writes and barrier (#the-war-barrier) ------------------------------------------------
 
@@ -284,6 +405,10 @@ class _Builder:
                 )
                 for y in SNAP
             }
+            if self.knowing:
+                ring_k = {y: self._k_select(owner, [k[y] for k in self.mb_know]) for y in SNAP}
+                mark_k = {y: self._k_select(marker, [k[y] for k in self.mk_know]) for y in SNAP}
+                bound_know = {y: self._k_update(is_ring, ring_k[y], mark_k[y]) for y in SNAP}
             # R2: a wait on an event never recorded is a no-op (a ring event is recorded when published).
             bound_valid = self.d.Or(is_ring, select(marker, self.mk_valid))
             self.op(on, lambda env, owner=owner: env.barrier_reset(owner, step))
@@ -292,9 +417,10 @@ class _Builder:
         coarse = self.d.And(on, self.d.Not(fine))
         self.op(fine, lambda env: env.barrier_fine(step))
         if bound is not None:
-            self.join("S", bound, self.d.And(fine, bound_valid), f"barrier{step}")  # R2, R3
+            self.join("S", bound, self.d.And(fine, bound_valid), f"barrier{step}",
+                      bound_know if self.knowing else None)  # R2, R3
         self.op(coarse, lambda env: env.barrier_coarse(step))
-        self.join("S", dict(self.clock["F"]), coarse, f"coarse{step}")  # R7
+        self.join_stream("S", "F", coarse, f"coarse{step}")  # R7
 
     # -- one step of the worker (#resolution-and-publish, #one-decode-step-per-algorithm) -------------------------
 
@@ -352,7 +478,7 @@ class _Builder:
                                  lambda env, loc=loc, stream=stream: env.read(stream, loc, step, i, SITES[0].value))
         join_before = self.d.And(on_plan, p.plan_join == JOIN_BEFORE)
         self.op(join_before, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
-        self.join("F", dict(self.clock["P"]), join_before, f"s{step}p{i}.join_before")  # R7
+        self.join_stream("F", "P", join_before, f"s{step}p{i}.join_before")  # R7
 
         self.prog.clears_before_resolve[(step, i)] = ctr
         self.op(ctr, lambda env: env.clear_before_resolve(step, i))
@@ -382,6 +508,8 @@ class _Builder:
         for g in range(self.R):
             hit = self.d.And(marker_on, p.runner == g)
             self.mk_snap[g] = {y: self.fresh(self.d.If(hit, self.clock["F"][y], self.mk_snap[g][y]), f"mk{g}.{y}") for y in SNAP}
+            if self.knowing:
+                self.mk_know[g] = {y: self._k_update(hit, self.know["F"][y], self.mk_know[g][y]) for y in SNAP}
             self.mk_valid[g] = self.fresh(self.d.Or(self.mk_valid[g], hit), f"mk{g}.valid")
         for seg in range(self.cfg.bounds.segments):
             launched = graph if seg == 0 else self.d.And(graph, p.execution == BREAKABLE, p.segments > seg)
@@ -393,7 +521,7 @@ class _Builder:
 
         join_after = self.d.And(on_plan, p.plan_join == JOIN_AFTER)
         self.op(join_after, lambda env: env.wait_stream("F", "P", env.runner_name(step, i)))
-        self.join("F", dict(self.clock["P"]), join_after, f"s{step}p{i}.join_after")
+        self.join_stream("F", "P", join_after, f"s{step}p{i}.join_after")
         for loc in self.locs:
             self.kernel_read(self.d.And(act, p.reads[(3, loc)]), "F", step, i, SITES[3].value, loc,
                              lambda env, loc=loc: env.read("F", loc, step, i, SITES[3].value))
@@ -412,12 +540,14 @@ class _Builder:
     def ring_publish(self, guard, owner, step: int, i: int, how: int) -> None:
         """Record the next ring event on F (R1) and put it in the mailbox; last write wins (#publishing)."""
         self.op(guard, lambda env: env.publish_ring(step, i, how))
-        self.set_mailbox(owner, guard, MB_RING, snap=dict(self.clock["F"]))
+        self.set_mailbox(owner, guard, MB_RING, snap=dict(self.clock["F"]),
+                         snap_know=dict(self.know["F"]) if self.knowing else None)
 
     def run_batch(self, step: int) -> None:
         self.op(self.d.BoolVal(True), lambda env: env.run_batch_begin(step))
         self.op(self.d.BoolVal(True), lambda env: env.wait_stream("F", "S", BY_WORKER))
-        self.join("F", dict(self.clock["S"]), self.d.BoolVal(True), f"rb{step}")  # each run_batch begins F.wait_stream(S)
+        self.forget(step)
+        self.join_stream("F", "S", self.d.BoolVal(True), f"rb{step}")  # each run_batch begins F.wait_stream(S)
         for i, p in enumerate(self.cfg.phases[step - 1]):
             self.phase(step, i, p)
         self.op(self.d.BoolVal(True), lambda env: env.run_batch_return(step))
@@ -439,10 +569,10 @@ class _Builder:
             self.run_batch(n)
             # The non-overlap loop: the forward ran on S, so S is ordered after all of F (R7).
             self.op(normal, lambda env: env.wait_stream("S", "F", BY_FORWARD_ON_S))
-            self.join("S", dict(self.clock["F"]), normal, f"normal{n}")
+            self.join_stream("S", "F", normal, f"normal{n}")
             # Pipeline parallel: an event recorded on F now (R1), the host synchronizes on it (R8).
             self.op(pp, lambda env, n=n: env.forward_done(n))
-            self.join("S", dict(self.clock["F"]), pp, f"hostsync{n}")
+            self.join_stream("S", "F", pp, f"hostsync{n}")
             # Disaggregated prefill: the fine barrier at once when the publisher's mailbox holds an event (read
             # without clearing it); otherwise result processing first, then the coarse barrier.
             holds = select(self.fresh(self.owner_of(pub), f"peek{n}.owner"), self.mb_kind) != MB_NONE

@@ -87,6 +87,27 @@ def check(s: z3.Solver, *assumptions) -> Answer:
     return Answer(Verdict.UNKNOWN, _reason(s.reason_unknown(), seconds, getattr(s, "fencecheck_timeout_ms", SAFETY_TIMEOUT_MS)), used, seconds)
 
 
+def check_cases(s: z3.Solver, cases: list, budget: Budget) -> Answer:
+    """Check ``s`` with each of ``cases`` added in turn (incrementally: push, add, check, pop), all of them within
+    ``budget.rlimit`` together: ``PROVED`` when every case is, else the first ``COUNTEREXAMPLE`` (its case left
+    asserted, so ``s.model()`` is its model) or ``UNKNOWN``. A disjunction split by cases this way is checked with
+    the same answer as one check of the disjunction, and each check faces one case only."""
+    used, seconds = 0, 0.0
+    for case in cases:
+        s.set("rlimit", max(budget.rlimit - used, 1))
+        s.push()
+        s.add(case)
+        a = check(s)
+        used, seconds = used + a.rlimit, seconds + a.seconds
+        if a.verdict is not Verdict.PROVED:
+            if a.verdict is Verdict.UNKNOWN:
+                s.pop()
+            return Answer(a.verdict, a.reason, used, seconds)
+        s.pop()
+    s.set("rlimit", budget.rlimit)
+    return Answer(Verdict.PROVED, "", used, seconds)
+
+
 def _reason(z3_reason: str, seconds: float, timeout_ms: int) -> str:
     """z3's reason for ``unknown`` in our words: the plain core says ``canceled`` when a limit stops it, which here is
     the rlimit unless the wall-clock safety net had run out."""

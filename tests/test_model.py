@@ -75,3 +75,48 @@ def test_a_check_depends_on_its_scenario_alone():
     again = model_check(s)
     assert (again.verdict, again.races, again.rlimit) == (first.verdict, first.races, first.rlimit)
     assert first.rlimit > 0 and first.solver.ctx is not again.solver.ctx
+
+
+
+@pytest.mark.parametrize("steps,phases,runners,locations",
+                         [pytest.param(2, 2, 2, ("a",), marks=pytest.mark.slow), (2, 1, 3, ("a", "b"))])
+def test_knowledge_races_equal_clock_races(steps, phases, runners, locations):
+    """From the initial state races are decided by per-read knowledge Booleans (model/program.py); on every
+    configuration within the bounds each read races by them exactly when it races by the integer clocks
+    (``Program.race_by_clock``)."""
+    import z3
+
+    from fencecheck.model.solver import fresh_context
+    from fencecheck.model.symconfig import Bounds
+
+    ctx = fresh_context()
+    cfg = make_config(Bounds(steps=steps, phases=phases, runners=runners, locations=locations), ctx=ctx)
+    prog = build(cfg)
+    assert all(w.know is not None for ws in prog.first_writes.values() for w in ws)
+    solver = make_solver(Budget(rlimit=30_000_000), ctx)
+    solver.add(*cfg.domain, *prog.constraints, z3.Or(*[prog.race_of(r) != prog.race_by_clock(r) for r in prog.reads]))
+    assert solve(solver)[0] is Verdict.PROVED
+
+
+def test_check_cases_answers_as_one_check_of_the_disjunction():
+    """Cases checked one at a time: proved when each is, the first satisfiable case's model, and one shared rlimit:
+    a budget the cases together exceed is unknown, never proved."""
+    import z3
+
+    from fencecheck.model.solver import check_cases, fresh_context
+
+    ctx = fresh_context()
+    x, y = z3.Int("x", ctx), z3.Int("y", ctx)
+    base = [x >= 0, x <= 3, y == x + 1]
+    s = make_solver(Budget(), ctx)
+    s.add(*base)
+    assert check_cases(s, [y == 0, y > 4], Budget()).verdict is Verdict.PROVED
+    a = check_cases(s, [y == 0, y == 3, y == 4], Budget())
+    assert a.verdict is Verdict.COUNTEREXAMPLE and s.model().eval(x).as_long() == 2
+    s = make_solver(Budget(), ctx)
+    s.add(*base)
+    one = check_cases(s, [y == 0], Budget())
+    assert one.verdict is Verdict.PROVED and one.rlimit > 0
+    s = make_solver(Budget(rlimit=one.rlimit + 1), ctx)
+    s.add(*base)
+    assert check_cases(s, [y == 0, y == -1, y == -2], Budget(rlimit=one.rlimit + 1)).verdict is Verdict.UNKNOWN
