@@ -48,16 +48,16 @@ MAIN_BOUNDS = Bounds(steps=2, phases=4, runners=3)
 
 #: rlimit of needs/<assumption>; the comment gives the measured need.
 NEEDS_RLIMIT = {
-    "named_runner_is_last_reader": 4_200_000,  # 1,032,377
-    "sound_fallback": 1_200_000,  # 299,282
-    "honest_declarations": 920_000,  # 228,458
-    "plan_stream_joined_before_replay": 880_000,  # 219,973
-    "barrier_on": 430_000,  # 105,856
-    "barrier_after_run_batch": 490_000,  # 120,288
-    "deferred_barrier_results_untouched": 580_000,  # 144,073
-    "last_reader_resolves": 1_100_000,  # 250,650
-    "last_reader_publishes": 8_100_000,  # 2,004,370
-    "worker_reads_cleared": 550_000,  # 135,751
+    "named_runner_is_last_reader": 110_000,  # 26,108
+    "sound_fallback": 51_000,  # 12,548
+    "honest_declarations": 27_000,  # 6,705
+    "plan_stream_joined_before_replay": 51_000,  # 12,642
+    "barrier_on": 23_000,  # 5,512
+    "barrier_after_run_batch": 32_000,  # 7,903
+    "deferred_barrier_results_untouched": 25_000,  # 6,147
+    "last_reader_resolves": 63_000,  # 15,563
+    "last_reader_publishes": 110_000,  # 25,886
+    "worker_reads_cleared": 31_000,  # 7,521
 }
 
 OBLIGATIONS: list[Obligation] = [
@@ -70,14 +70,14 @@ OBLIGATIONS: list[Obligation] = [
         "and publisher, every event loop and barrier placement) when the named runner is the runner of each step's last "
         "reading phase, under the stated assumptions. One shared location stands for any number: reads and writes "
         "of different locations never order each other, and the scheduler writes every location at the same point.",
-        "safety", Verdict.PROVED, MAIN_BOUNDS, rlimit=220_000_000,  # needs 52,569,213
+        "safety", Verdict.PROVED, MAIN_BOUNDS, rlimit=8_600_000,  # needs 2,130,156
     ),
     Obligation(
         "unbounded_steps",
         "The main theorem for any number of steps: an invariant over what carries between steps (clocks, every "
         "mailbox, every marker's latest record) holds initially, is preserved by any step, and implies that the "
         "step is race-free under the assumptions.",
-        "induction", Verdict.PROVED, Bounds(steps=1, phases=4, runners=3), rlimit=22_000_000,  # needs 5,343,474
+        "induction", Verdict.PROVED, Bounds(steps=1, phases=4, runners=3), rlimit=9_900_000,  # needs 2,456,500
     ),
     *[
         Obligation(
@@ -93,25 +93,25 @@ OBLIGATIONS: list[Obligation] = [
         "The rule as merged in #35059 (IN_REPLAY on a runner without its marker falls back to PRE_REPLAY) races "
         "when the backend reads inside the graph.",
         "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("sound_fallback"), ("rule_as_merged",),
-        rlimit=1_100_000,  # needs 268,623
+        rlimit=54_000,  # needs 13,346
     ),
     Obligation(
         "ngram_without_clear",
         "NGRAM (target verify, then the worker's accept reads shared state) without its mailbox clear races.",
         "safety", Verdict.COUNTEREXAMPLE, Bounds(steps=2, phases=1, runners=1),
-        without("worker_reads_cleared"), ("ngram", "no_clear"), rlimit=220_000,  # needs 54,074
+        without("worker_reads_cleared"), ("ngram", "no_clear"), rlimit=17_000,  # needs 4,069
     ),
     Obligation(
         "ngram_with_clear",
         "NGRAM with the worker clearing the target runner's mailbox after verify is race-free.",
         "safety", Verdict.PROVED, Bounds(steps=2, phases=1, runners=1),
-        without("worker_reads_cleared"), ("ngram", "clear"), rlimit=880_000,  # needs 217,940
+        without("worker_reads_cleared"), ("ngram", "clear"), rlimit=25_000,  # needs 6,093
     ),
     Obligation(
         "publisher_not_last_reader",
         "Naming a runner other than the runner of the step's last reading phase races.",
         "safety", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS, without("named_runner_is_last_reader"), ("wrong_publisher",),
-        rlimit=7_100_000,  # needs 1,756,476
+        rlimit=69_000,  # needs 17,191
     ),
     Obligation(
         "gates_redundant_except_ngram",
@@ -120,7 +120,7 @@ OBLIGATIONS: list[Obligation] = [
         "any phase, the other assumptions of the main theorem except the fallback, which both rules share as "
         "PRE_REPLAY), for a configuration that is race-free under the gated rule and races under the new one.",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
-        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), rlimit=1_500_000,  # needs 350,010
+        without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), rlimit=95_000,  # needs 23,649
     ),
     Obligation(
         "gates_redundant_with_markers",
@@ -128,7 +128,7 @@ OBLIGATIONS: list[Obligation] = [
         "the new rule still race where the gated one did not?",
         "compare", Verdict.COUNTEREXAMPLE, MAIN_BOUNDS,
         without("sound_fallback", "last_reader_publishes", "worker_reads_cleared"), ("all_markers",),
-        rlimit=11_000_000,  # needs 2,531,126
+        rlimit=260_000,  # needs 62,736
     ),
 ]
 
@@ -176,7 +176,7 @@ OBLIGATIONS += [
         "starts from the step invariant. What the step's reads contribute to a race is their largest position per "
         "stream, and a breakable graph's later segments are one stretched read (the pieces are build's own run "
         "between run_batch's and each phase's boundaries).",
-        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=3_500_000,  # needs 834,080 (last)
+        "phases", Verdict.PROVED, PIECE_BOUNDS, rlimit=2_900_000,  # needs 702,161 (last)
         tags=("unbounded",),
     ),
     Obligation(
@@ -184,7 +184,7 @@ OBLIGATIONS += [
         "The same argument with an invariant that forgets that reads on the plan stream lie in F's past fails: a "
         "deliberately weakened invariant is caught.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("broken_invariant",),
-        rlimit=1_800_000,  # needs 430,171
+        rlimit=1_400_000,  # needs 329,611
         tags=("unbounded",),
     ),
     Obligation(
@@ -192,7 +192,7 @@ OBLIGATIONS += [
         "The same argument where phases after the last reading phase may read fails: the split at the last "
         "reading phase carries the argument.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("reads_after_publish",),
-        rlimit=3_500_000,  # needs 834,080
+        rlimit=2_900_000,  # needs 702,161
         tags=("unbounded",),
     ),
     Obligation(
@@ -208,7 +208,7 @@ OBLIGATIONS += [
         "A summary that folds only the reads on F is not the largest position of a phase's reads: the check of the "
         "summary fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("fold_forgets_plan",),
-        rlimit=300_000,  # needs 73,783
+        rlimit=220_000,  # needs 53,678
         tags=("unbounded",),
     ),
     Obligation(
@@ -225,7 +225,7 @@ OBLIGATIONS += [
         "unbounded_runners/mailbox_by_runner",
         "The frame that forgets mailbox sharing (only the mailbox indexed by the phase's own runner changes) fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("mailbox_by_runner",),
-        rlimit=68_000,  # needs 16,855
+        rlimit=43_000,  # needs 10,505
         tags=("unbounded",),
     ),
     Obligation(
@@ -233,7 +233,7 @@ OBLIGATIONS += [
         "A renaming that moves mailboxes and markers but leaves the runner a mailbox's marker names unrenamed is no "
         "symmetry of the program: the check of symmetry fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_unrenamed",),
-        rlimit=2_500_000,  # needs 606,949
+        rlimit=890_000,  # needs 220,440
         tags=("unbounded",),
     ),
     Obligation(
@@ -241,7 +241,7 @@ OBLIGATIONS += [
         "A projection that drops a runner whose marker the publisher's owner's mailbox holds changes what the "
         "pieces read: the projection check fails.",
         "phases", Verdict.COUNTEREXAMPLE, PIECE_BOUNDS, extra=("marker_role_dropped",),
-        rlimit=3_500_000,  # needs 867,957
+        rlimit=1_600_000,  # needs 387,360
         tags=("unbounded",),
     ),
 ]
