@@ -111,6 +111,20 @@ def test_a_read_only_behind_a_host_sync_is_not_a_finding(tmp_path):
     assert nf["why"].startswith("behind a host sync at sglang/srt/layers/attention/sync_backend.py:11")
 
 
+def test_a_read_only_outside_graph_capture_is_not_a_finding_and_the_guard_ends_with_its_function(tmp_path):
+    doc = _doc(tmp_path, "capture_guard")
+    at = "sglang/srt/layers/attention/guarded_backend.py"
+    nf = {(n["line"], n["why"]) for n in doc["not_findings"] if n["subject"] == "CaptureGuardBackend"}
+    assert nf == {(15, f"behind a capture-mode test at {at}:13 (the path needs get_is_capture_mode() false, and it "
+                       "is true while a CUDA graph is captured or a breakable graph runs: a path a CUDA graph cannot "
+                       "capture)"),
+                  (19, f"behind a capture-mode test at {at}:18 (the path needs get_is_capture_mode() false, and it "
+                       "is true while a CUDA graph is captured or a breakable graph runs: a path a CUDA graph cannot "
+                       "capture)")}
+    f = _findings(doc)["CaptureGuardBackend", "DECODE"]  # the gather after the helpers return is still captured
+    assert [(e["file"], e["line"]) for e in f["evidence"][1:]] == [(at, 24)]
+
+
 def test_a_declaration_in_a_loop_is_unresolved_with_its_reason(tmp_path):
     doc = _doc(tmp_path, "unresolved")
     rows = _backend(doc, "LoopDeclBackend")["declares"]["DECODE"]
@@ -397,7 +411,7 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
     assert "takes torch.ops.sgl_kernel.decode_attention_cpu (sglang/srt/layers/attention/cpu_late_backend.py:11)" \
         in cpu["why"] and "CPUGraphRunner.execute never publishes" in cpu["why"]
     code, out, _ = _run(root)
-    assert code == 1 and "not findings: 0 reads behind a host sync, 0 start-up reads, 2 reads on a device" in out
+    assert code == 1 and "not findings: 0 reads behind a host sync or a capture-mode test, 0 start-up reads, 2 reads on a device" in out
     runner = root / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
     runner.write_text(runner.read_text("utf-8").replace(
         "        return self.backend.replay(forward_batch)",

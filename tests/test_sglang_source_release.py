@@ -108,6 +108,18 @@ def test_the_findings_are_pinned(doc):
     assert got == EXPECTED["findings"]
 
 
+def test_dots_replan_after_dp_padding_runs_only_outside_capture(doc):
+    """Dots' hybrid backend re-plans its DSA child from ``forward`` only when ``get_is_capture_mode()`` is false
+    (dots_hybrid_backend.py:439): never in a captured graph, so its reads are not findings."""
+    why = {(n["mode"], n["line"]): n["why"] for n in doc["not_findings"] if n["subject"] == "DotsHybridAttnBackend"
+           and n["file"] == "sglang/srt/layers/attention/dsa_backend.py"}
+    for mode in ("DECODE", "TARGET_VERIFY"):
+        for line in (1117, 1122):
+            assert why[mode, line].startswith(
+                "behind a capture-mode test at sglang/srt/layers/attention/dots_hybrid_backend.py:439"), (mode, line)
+    assert not [f for f in doc["findings"] if f["subject"] == "DotsHybridAttnBackend"]
+
+
 def test_the_documented_races_are_found(doc):
     """The sparse decode reads of docs/sglang-0.5.23.md ("QSA and MiniMax sparse decode read req_to_token in every
     layer after the marker")."""

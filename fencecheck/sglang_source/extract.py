@@ -267,9 +267,9 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
     reads, keys = [], set()
     for mode in rd.modes.members:
         for site, r in rd.reads(ci, mode):
+            keys.update(h.key for h in r.via)  # a guarded read's status depends on its chain's code too (drift)
             if r.host_sync is None:
                 reads.append(_read_json(mode, site, r))
-                keys.update(h.key for h in r.via)
     reads += _passed_reads(rd, ci, keys)
     ex.via_keys[f"{ci.file}:{ci.line}"] = keys
     reads = _dedupe(reads)
@@ -315,6 +315,14 @@ def _dedupe(reads):
     return [best[k] for k in sorted(best)]
 
 
+def _uncaptured_why(at: tuple) -> str:
+    if len(at) == 3:
+        return (f"behind a capture-mode test at {at[0]}:{at[1]} (the path needs get_is_capture_mode() false, and it "
+                "is true while a CUDA graph is captured or a breakable graph runs: a path a CUDA graph cannot "
+                "capture)")
+    return f"behind a host sync at {at[0]}:{at[1]} (a path a CUDA graph cannot capture)"
+
+
 def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extraction, snapshot: bool = False) -> None:
     """Findings of ``ci`` in ``mode`` for the declaration ``rows`` of ``decl`` (owner, def). A prefill snapshot's
     rows (``snapshot``) are published after the whole eager metadata prep, in-graph part included, so that part is
@@ -327,8 +335,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
         if r.host_sync is not None:
             ex.not_findings.append({"subject": ci.name, "mode": mode, "location": r.location, "file": r.file,
                                     "line": r.line, "via": [h.text() for h in r.via],
-                                    "why": f"behind a host sync at {r.host_sync[0]}:{r.host_sync[1]} "
-                                           f"(a path a CUDA graph cannot capture)"})
+                                    "why": _uncaptured_why(r.host_sync)})
     live = [(s, r) for s, r in all_reads if r.host_sync is None]
     for conds, value in rows:
         for c2, end, chosen in rd.expand(value, mode, subject=ci):

@@ -60,7 +60,9 @@ class Read:
     what: str  # the source text of the access
     via: tuple[Hop, ...]
     conditions: tuple[str, ...] = ()
-    host_sync: tuple[str, int] | None = None  # (file, line) of a host sync before the read on its path
+    #: (file, line) of a host sync before the read on its path; (file, line, "capture") of a capture-mode test the
+    #: path needs false (the read never runs while a graph is captured)
+    host_sync: tuple | None = None
 
 
 @dataclass
@@ -114,6 +116,8 @@ class ReadWalker:
         self.functions[fn.key] = (fn.node, fn.file)
         w = _BodyWalker(self, fn, mode, depth, stack + (key,))
         synced, _ = w.block(fn.node.body, (), None)
+        if synced is not None and len(synced) == 3:
+            synced = None  # a capture-mode test holds inside this function's paths only, not after its call
         out = tuple(Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync)
                     for r in w.reads)
         self._memo[key] = out
@@ -162,14 +166,18 @@ class _BodyWalker:
                 return after, conds, dead
             text = ast.unparse(s.test)
             neg = f"not ({text})"
-            _, d1 = self.block(s.body, conds + (text,), sync)
-            _, d2 = self.block(s.orelse, conds + (neg,), sync)
+            body_free, else_free = _capture_guard(s.test)
+            mark = (self.fn.file, s.lineno, "capture")
+            b_sync = (sync or mark) if body_free else sync
+            e_sync = (sync or mark) if else_free else sync
+            _, d1 = self.block(s.body, conds + (text,), b_sync)
+            _, d2 = self.block(s.orelse, conds + (neg,), e_sync)
             if d1 and d2:
                 return sync, conds, True
             if d1:
-                return sync, conds + (neg,), False
+                return e_sync, conds + (neg,), False
             if d2:
-                return sync, conds + (text,), False
+                return b_sync, conds + (text,), False
             return sync, conds, False
         if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             sync = self.exprs([s.iter if not isinstance(s, ast.While) else s.test], conds, sync)
@@ -327,6 +335,29 @@ class _BodyWalker:
 #: Backend methods whose call on a child of unknown class leaves that child's reads unfollowed.
 CHILD_ENTRY_METHODS = ("init_forward_metadata", "init_forward_metadata_out_graph", "init_forward_metadata_in_graph",
                        "forward", "forward_decode", "forward_extend")
+
+
+#: SGLang's test for "a CUDA graph is being captured (or a breakable graph runs)": a path that needs it false is
+#: never captured into a graph (sglang/srt/model_executor/runner_utils/capture_mode.py, ``get_is_capture_mode``).
+CAPTURE_TESTS = ("get_is_capture_mode",)
+
+
+def _is_capture_call(e) -> bool:
+    if not isinstance(e, ast.Call) or e.args or e.keywords:
+        return False
+    f = e.func
+    return (isinstance(f, ast.Name) and f.id in CAPTURE_TESTS) or (isinstance(f, ast.Attribute)
+                                                                   and f.attr in CAPTURE_TESTS)
+
+
+def _capture_guard(test) -> tuple[bool, bool]:
+    """(the body runs only outside capture, the else branch does): ``if not get_is_capture_mode() [and ...]:``
+    guards its body; ``if get_is_capture_mode():`` guards its else branch and what follows an early return."""
+    if _is_capture_call(test):
+        return False, True
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    return any(isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and _is_capture_call(v.operand)
+               for v in parts), False
 
 
 def _is_mode_expr(e) -> bool:
