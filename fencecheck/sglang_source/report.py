@@ -62,7 +62,9 @@ def markdown(doc: dict, command: str) -> list[str]:
         where = x.get("subject_at", "")
         out += [f"#### {x['status'].upper()}: {x['subject']} {x['mode']}"
                 + (" (prefill snapshot)" if x.get("declared_by") == "_snapshot_prefill_shared_reads" else "")
-                + (f" at {where}" if where else ""), "", what + ".", ""]
+                + (f" at {where}" if where else "")
+                + (f": {x.get('location', 'a read')} read at {x['evidence'][-1]['file']}:{x['evidence'][-1]['line']}"
+                   if x["kind"] == "worker_read_after_publish" and x["evidence"] else ""), "", what + ".", ""]
         out += [f"- `{e['file']}:{e['line']}`: {e['what']}" for e in x["evidence"]]
         out.append("")
         if x.get("scenario"):
