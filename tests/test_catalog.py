@@ -133,6 +133,7 @@ def _spans(path: Path) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+@pytest.mark.slow  # over 2 s
 @pytest.mark.skipif(RELEASE_TREE is None, reason=WHY)
 def test_every_release_cite_lies_inside_the_function_it_names():
     bad, parsed = [], {}

@@ -232,6 +232,7 @@ def test_a_clean_tree_builds_no_scenario(tmp_path):
     assert code == 0 and json.loads(out)["findings"] == [] and list((tmp_path / "scen").iterdir()) == []
 
 
+@pytest.mark.slow  # over 2 s
 def test_drift_lists_a_changed_function_and_ignores_comments(tmp_path):
     root = _tree(tmp_path, "composite")
     prints = tmp_path / "prints.json"
@@ -325,6 +326,7 @@ def test_a_method_taken_from_another_class_by_assignment_is_followed(tmp_path):
     assert read["what"].endswith("via AttentionBackend.forward -> GatherBackend.forward_extend")
 
 
+@pytest.mark.slow  # over 2 s
 def test_a_prefill_snapshot_claiming_pre_replay_is_checked_against_the_forward(tmp_path):
     doc = _doc(tmp_path, "snapshot")
     snap = [f for f in doc["findings"] if f.get("declared_by") == "_snapshot_prefill_shared_reads"]
