@@ -61,21 +61,8 @@ def _registry(tree: Tree) -> Algorithms | None:
 
 
 def _local_imports(tree: Tree, mod, stmts) -> dict:
-    """name -> what it resolves to, for the ``import`` statements anywhere in ``stmts`` (imports inside functions)."""
-    from .tree import _absolute
-
-    out = {}
-    for s in stmts:
-        for n in ast.walk(s):
-            if isinstance(n, ast.ImportFrom):
-                src = _absolute(mod.name, mod.path.name == "__init__.py", n.module, n.level)
-                target = tree.module(src)
-                for a in n.names:
-                    if target is not None and a.name != "*":
-                        r = tree.resolve(target, a.name)
-                        if r is not None:
-                            out[a.asname or a.name] = r
-    return out
+    """name -> what the last function-local ``from X import Y`` in ``stmts`` binds it to (``Tree.local_imports``)."""
+    return {k: v[-1] for k, v in tree.local_imports(mod, stmts).items()}
 
 
 def _residual(algos: Algorithms, test: ast.expr, member: str):

@@ -161,7 +161,7 @@ class PassedChildren:
         self._ids = {id(c) for c in backends}
         self._memo: dict[int, dict[str, list[Option]]] = {}
         self._fns: dict[int, list] = {}
-        self._local: dict[tuple, list] = {}
+        self._local: dict[int, dict] = {}  # id(function node) -> its function-local imports
         self._attrs: dict[int, set] = {}
         self._params: dict[int, dict] = {}
         self._sites: dict[int, list] = {}
@@ -257,20 +257,10 @@ class PassedChildren:
         """What a name or dotted name means in ``fn``: each class a function-local ``from X import Y`` binds to it
         (several when branches import different classes under one name), else its module-level meaning."""
         if isinstance(expr, ast.Name):
-            key = (id(fn), expr.id)
-            if key not in self._local:
-                found = []
-                for node in ast.walk(fn):
-                    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                        for a in node.names:
-                            if (a.asname or a.name) == expr.id:
-                                target = self.tree.module(node.module)
-                                r = self.tree.resolve(target, a.name) if target else None
-                                if r is not None:
-                                    found.append(r)
-                self._local[key] = found
-            if self._local[key]:
-                return self._local[key]
+            if id(fn) not in self._local:
+                self._local[id(fn)] = self.tree.local_imports(mod, [fn])
+            if self._local[id(fn)].get(expr.id):
+                return self._local[id(fn)][expr.id]
         r = self.tree.resolve_expr(mod, expr)
         return [r] if r is not None else []
 

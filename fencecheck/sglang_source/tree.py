@@ -214,6 +214,21 @@ class Tree:
             return None
         return self.resolve(target, sym, _depth + 1)
 
+    def local_imports(self, mod: Module, stmts) -> dict[str, list]:
+        """name -> what each ``from X import Y [as name]`` anywhere in ``stmts`` (imports inside functions) binds it
+        to, as ``resolve`` gives it, in source order (several when branches import different things under one
+        name)."""
+        out: dict[str, list] = {}
+        for s in stmts:
+            for n in ast.walk(s):
+                if isinstance(n, ast.ImportFrom):
+                    target = self.module(_absolute(mod.name, mod.path.name == "__init__.py", n.module, n.level))
+                    for a in n.names:
+                        r = self.resolve(target, a.name) if target is not None and a.name != "*" else None
+                        if r is not None:
+                            out.setdefault(a.asname or a.name, []).append(r)
+        return out
+
     def resolve_expr(self, mod: Module, expr: ast.expr):
         """A ``Name`` or dotted ``Attribute`` (``mod.Class``) resolved as ``resolve`` does; None otherwise."""
         if isinstance(expr, ast.Subscript):  # Generic[T]
