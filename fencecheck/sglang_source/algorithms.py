@@ -755,11 +755,12 @@ def worker_read_scenario(name: str, ci: ClassInfo, pub: dict, location: str, bef
             "cites": cites + [f"{pub['file']}:{pub['line']}: publisher {pub['publisher']}"],
             "resolution": "declaration_only_post_fallback", "steps": 2,
             "backends": {"attn": {}}, "runners": runners,
-            "algorithm": {"name": _slug(ci.name), "publisher": pub["side"], "steps": {"normal": phases}}}
+            "algorithm": {"name": slug(ci.name), "publisher": pub["side"], "steps": {"normal": phases}}}
 
 
-def _slug(text: str) -> str:
-    """``DSparkWorkerV2`` -> ``d-spark-worker-v2`` (as the backend findings' scenario names)."""
+def slug(text: str) -> str:
+    """A class or map name as a scenario-name fragment: ``DSparkWorkerV2`` -> ``d-spark-worker-v2`` (the reader's
+    scenario names, backend findings' and worker reads' alike)."""
     import re
 
     text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", text)
@@ -771,7 +772,7 @@ def _pending_read(ctx, ci, pub, r, before) -> dict:
     built and kept in ``ctx["scenarios"]`` (each distinct configuration once)."""
     from ..scenario_io import scenario_from_dict
 
-    base = f"sglang-{_slug(ci.name)}-reads-{_slug(r.location)}-{r.line}"
+    base = f"sglang-{slug(ci.name)}-reads-{slug(r.location)}-{r.line}"
     data = worker_read_scenario(base, ci, pub, r.location, before)
     pending = {"kind": "worker_read_after_publish", "status": "unresolved", "scenario": None}
     if data is None:

@@ -13,16 +13,10 @@ distinct (context, backend configuration, mode) is decided once by the simulator
 
 from __future__ import annotations
 
-import re
-
 from ..report import Verdict, oracles_agree
 from ..scenario_io import scenario_from_dict
 from ..vocab import ForwardMode
-
-
-def _slug(text: str) -> str:
-    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", text)
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+from .algorithms import slug
 
 
 def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
@@ -37,7 +31,7 @@ def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
             # a prefill snapshot is published after the whole eager metadata prep, its in-graph part included
             site = "pre_replay" if snapshot and r["site"] == "in_graph_before_marker" else r["site"]
             sites.setdefault(site, set()).add(r["location"])
-    name = f"sglang-{_slug(finding['subject'])}-{mode.lower().replace('_', '-')}" + ("-snapshot" if snapshot else "") \
+    name = f"sglang-{slug(finding['subject'])}-{mode.lower().replace('_', '-')}" + ("-snapshot" if snapshot else "") \
         + (f"-{index}" if index else "")
     cond = f" when {finding['condition']}" if finding.get("condition") else ""
     return {
