@@ -128,6 +128,16 @@ def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | No
         f["contexts"] = sorted(rows, key=lambda r: r["context"])
 
 
+def record_model(target: dict, report, m) -> None:
+    """Records on ``target`` (a finding or a read's row) the model's verdict ``m`` beside the simulator's ``report``:
+    ``model_verdict``, ``oracles_agree`` (None when the model answers unknown) and, when they differ, why."""
+    target["model_verdict"] = m.verdict.value
+    agree, why = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
+    target["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
+    if not agree and m.verdict is not Verdict.UNKNOWN:
+        target["oracles_differ"] = why
+
+
 def decide(doc: dict, witness: bool = False, contexts: bool = True, context_model: str = "flagged") -> list:
     """Builds and decides a scenario for each finding it can model; sets the finding's ``scenario``, ``verdict`` and
     ``races`` (and ``witness`` when asked) and, unless ``contexts`` is false, ``contexts`` (``decide_contexts``).
@@ -158,12 +168,7 @@ def decide(doc: dict, witness: bool = False, contexts: bool = True, context_mode
                             sort_keys=True)  # the backend's name does not change the answer
         if config not in models:
             models[config] = model_check(s)
-        m = models[config]
-        f["model_verdict"] = m.verdict.value
-        agree, why = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
-        f["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
-        if not agree and m.verdict is not Verdict.UNKNOWN:
-            f["oracles_differ"] = why
+        record_model(f, report, models[config])
         if witness and report.verdict is Verdict.COUNTEREXAMPLE:
             from ..reference.sim.hb import analyze
             from ..reference.sim.interleave import witnesses

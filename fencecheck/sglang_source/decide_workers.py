@@ -7,9 +7,9 @@ from __future__ import annotations
 from ..model.check import model_check
 from ..reference.run import run_scenario
 from ..reference.sim.races import check_trace
-from ..report import Verdict, oracles_agree
 from ..vocab import WORKER_SITE
 from .algorithms import findings, settle
+from .decide import record_model
 
 
 def decide_worker_reads(doc: dict, scenarios: dict, model: bool = False) -> list:
@@ -35,13 +35,8 @@ def decide_worker_reads(doc: dict, scenarios: dict, model: bool = False) -> list
             if model:
                 if name not in models:
                     models[name] = model_check(s)
-                m = models[name]
-                agree, why = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
                 for target in [x for x in (row, row["finding"]) if x is not None and x.get("scenario") == name]:
-                    target["model_verdict"] = m.verdict.value
-                    target["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
-                    if not agree and m.verdict is not Verdict.UNKNOWN:
-                        target["oracles_differ"] = why
+                    record_model(target, report, models[name])
     added = findings(doc.get("algorithms", ()))
     doc["findings"] += added
     return [scenarios[n] for n in dict.fromkeys(f["scenario"] for f in added if f.get("scenario") in scenarios)]
