@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 import fencecheck
-from fencecheck.catalog import PR_ERA, load_catalog
-from fencecheck.cli import main as cli_main
+from fencecheck.files.catalog import PR_ERA, load_catalog
+from fencecheck.commands.main import main as cli_main
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.races import check_trace
-from fencecheck.scenario_io import dump, load
+from fencecheck.files.scenario_io import dump, load
 
 PHASES = 10_000
 

@@ -22,7 +22,7 @@ from fencecheck.model import assumptions as A
 from fencecheck.model.program import build
 from fencecheck.model.solver import Budget, check, check_cases, fresh_context, make_solver, solve
 from fencecheck.model.symconfig import Bounds, make_config
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 
 
 def calibrated(need: int, headroom: int = 4) -> int:

@@ -38,7 +38,7 @@ from fencecheck.model import assumptions as A
 from fencecheck.model.program import build
 from fencecheck.model.solver import Budget, check, fresh_context, make_solver
 from fencecheck.model.symconfig import GLOBAL_KNOBS, JOIN_BEFORE, PHASE_KNOBS, RUNNER_KNOBS, Bounds, index, make_config
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 from fencecheck.vocab import (
     COVERED_SITES,
     Execution,

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from fencecheck.commands.main import main
 
 sys.exit(main())

@@ -4,7 +4,7 @@ An adapter binds one implementation of SGLang's shared-read fence to fencecheck:
 implementation's scheduler, worker, runners and backends as the scenario says, runs ``steps`` steps on a device that
 records every stream, event, graph and buffer operation in host order, and returns that trace in fencecheck's
 format. ``fencecheck regress`` writes tests that compare such a trace, op for op, with the trace the model generated,
-and check its races with the simulator. The reference implementation is the first adapter; docs/regress.md shows
+and check its races with the simulator. The reference implementation is the first adapter (``fencecheck.reference.adapter``); docs/regress.md shows
 how a downstream repository binds its own classes.
 """
 
@@ -25,17 +25,6 @@ class FenceAdapter(Protocol):
     def run(self, scenario: Scenario, steps: int) -> Trace:
         """Run ``scenario`` for ``steps`` steps and return the host-ordered trace of device operations."""
         ...
-
-
-class ReferenceAdapter:
-    """fencecheck's own reference implementation on the trace-recording device."""
-
-    name = "fencecheck.reference"
-
-    def run(self, scenario: Scenario, steps: int) -> Trace:
-        from .reference.run import run_scenario
-
-        return run_scenario(scenario, steps)
 
 
 def load_adapter(spec: str) -> FenceAdapter:

@@ -3,7 +3,7 @@
 Each field of the scenario dataclasses (``fencecheck.scenario``) is declared once, with ``spec(...)``: its type (the
 annotation), default, bounds, meaning and, for a knob of the SMT model, how the model encodes it. From that one
 entry come the JSON Schema of the TOML form (``fencecheck.schema``), the TOML reader and writer
-(``fencecheck.scenario_io``), the tables of docs/scenarios.md (``markdown_table``) and the model's symbolic variables,
+(``fencecheck.files.scenario_io``), the tables of docs/scenarios.md (``markdown_table``) and the model's symbolic variables,
 concrete assignment and decoding of a solution back into a scenario (``encode`` / ``decode`` here, the z3 side in
 ``fencecheck.model.symconfig``).
 

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from .errors import ScenarioError
 from .fields import LIST_MAX, NAME_MAX, STRUCTURAL, TEXT_MAX, entries, spec, tokens
-from .report import Expectation, RaceId, Verdict
+from fencecheck.verdict import Expectation, RaceId, Verdict
 from .vocab import (
     BarrierPlacement,
     EventLoop,

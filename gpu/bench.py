@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 from fencecheck.trace import BARRIER_MARKS, RunBatchBegin
 
 from .device import CudaDevice
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 2
-    from fencecheck.catalog import PR_ERA, VERSIONS, load_catalog
+    from fencecheck.files.catalog import PR_ERA, VERSIONS, load_catalog
 
     rows = []
     for version, s in ((v, s) for v in VERSIONS for s in load_catalog(v)):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from fencecheck.reference.sim.hb import HappensBefore, Kernel, analyze
 from fencecheck.reference.sim.interleave import Observation
-from fencecheck.report import RaceId
+from fencecheck.verdict import RaceId
 from fencecheck.trace import Trace
 
 INITIAL = 0  # what shared buffers hold before the first write

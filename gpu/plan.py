@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fencecheck.report import RaceId
+from fencecheck.verdict import RaceId
 
 from .observe import Judgement
 

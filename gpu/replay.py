@@ -15,11 +15,11 @@ import random
 import time
 from typing import TextIO
 
-from fencecheck.corpus_io import CorpusRecord
+from fencecheck.files.corpus_io import CorpusRecord
 from fencecheck.errors import EXIT_OK, EXIT_RACE, InputError
 from fencecheck.reference.replay import conformance
 from fencecheck.reference.run import drive
-from fencecheck.report import RaceId
+from fencecheck.verdict import RaceId
 
 from .observe import Expected, judge
 from .plan import DelayPolicy, TraceOnGpu
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
     import os
     import sys
 
-    from fencecheck.corpus_io import read
+    from fencecheck.files.corpus_io import read
     from fencecheck.errors import EXIT_BAD_INPUT, FencecheckError
 
     p = argparse.ArgumentParser(prog="fencecheck.gpu.replay")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from fencecheck.report import RaceId, Verdict
+from fencecheck.verdict import RaceId, Verdict
 from fencecheck.scenario import Scenario
 
 from .concrete import layout, pin

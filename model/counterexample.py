@@ -15,7 +15,7 @@ from typing import Callable
 import z3
 
 from fencecheck.fields import decode, encode, model_knobs
-from fencecheck.report import Expectation, Verdict
+from fencecheck.verdict import Expectation, Verdict
 from fencecheck.scenario import (
     AlgorithmSpec,
     BackendSpec,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 import z3
 
-from fencecheck.report import RaceId
+from fencecheck.verdict import RaceId
 from fencecheck.trace import BY_FORWARD_ON_S, BY_WORKER, WritePurpose, write_by
 from fencecheck.vocab import WORKER_SITE
 

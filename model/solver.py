@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import z3
 
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 
 LOGIC = "QF_LIA"
 SEED = 7

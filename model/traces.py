@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass
 
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 from fencecheck.scenario import Scenario
 from fencecheck.trace import Trace
 

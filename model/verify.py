@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 
 import z3
 
-from fencecheck.report import RaceId, Verdict
+from fencecheck.verdict import RaceId, Verdict
 from fencecheck.scenario import ANY_MODE, BackendSpec, Scenario
 from fencecheck.vocab import (
     COVERED_SITES,

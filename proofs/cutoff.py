@@ -34,7 +34,7 @@ from fencecheck.model import assumptions as A
 from fencecheck.model import cutoff as C
 from fencecheck.model.program import _Builder
 from fencecheck.model.symconfig import make_config
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 
 #: Assumptions that speak of the step's last reading phase; the others hold of every phase or of the configuration.
 LAST_READER = ("named_runner_is_last_reader", "last_reader_resolves", "last_reader_publishes", "worker_reads_cleared")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 from fencecheck.model.assumptions import ASSUMPTIONS
 from fencecheck.model.symconfig import Bounds
 
@@ -137,7 +137,7 @@ OBLIGATIONS: list[Obligation] = [
 def catalog_scenarios(version: str) -> dict:
     """The scenarios of a catalog version by name, in file order, read once per process (scenarios are immutable;
     worker processes forked after ``catalog_obligations`` find them read)."""
-    from fencecheck.catalog import load_catalog
+    from fencecheck.files.catalog import load_catalog
 
     return {s.name: s for s in load_catalog(version)}
 
@@ -145,7 +145,7 @@ def catalog_scenarios(version: str) -> dict:
 def catalog_obligations() -> list[Obligation]:
     """One obligation per catalog configuration: the PR-era catalog's as ``catalog/<name>``, the release's as
     ``sglang-0.5.23/<name>`` (each version's scenarios in file order)."""
-    from fencecheck.catalog import PR_ERA, RELEASE
+    from fencecheck.files.catalog import PR_ERA, RELEASE
 
     out = []
     for version, prefix, what in ((PR_ERA, "catalog", "catalog scenario"),

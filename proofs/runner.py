@@ -20,7 +20,7 @@ from fencecheck.model.counterexample import Counterexample, search_with
 from fencecheck.model.program import build
 from fencecheck.model.solver import Answer, Budget, check, fresh_context, make_solver
 from fencecheck.model.symconfig import DECL_ONLY, GATED, VERIFY, Bounds, SymConfig, make_config
-from fencecheck.report import Verdict, oracles_agree
+from fencecheck.verdict import Verdict, oracles_agree
 from fencecheck.vocab import EventLoop
 
 from .obligations import Obligation, catalog_scenarios

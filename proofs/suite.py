@@ -19,7 +19,7 @@ from fencecheck.model.solver import version
 
 from . import obligations as O
 from .obligations import Obligation
-from .report import counterexample_files, markdown
+from fencecheck.proofs.documents import counterexample_files, markdown
 from .runner import Result, detach, evaluate
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fencecheck.report import CheckReport
+from fencecheck.verdict import CheckReport
 from fencecheck.scenario import Scenario
 
 from .run import run_scenario

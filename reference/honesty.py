@@ -10,7 +10,7 @@ reads as the child that runs the mode, so its findings are that child's.
 
 from __future__ import annotations
 
-from fencecheck.report import Finding
+from fencecheck.verdict import Finding
 from fencecheck.scenario import ANY_MODE, Scenario
 from fencecheck.vocab import COVERED_SITES, ForwardMode, ReadSite
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from fencecheck.corpus_io import CorpusRecord
-from fencecheck.report import Verdict
+from fencecheck.files.corpus_io import CorpusRecord
+from fencecheck.verdict import Verdict
 from fencecheck.trace import Mark, Trace, protocol_fields
 
 from .run import run_scenario

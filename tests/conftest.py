@@ -25,7 +25,7 @@ except ImportError as err:  # pragma: no cover - guards a mis-set environment
 
 @pytest.fixture(scope="session")
 def catalog():
-    from fencecheck.catalog import PR_ERA, load_catalog
+    from fencecheck.files.catalog import PR_ERA, load_catalog
 
     return {s.name: s for s in load_catalog(PR_ERA)}
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fencecheck.corpus_io import FILENAME, render
+from fencecheck.files.corpus_io import FILENAME, render
 
 
 def one_record_corpus(folder: Path, scenario: str = "plain-decode") -> Path:
     """``folder/corpus.jsonl`` with the one record of the catalog scenario ``scenario``, as ``traces`` writes it."""
-    import fencecheck.catalog as catalog
-    from fencecheck.corpus_commands import build_and_write
+    import fencecheck.files.catalog as catalog
+    from fencecheck.commands.traces import build_and_write
     from fencecheck.model import corpus as C
 
     real_catalog, real_families = catalog.load_catalog, C.FAMILIES
@@ -36,7 +36,7 @@ def rewrite_records(path: Path, edit) -> None:
 
 def trace_dict(scenario: str = "plain-decode", steps: int = 3) -> dict:
     """The reference's trace of a catalog scenario, as its JSON object."""
-    from fencecheck.catalog import PR_ERA, load_catalog
+    from fencecheck.files.catalog import PR_ERA, load_catalog
     from fencecheck.reference.run import run_scenario
 
     return run_scenario(next(s for s in load_catalog(PR_ERA) if s.name == scenario), steps).to_dict()

@@ -85,8 +85,8 @@ GRAPH = _graph()
 
 
 def _rules() -> tuple[dict[str, list[str]], dict[str, set[str] | str], set[tuple[str, str]]]:
-    """From docs/architecture.md: layer -> module patterns, layer -> layers it may import (or "anything"), and the
-    allowed cross-layer imports."""
+    """From docs/architecture.md: layer -> its folders (or files), layer -> layers it may import (or "anything"), and
+    the allowed cross-layer imports."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("## Import rules", 1)[1].split("\n## ", 1)[0]
     members, allowed = {}, {}
@@ -94,8 +94,8 @@ def _rules() -> tuple[dict[str, list[str]], dict[str, set[str] | str], set[tuple
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("|") or len(cells) != 3 or cells[0] in ("layer", "---"):
             continue
-        layer, modules, may = cells
-        members[layer] = re.findall(r"`([\w.*]+)`", modules)
+        layer, folders, may = cells
+        members[layer] = re.findall(r"`([\w./]+)`", folders)
         allowed[layer] = ANYTHING if may == ANYTHING else {m.strip() for m in may.split(",")}
     exceptions = {
         (a, b) for a, b in re.findall(r"^- `([\w.]+)` may import `([\w.]+)`", section, flags=re.MULTILINE)
@@ -107,19 +107,18 @@ MEMBERS, ALLOWED, EXCEPTIONS = _rules()
 
 
 def _layer(module: str) -> str | None:
-    """The layer whose pattern matches ``module`` most specifically (an exact name beats a ``pkg.*`` pattern)."""
-    best, best_len = None, -1
-    for layer, patterns in MEMBERS.items():
-        for pattern in patterns:
-            if pattern.endswith(".*"):
-                prefix = pattern[:-2]
-                hit = module == prefix or module.startswith(prefix + ".")
-                length = len(prefix)
-            else:
-                hit, length = module == pattern, len(pattern) + 1
-            if hit and length > best_len:
-                best, best_len = layer, length
-    return best
+    """The layer of the folder ``module``'s file lies in, the most specific one (``fencecheck/files/`` beats
+    ``fencecheck/``; a file named in the table beats its folder). A folder's rule covers its own files, not its
+    subfolders: a module's folder tells its layer."""
+    rel = MODULES[module].relative_to(ROOT).as_posix()
+    folder = rel.rpartition("/")[0] + "/"
+    for layer, entries in MEMBERS.items():
+        if rel in entries:
+            return layer
+    for layer, entries in MEMBERS.items():
+        if folder in entries:
+            return layer
+    return None
 
 
 def _where(a: str, b: str) -> str:
@@ -128,7 +127,7 @@ def _where(a: str, b: str) -> str:
 
 
 def test_the_rules_are_read_from_the_document():
-    assert set(MEMBERS) == {"vocabulary", "files", "model", "reference", "proofs", "gpu", "commands"}
+    assert set(MEMBERS) == {"vocabulary", "files", "reader", "model", "reference", "proofs", "gpu", "commands"}
     assert ALLOWED["commands"] == ANYTHING and ALLOWED["vocabulary"] == {"vocabulary"}
     assert all(may == ANYTHING or may <= set(MEMBERS) for may in ALLOWED.values()), ALLOWED
     assert ("fencecheck.proofs.runner", "fencecheck.reference.check") in EXCEPTIONS
@@ -136,6 +135,25 @@ def test_the_rules_are_read_from_the_document():
 
 def test_every_module_has_a_layer():
     assert not [m for m in MODULES if _layer(m) is None]
+
+
+def test_every_folder_is_one_layer():
+    """Each folder that holds modules is named by the table (a folder per layer); the vocabulary's folder holds no
+    command: every module at the package root but ``__main__`` is vocabulary."""
+    folders = {p.relative_to(ROOT).as_posix().rpartition("/")[0] + "/" for p in MODULES.values()}
+    named = {e for entries in MEMBERS.values() for e in entries if e.endswith("/")}
+    assert folders <= named, sorted(folders - named)
+    root = [m for m, p in MODULES.items() if p.parent == ROOT / "fencecheck" and p.name != "__main__.py"]
+    assert {_layer(m) for m in root} == {"vocabulary"}
+
+
+def test_the_layers_import_each_other_without_a_loop():
+    """At folder level too: the layers' import graph (one node per layer) has no cycle."""
+    g = nx.DiGraph()
+    for a, b in GRAPH.edges:
+        if (a, b) not in EXCEPTIONS and _layer(a) != _layer(b):
+            g.add_edge(_layer(a), _layer(b))
+    assert nx.is_directed_acyclic_graph(g), list(nx.simple_cycles(g))
 
 
 def test_imports_follow_the_layers():
@@ -174,7 +192,7 @@ def test_the_checker_sees_function_local_imports():
     """The rules are only as good as the graph: a function-local import (proofs.runner's catalog agreement) is an
     edge, and an import of a module (``from .x import y``) is told apart from an import of a name."""
     assert GRAPH.has_edge("fencecheck.proofs.runner", "fencecheck.reference.check")
-    assert GRAPH.has_edge("fencecheck.cli", "fencecheck.audit")  # only imported inside cmd_audit
+    assert GRAPH.has_edge("fencecheck.commands.sglang", "fencecheck.commands.reader_findings")  # inside a function
     assert GRAPH.has_edge("fencecheck.reference.sim.races", "fencecheck.reference.sim.hb")
     assert not GRAPH.has_edge("fencecheck.reference.sim.races", "fencecheck.reference.sim")
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck import atomic
-from fencecheck import audit as A
-from fencecheck.atomic import write_tree
-from fencecheck.catalog import RELEASE, load_catalog
-from fencecheck.audit import DOCUMENT_SET
-from fencecheck.cli import check_witness_text, main
+from fencecheck.files import outputs
+from fencecheck.commands import audit_release as A
+from fencecheck.files.outputs import write_tree
+from fencecheck.files.catalog import RELEASE, load_catalog
+from fencecheck.commands.audit import DOCUMENT_SET
+from fencecheck.commands.check import check_witness_text
+from fencecheck.commands.main import main
 from fencecheck.errors import IOFailure
 from fencecheck.model import corpus as C
 from fencecheck.proofs import obligations as O
@@ -31,7 +32,7 @@ def small(monkeypatch):
     keep_release = {"decode-flashinfer", "race-qsa-sparse-decode"}
     release = [s for s in A.release_catalog() if s.name in keep_release]
     monkeypatch.setattr(A, "release_catalog", lambda: release)
-    from fencecheck.sglang_source import decide as D
+    from fencecheck.commands import reader_findings as D
 
     contexts = [c for c in D._contexts(RELEASE) if c[0] in keep_release]
     monkeypatch.setattr(D, "_contexts", lambda version: contexts)  # the reader part: two release contexts
@@ -113,7 +114,7 @@ def test_an_interrupted_write_leaves_the_old_set_and_no_temporary_folder(docs, m
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(atomic.os, "fsync", interrupt_on_second)
+    monkeypatch.setattr(outputs.os, "fsync", interrupt_on_second)
     with pytest.raises(KeyboardInterrupt):
         write_tree(docs, NEW, names=DOCUMENT_SET)
     assert _tree(docs) == {**OLD, "keep.md": "not part of the set\n"}
@@ -130,7 +131,7 @@ def test_a_failure_during_the_swap_is_undone(docs, monkeypatch):
             raise OSError(28, "No space left on device")
         real(src, dst)
 
-    monkeypatch.setattr(atomic.os, "rename", fail_on_fifth)
+    monkeypatch.setattr(outputs.os, "rename", fail_on_fifth)
     with pytest.raises(IOFailure, match="No space left on device"):
         write_tree(docs, NEW, names=DOCUMENT_SET)
     assert _tree(docs) == {**OLD, "keep.md": "not part of the set\n"}
@@ -147,7 +148,7 @@ def test_ctrl_c_during_the_swap_waits_for_the_swap(docs, monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)  # delivered while the first rename is under way
         real(src, dst)
 
-    monkeypatch.setattr(atomic.os, "rename", interrupted_rename)
+    monkeypatch.setattr(outputs.os, "rename", interrupted_rename)
     with pytest.raises(KeyboardInterrupt):
         write_tree(docs, NEW, names=DOCUMENT_SET)
     assert len(calls) == 6  # every rename done before the interrupt is honoured
@@ -177,7 +178,8 @@ def test_audit_documents_hold_no_time_nor_machine():
     timings file only."""
     import platform
 
-    from fencecheck.audit import Part, audit_documents, timings_text
+    from fencecheck.commands.audit import audit_documents, timings_text
+    from fencecheck.commands.audit_parts import Part
 
     parts = [Part("catalog", True, "26 of 26 scenarios", 12.345, lines=[]), Part("replay", True, "1 trace", 6.789,
                                                                               lines=[])]
@@ -229,7 +231,7 @@ def test_the_pages_print_commands():
 def test_every_command_a_page_prints_runs_from_the_repository_root(page, monkeypatch):
     import shlex
 
-    from fencecheck.cli import build_parser
+    from fencecheck.commands.main import build_parser
 
     monkeypatch.chdir(ROOT)
     bad = []
@@ -293,8 +295,8 @@ def test_each_diagram_label_reads_as_the_text_beside_it():
 
 
 def test_a_label_holds_its_text_whole_whatever_the_characters():
-    from fencecheck.audit import mermaid, race_nodes
-    from fencecheck.report import Race
+    from fencecheck.commands.audit_parts import mermaid, race_nodes
+    from fencecheck.verdict import Race
 
     race = Race(location="req_to_token", step=1, phase='ph"a;se', site="pre_replay", read_stream="F", read_op=4,
                 read_node=0, read_graph="target/decode/DECODE/flashinfer#0", write_op=9, write_stream="S",
@@ -314,7 +316,7 @@ def test_the_release_document_gives_each_race_its_chain_condition_witness_and_fi
     """A race the tools agree on: the chain of source locations by role, the condition and the default, the witness
     as ``check --witness`` prints it, the fix; a configuration they disagree on is said to disagree, and fails the
     part. The same state writes the same bytes."""
-    from fencecheck.report import Expectation, Verdict
+    from fencecheck.verdict import Expectation, Verdict
 
     keep = {"race-mamba-commit-after-verify", "loop-normal", "decode-triton"}
     wrong = Expectation(Verdict.COUNTEREXAMPLE, ())  # loop-normal is safe: an expectation the tools must refute

@@ -1,5 +1,5 @@
 """The regression corpus of bad inputs: one input per defect class, each with the exact exit code and error line it
-must give through the command's entry point (``fencecheck.cli.main``).
+must give through the command's entry point (``fencecheck.commands.main.main``).
 
 Inputs that fail before their format matters (size, nesting, digits, encoding, syntax, a corpus record's plain fields)
 are files in tests/bad_inputs/. Inputs whose defect sits inside a format that is still changing (trace files), or
@@ -20,7 +20,7 @@ from typing import Callable
 import pytest
 
 from corpus_samples import one_record_corpus, trace_dict
-from fencecheck.cli import main
+from fencecheck.commands.main import main
 
 HERE = Path(__file__).parent / "bad_inputs"
 MAX_STEPS_AT_TEST = 1000  # more steps than this is a bound the scenario limits must refuse before running

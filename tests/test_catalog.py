@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import DEFAULT_VERSION, PR_ERA, RELEASE, VERSIONS, catalog_paths, load_catalog
-from fencecheck.report import Verdict
+from fencecheck.files.catalog import DEFAULT_VERSION, PR_ERA, RELEASE, VERSIONS, catalog_paths, load_catalog
+from fencecheck.verdict import Verdict
 from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.hb import analyze

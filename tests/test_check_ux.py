@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import PR_ERA, catalog_paths
-from fencecheck.cli import build_parser, main
+from fencecheck.files.catalog import PR_ERA, catalog_paths
+from fencecheck.commands.main import build_parser, main
 from fencecheck.reference.honesty import honesty_findings, readers
-from fencecheck.scenario_io import load
+from fencecheck.files.scenario_io import load
 from fencecheck.vocab import SHARED_LOCATIONS, closest_locations
 
 PATHS = {p.stem: str(p) for p in catalog_paths(PR_ERA)}
@@ -236,7 +236,7 @@ def test_check_progress_goes_to_stderr_only_when_asked():
 
 
 def test_traces_json(tmp_path, monkeypatch):
-    from fencecheck import corpus_commands as CC
+    from fencecheck.commands import traces as CC
 
     def fake(directory, progress=None):
         progress(3)
@@ -251,7 +251,7 @@ def test_traces_json(tmp_path, monkeypatch):
 
 
 def test_audit_json(tmp_path, monkeypatch):
-    from fencecheck import audit as A
+    from fencecheck.commands import audit as A
 
     monkeypatch.setattr(A, "run_audit", lambda *a, **k: [A.Part("prove", True, "3 of 3", 1.25),
                                                          A.Part("replay", False, "1 disagreement", 2.0)])

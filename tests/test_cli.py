@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import PR_ERA, catalog_paths
-from fencecheck.cli import main
+from fencecheck.files.catalog import PR_ERA, catalog_paths
+from fencecheck.commands.main import main
 
 PATHS = {p.stem: str(p) for p in catalog_paths(PR_ERA)}
 PACKAGE_ROOT = Path(__import__("fencecheck").__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def test_bad_input_is_one_line_exit_2(argv, words):
 def test_bad_file_through_the_real_entry_point_has_no_traceback(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\n[runners.t]\nmarker = "yes"\n')
-    proc = subprocess.run([sys.executable, "-m", "fencecheck.cli", "check", str(bad)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "fencecheck", "check", str(bad)], capture_output=True, text=True,
                           cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
@@ -121,12 +121,12 @@ def test_version():
 
 
 def test_an_unexpected_exception_is_one_line_naming_a_bug(monkeypatch):
-    import fencecheck.cli as cli
+    import fencecheck.commands.main as cli
 
     def broken(args, out):
         raise ZeroDivisionError("x\n" * 10_000)
 
-    monkeypatch.setattr(cli, "cmd_schema", broken)
+    monkeypatch.setattr("fencecheck.commands.schema.cmd_schema", broken)
     monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
     code, out, err = run("schema")
     assert code == 70 and code not in (0, 1, 2, 3, 4)
@@ -136,12 +136,12 @@ def test_an_unexpected_exception_is_one_line_naming_a_bug(monkeypatch):
 
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch):
-    import fencecheck.cli as cli
+    import fencecheck.commands.main as cli
 
     def interrupted(args, out):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_schema", interrupted)
+    monkeypatch.setattr("fencecheck.commands.schema.cmd_schema", interrupted)
     assert run("schema") == (130, "", "fencecheck: interrupted\n")
 
 
@@ -162,8 +162,8 @@ def test_a_closed_stdout_ends_quietly():
 def test_the_real_entry_point_reports_a_bug_in_one_line(tmp_path):
     """A scenario whose defect is not caught by validation yet would crash deeper; whatever crashes, the process
     prints one line and exits 70, never a traceback. (A non-UTF-8 locale cannot break the line either.)"""
-    code = ("import sys, fencecheck.cli as c\n"
-            "c.cmd_schema = lambda a, o: {}['missing']\n"
+    code = ("import sys, fencecheck.commands.main as c, fencecheck.commands.schema as s\n"
+            "s.cmd_schema = lambda a, o: {}['missing']\n"
             "sys.exit(c.main(['schema']))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={**__import__("os").environ, "PYTHONPATH": str(PACKAGE_ROOT)})
@@ -187,7 +187,7 @@ def test_disk_full_on_a_regular_file_names_it_and_leaves_the_old_one(tmp_path, m
     import errno
     import os
 
-    from fencecheck import atomic
+    from fencecheck.files import outputs
 
     target = tmp_path / "t.json"
     target.write_text("old\n")
@@ -195,14 +195,14 @@ def test_disk_full_on_a_regular_file_names_it_and_leaves_the_old_one(tmp_path, m
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(atomic.os, "fsync", full)
+    monkeypatch.setattr(outputs.os, "fsync", full)
     code, out, err = run("trace", PATHS["plain-decode"], "-o", str(target))
     assert (code, err) == (4, f"fencecheck: error: {target}: cannot be written (No space left on device)\n")
     assert target.read_text() == "old\n" and _no_temp_files(tmp_path)
 
 
 def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
-    from fencecheck import atomic
+    from fencecheck.files import outputs
 
     target = tmp_path / "t.json"
     target.write_text("old\n")
@@ -210,7 +210,7 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, mon
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(atomic.os, "fsync", interrupted)
+    monkeypatch.setattr(outputs.os, "fsync", interrupted)
     assert run("trace", PATHS["plain-decode"], "-o", str(target)) == (130, "", "fencecheck: interrupted\n")
     assert target.read_text() == "old\n" and _no_temp_files(tmp_path)
 
@@ -253,13 +253,13 @@ def test_a_folder_given_as_an_output_file_is_refused(tmp_path):
 
 
 WRITERS = {  # command line with OUT for the output, and the command function that must not start
-    "trace": (["trace", "SCENARIO", "-o", "OUT"], "cmd_trace"),
-    "traces": (["traces", "--out", "OUT"], "cmd_traces"),
-    "prove": (["prove", "--docs", "OUT"], "cmd_prove"),
-    "audit --docs": (["audit", "--docs", "OUT", "--corpus", "CORPUS"], "cmd_audit"),
-    "audit --corpus": (["audit", "--docs", "DOCS", "--corpus", "OUT"], "cmd_audit"),
-    "regress": (["regress", "CORPUS", "--out", "OUT"], "cmd_regress"),
-    "verify": (["verify", "BACKEND", "-o", "OUT"], "cmd_verify"),
+    "trace": (["trace", "SCENARIO", "-o", "OUT"], "fencecheck.commands.trace.cmd_trace"),
+    "traces": (["traces", "--out", "OUT"], "fencecheck.commands.traces.cmd_traces"),
+    "prove": (["prove", "--docs", "OUT"], "fencecheck.commands.prove.cmd_prove"),
+    "audit --docs": (["audit", "--docs", "OUT", "--corpus", "CORPUS"], "fencecheck.commands.audit.cmd_audit"),
+    "audit --corpus": (["audit", "--docs", "DOCS", "--corpus", "OUT"], "fencecheck.commands.audit.cmd_audit"),
+    "regress": (["regress", "CORPUS", "--out", "OUT"], "fencecheck.commands.regress.cmd_regress"),
+    "verify": (["verify", "BACKEND", "-o", "OUT"], "fencecheck.commands.verify.cmd_verify"),
 }
 
 
@@ -271,10 +271,10 @@ def _argv(template, tmp_path, out):
 
 @pytest.mark.parametrize("name", sorted(WRITERS))
 def test_an_output_under_a_file_fails_before_the_work(name, tmp_path, monkeypatch):
-    import fencecheck.cli as cli
+    import fencecheck.commands.main as cli
 
     template, func = WRITERS[name]
-    monkeypatch.setattr(cli, func, lambda args, out: pytest.fail("the work started"))
+    monkeypatch.setattr(func, lambda args, out: pytest.fail("the work started"))
     blocker = tmp_path / "file"
     blocker.write_text("x")
     target = blocker / "sub" / "out"
@@ -287,10 +287,10 @@ def test_an_unwritable_output_folder_fails_before_the_work(name, tmp_path, monke
     """Permissions are simulated (the tests may run as root, who may write anywhere)."""
     import os
 
-    import fencecheck.cli as cli
+    import fencecheck.commands.main as cli
 
     template, func = WRITERS[name]
-    monkeypatch.setattr(cli, func, lambda args, out: pytest.fail("the work started"))
+    monkeypatch.setattr(func, lambda args, out: pytest.fail("the work started"))
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access
@@ -317,7 +317,7 @@ def test_errors_quote_one_line_of_bounded_length():
 
 
 def test_check_catalog_defaults_to_the_release_and_takes_a_version():
-    from fencecheck.catalog import RELEASE, load_catalog
+    from fencecheck.files.catalog import RELEASE, load_catalog
 
     code, out, _ = run("check", "--catalog", "--json")
     names = [d["scenario"] for d in json.loads(out)]

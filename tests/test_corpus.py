@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from corpus_samples import one_record_corpus, rewrite_records
-from fencecheck.cli import main
-from fencecheck.corpus_io import FILENAME, read, render
+from fencecheck.commands.main import main
+from fencecheck.files.corpus_io import FILENAME, read, render
 from fencecheck.errors import InputError
 from fencecheck.model import corpus as C
 
@@ -112,12 +112,12 @@ def test_a_disagreement_fails_replay(tmp_path, small_families):
 
 @pytest.mark.slow
 def test_an_interrupted_write_leaves_no_file(tmp_path, small_families, monkeypatch):
-    from fencecheck import atomic
+    from fencecheck.files import outputs
 
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(atomic.os, "fsync", interrupted)
+    monkeypatch.setattr(outputs.os, "fsync", interrupted)
     assert run("traces", "--out", str(tmp_path))[0] == 130
     assert list(tmp_path.iterdir()) == []
 
@@ -179,20 +179,13 @@ def _imports(module_path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("name", ["audit", "corpus_io", "corpus_commands", "proof_commands", "atomic", "errors"])
-def test_the_library_does_not_import_the_cli(name):
-    import fencecheck
-
-    path = Path(fencecheck.__file__).parent / f"{name}.py"
-    assert not {n for n in _imports(path) if n == "fencecheck.cli" or n.startswith("fencecheck.cli.")}
-
-
 def test_traces_and_audit_build_the_corpus_through_one_function():
-    """``corpus_commands.build_and_write`` assembles the corpus (``traces`` calls it, and so does ``audit``); the file
+    """``commands.traces.build_and_write`` assembles the corpus (``traces`` calls it, and so does ``audit``); the file
     format (``corpus_io``) stays in the files layer, free of the model."""
     import fencecheck
 
     root = Path(fencecheck.__file__).parent
-    audit = _imports(root / "audit.py")
-    assert "fencecheck.corpus_commands.build_and_write" in audit and "fencecheck.model.corpus.build_corpus" not in audit
-    assert not {n for n in _imports(root / "corpus_io.py") if n.startswith(("fencecheck.model", "fencecheck.reference"))}
+    audit = _imports(root / "commands" / "audit.py")
+    assert "fencecheck.commands.traces.build_and_write" in audit and "fencecheck.model.corpus.build_corpus" not in audit
+    assert not {n for n in _imports(root / "files" / "corpus_io.py")
+                if n.startswith(("fencecheck.model", "fencecheck.reference"))}

@@ -12,9 +12,9 @@ from fencecheck.model.solver import Budget, check, fresh_context, make_solver
 from fencecheck.model.symconfig import LOOP_DISAGG_PREFILL, LOOP_NORMAL, LOOP_OVERLAP, LOOP_PP, Bounds, make_config
 from fencecheck.proofs import cutoff as PC
 from fencecheck.proofs import obligations as O
-from fencecheck.proofs.report import markdown
+from fencecheck.proofs.documents import markdown
 from fencecheck.proofs.runner import evaluate
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 
 BY_NAME = {o.name: o for o in O.OBLIGATIONS}
 

@@ -12,7 +12,7 @@ from fencecheck.model.emit import emit
 from fencecheck.model.program import build
 from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 
 from strategies import scenarios
 

@@ -9,7 +9,7 @@ import pytest
 import z3
 
 from fencecheck import fields as F
-from fencecheck.catalog import PR_ERA, VERSIONS, load_catalog
+from fencecheck.files.catalog import PR_ERA, VERSIONS, load_catalog
 from fencecheck.model.concrete import assignment, layout
 from fencecheck.model.counterexample import to_scenario
 from fencecheck.model.program import build
@@ -17,7 +17,7 @@ from fencecheck.model.solver import make_solver
 from fencecheck.model.symconfig import GLOBAL_KNOBS, PHASE_KNOBS, RUNNER_KNOBS, Bounds, make_config
 from fencecheck.scenario import AlgorithmSpec, BackendSpec, PhaseSpec, RunnerSpec, Scenario, SchedulerSpec
 from fencecheck.schema import SCENARIO_SCHEMA
-from fencecheck.scenario_io import scenario_to_dict
+from fencecheck.files.scenario_io import scenario_to_dict
 
 CLASSES = (BackendSpec, RunnerSpec, PhaseSpec, AlgorithmSpec, SchedulerSpec, Scenario)
 

@@ -1,4 +1,4 @@
-"""Fuzzing the input files through the command's entry point (``fencecheck.cli.main``): catalog scenarios and traces,
+"""Fuzzing the input files through the command's entry point (``fencecheck.commands.main.main``): catalog scenarios and traces,
 mutated (keys dropped, list entries duplicated, values retyped, huge numbers, long strings, deep nesting, lines
 duplicated, text cut, bytes that are not UTF-8), must give exit 0, 1 or 2 and at most one line on stderr; never a
 traceback or a bug report (exit 70).
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from fencecheck.catalog import PR_ERA, catalog_paths
-from fencecheck.cli import main
+from fencecheck.files.catalog import PR_ERA, catalog_paths
+from fencecheck.commands.main import main
 
 MAX_AT_TEST = 1000
 HUGE, DEEP = "@@HUGE@@", "@@DEEP@@"  # placeholders for what the serializers cannot write
@@ -30,7 +30,7 @@ HUGE, DEEP = "@@HUGE@@", "@@DEEP@@"  # placeholders for what the serializers can
 def _scenarios() -> list[dict]:
     """Each catalog file as written, and as ``scenario_to_dict`` spells it out (every default written, so every
     integer and flag of the format is there to mutate)."""
-    from fencecheck.scenario_io import load, scenario_to_dict
+    from fencecheck.files.scenario_io import load, scenario_to_dict
 
     paths = sorted(catalog_paths(PR_ERA))
     return [tomllib.loads(p.read_text()) for p in paths] + [scenario_to_dict(load(p)) for p in paths]
@@ -40,7 +40,7 @@ SCENARIOS = _scenarios()
 
 
 def _traces() -> list[dict]:
-    from fencecheck.catalog import PR_ERA, load_catalog
+    from fencecheck.files.catalog import PR_ERA, load_catalog
     from fencecheck.reference.run import run_scenario
 
     chosen = {"plain-decode", "ngram-no-clear", "eagle-v2", "restored-graph-no-marker"}

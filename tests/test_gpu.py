@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def _record(s):
-    from fencecheck.corpus_io import CorpusRecord
+    from fencecheck.files.corpus_io import CorpusRecord
     from fencecheck.model.traces import generate
 
     mt = generate(s)

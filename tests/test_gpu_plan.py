@@ -14,8 +14,8 @@ import pytest
 from corpus_samples import one_record_corpus
 
 import fake_torch
-from fencecheck.cli import main
-from fencecheck.corpus_io import CorpusRecord
+from fencecheck.commands.main import main
+from fencecheck.files.corpus_io import CorpusRecord
 from fencecheck.gpu.device import CudaDevice, missing_features
 from fencecheck.gpu.litmus import tests as litmus_tests
 from fencecheck.gpu.observe import INITIAL, UNSET, Expected, judge
@@ -25,8 +25,8 @@ from fencecheck.model.traces import generate
 from fencecheck.reference.run import drive, run_scenario
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import Observation, execute, host_order
-from fencecheck.report import RaceId
-from fencecheck.scenario_io import loads
+from fencecheck.verdict import RaceId
+from fencecheck.files.scenario_io import loads
 
 CATALOG_SAMPLE = ["plain-decode", "eagle-v2", "deepseek-v4-verify", "ngram-no-clear", "uno-linear",
                   "plan-stream-unjoined", "dspark", "restored-graph-no-marker", "barrier-disabled"]

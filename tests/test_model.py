@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fencecheck.catalog import PR_ERA, load_catalog
+from fencecheck.files.catalog import PR_ERA, load_catalog
 from fencecheck.model.check import model_check
 from fencecheck.model.concrete import layout, pin
 from fencecheck.model.emit import emit
@@ -13,7 +13,7 @@ from fencecheck.model.solver import Budget, make_solver, solve
 from fencecheck.model.symconfig import make_config
 from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 
 SCENARIOS = {s.name: s for s in load_catalog(PR_ERA)}
 #: A few scenarios checked in the quick run (-m "not slow"): safe, racing, graph runners with markers, plan stream.

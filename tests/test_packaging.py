@@ -205,7 +205,7 @@ def test_the_probe_sees_a_second_name(tmp_path):
 @pytest.mark.slow
 def test_built_wheel_imports_from_outside_the_checkout(wheel, tmp_path):
     site, names = wheel
-    from fencecheck.catalog import VERSIONS, catalog_paths
+    from fencecheck.files.catalog import VERSIONS, catalog_paths
 
     for version in VERSIONS:  # every version's scenario files ship in the wheel
         assert {f"fencecheck/catalog/{version}/{p.name}" for p in catalog_paths(version)} <= set(names), version

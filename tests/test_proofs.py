@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import z3
 
-from fencecheck.catalog import PR_ERA, RELEASE, VERSIONS, load_catalog
-from fencecheck.cli import main
+from fencecheck.files.catalog import PR_ERA, RELEASE, VERSIONS, load_catalog
+from fencecheck.commands.main import main
 from fencecheck.errors import InputError
 from fencecheck.model import assumptions as A
 from fencecheck.model import counterexample as C
@@ -48,7 +48,7 @@ from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import stale_reads
-from fencecheck.report import RaceId, Verdict
+from fencecheck.verdict import RaceId, Verdict
 from fencecheck.vocab import ResolutionRule
 
 ROOT = Path(__file__).resolve().parents[1]

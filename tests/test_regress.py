@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import fencecheck
-from fencecheck.catalog import PR_ERA, load_catalog
-from fencecheck.cli import main
-from fencecheck.corpus_io import write
+from fencecheck.files.catalog import PR_ERA, load_catalog
+from fencecheck.commands.main import main
+from fencecheck.files.corpus_io import write
 from fencecheck.model.traces import generate
-from fencecheck.regress import CORPUS_ENV, load_cases
-from fencecheck.scenario_io import scenario_to_dict
+from fencecheck.commands.regress_suite import CORPUS_ENV, load_cases
+from fencecheck.files.scenario_io import scenario_to_dict
 
 #: The checkout whose fencecheck these tests import; the generated module's processes import the same one.
 HOME = Path(fencecheck.__file__).resolve().parent.parent

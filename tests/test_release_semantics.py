@@ -22,7 +22,7 @@ from fencecheck.model.solver import Budget, check, fresh_context, make_solver
 from fencecheck.model.symconfig import LOOP_NORMAL, LOOP_PP, Bounds, make_config
 from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
-from fencecheck.report import RaceId, Verdict
+from fencecheck.verdict import RaceId, Verdict
 from fencecheck.scenario import AlgorithmSpec, BackendSpec, PhaseSpec, RunnerSpec, Scenario, SchedulerSpec
 from fencecheck.trace import (
     BarrierCoarse,

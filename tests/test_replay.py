@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from fencecheck.corpus_io import CorpusRecord
+from fencecheck.files.corpus_io import CorpusRecord
 from fencecheck.model.traces import generate
 from fencecheck.reference.replay import conformance, priority_schedule, replay
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import stale_reads
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 from fencecheck.trace import BarrierFine, EventDecl, MailboxCleared, MailboxSet, Write, ring_event
 
 

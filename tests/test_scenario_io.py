@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import PR_ERA, VERSIONS, catalog_paths
+from fencecheck.files.catalog import PR_ERA, VERSIONS, catalog_paths
 from fencecheck.errors import ScenarioError
-from fencecheck.scenario_io import dumps, load, loads, scenario_to_dict
+from fencecheck.files.scenario_io import dumps, load, loads, scenario_to_dict
 from fencecheck.schema import SCENARIO_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def test_parser_limits_are_one_line(text, words):
 
 
 def test_a_file_given_to_the_wrong_command_says_which_command_it_belongs_to(tmp_path):
-    from fencecheck.scenario_io import load_backend
+    from fencecheck.files.scenario_io import load_backend
 
     backend = ROOT / "examples" / "honest-backend.toml"
     with pytest.raises(ScenarioError, match="this is a backend file, not a scenario: give it to `fencecheck verify`"):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.cli import main
+from fencecheck.commands.main import main
 from fencecheck.sglang_source import NotSGLang, find_package_root, read_path
-from fencecheck.sglang_source.decide import decide
+from fencecheck.commands.reader_findings import decide
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
 
@@ -261,7 +261,7 @@ def test_drift_exits_1_and_lists_the_catalog_entries_whose_cited_source_changed(
     """A clean tree holding a class at a path and name the release catalog cites: against its own fingerprints it
     exits 0; after an edit of that declaration it exits 1, listing the function and exactly the catalog entries that
     cite it."""
-    from fencecheck.catalog import RELEASE, load_catalog
+    from fencecheck.files.catalog import RELEASE, load_catalog
 
     root = _tree(tmp_path, "drift")
     prints = tmp_path / "prints.json"
@@ -359,7 +359,7 @@ def test_each_finding_is_decided_in_the_release_contexts_of_its_mode(tmp_path):
     # eager decode publishes nothing; EAGLE's draft runner never publishes (the barrier waits on the whole stream)
     for safe in ("decode-eager", "eagle", "loop-normal"):
         assert rows[safe] == {"context": safe, "verdict": "proved", "races": [], "oracles_agree": None}, safe
-    from fencecheck.sglang_source.command import contexts_text
+    from fencecheck.commands.sglang import contexts_text
 
     line = contexts_text(f["contexts"])
     racing = [r["context"] for r in f["contexts"] if r["verdict"] == "counterexample"]
@@ -367,7 +367,7 @@ def test_each_finding_is_decided_in_the_release_contexts_of_its_mode(tmp_path):
 
 
 def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read():
-    from fencecheck.sglang_source.decide import _contexts, context_dict
+    from fencecheck.commands.reader_findings import _contexts, context_dict
 
     data = {"name": "x", "backends": {"ReadBackend": {"declares": {"TARGET_VERIFY": "IN_REPLAY"},
                                                       "reads": {"TARGET_VERIFY": {"pre_replay": ["req_to_token"]}}}},

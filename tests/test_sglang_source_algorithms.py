@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fencecheck.sglang_source import read_path
-from fencecheck.sglang_source.decide_workers import decide_worker_reads
+from fencecheck.commands.reader_workers import decide_worker_reads
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
 WORKERS = "sglang/srt/speculative/workers.py"
@@ -173,8 +173,8 @@ def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_rea
 
 
 def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthetic_doc):
-    from fencecheck.sglang_source.command import render
-    from fencecheck.sglang_source.report import algorithms_markdown
+    from fencecheck.commands.sglang import render
+    from fencecheck.commands.reader_audit import algorithms_markdown
 
     text = render(synthetic_doc)
     assert f"    DraftWorker.draft_extend_runner DRAFT_EXTEND_V2 ({WORKERS}:21) if not self.skip_draft_extend\n" in text

@@ -161,7 +161,7 @@ def test_the_release_has_no_drift_against_its_recorded_fingerprints(extraction):
 @pytest.fixture(scope="module")
 def catalog_parsed():
     """The release's files the catalog cites, parsed once for the module: (fingerprints, path -> syntax tree)."""
-    from fencecheck.catalog import RELEASE as VERSION
+    from fencecheck.files.catalog import RELEASE as VERSION
     from fencecheck.sglang_source.drift import catalog_fingerprints
 
     parsed: dict = {}
@@ -169,7 +169,7 @@ def catalog_parsed():
 
 
 def test_catalog_entries_record_the_fingerprints_of_what_they_cite(catalog_parsed):
-    from fencecheck.catalog import RELEASE as VERSION, load_catalog
+    from fencecheck.files.catalog import RELEASE as VERSION, load_catalog
     from fencecheck.sglang_source.drift import compare_catalog, load_release
 
     _, recorded = load_release("sglang-0.5.23")
@@ -207,7 +207,7 @@ def test_qsa_sparse_decode_races_in_the_release_contexts_that_replay_decode_in_a
     publishes."""
     import copy
 
-    from fencecheck.sglang_source.decide import decide_contexts, scenario_dict
+    from fencecheck.commands.reader_findings import decide_contexts, scenario_dict
 
     backends = {_at(b): b for b in doc["backends"]}
     (f,) = [copy.deepcopy(f) for f in doc["findings"] if (f["subject"], f["mode"]) == ("QwenSparseAttnBackend", "DECODE")]

@@ -9,7 +9,7 @@ import pytest
 from fencecheck.model.solver import to_smt2
 from fencecheck.proofs.obligations import OBLIGATIONS
 from fencecheck.proofs.runner import evaluate
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 
 cvc5 = pytest.importorskip("cvc5")
 CHEAP = 2_000_000

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fencecheck import trace_json
-from fencecheck.cli import main
+from fencecheck.commands.main import main
 from fencecheck.errors import TraceError
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.races import check_trace

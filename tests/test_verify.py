@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.catalog import PR_ERA, load_catalog
-from fencecheck.cli import main
+from fencecheck.files.catalog import PR_ERA, load_catalog
+from fencecheck.commands.main import main
 from fencecheck.model.symconfig import Bounds
 from fencecheck.model.verify import child_findings, mode_facts, verify
 from fencecheck.reference.check import check_scenario
-from fencecheck.report import Verdict
+from fencecheck.verdict import Verdict
 from fencecheck.scenario import BackendSpec
-from fencecheck.scenario_io import load, load_backend
+from fencecheck.files.scenario_io import load, load_backend
 from fencecheck.vocab import ForwardMode, ReadSite, SharedReadEnds
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -305,7 +305,7 @@ def test_no_backend_change_fixes_it_so_the_verified_component_change_is_the_advi
         "last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's last reading "
         "phase); verified: with it no read of this backend races in dspark-prefetch-reads-nothing (the context fails "
         "named_runner_is_last_reader, last_reader_publishes)"]
-    from fencecheck.proof_commands import explain_contexts, verify_json
+    from fencecheck.commands.verify import explain_contexts, verify_json
 
     data = verify_json(r, explain_contexts(r))
     assert data["safe"] is False and data["contexts"][0]["races_with_any_backend"] is True
@@ -381,7 +381,7 @@ def test_in_a_context_racing_with_any_backend_the_change_is_judged_by_every_back
 
 @pytest.mark.slow
 def test_each_change_outside_the_backend_restores_the_assumption_it_is_for():
-    from fencecheck.catalog import PR_ERA
+    from fencecheck.files.catalog import PR_ERA
     from fencecheck.model.verify import Decisions, _fix
 
     decide = Decisions()

@@ -770,7 +770,7 @@ def slug(text: str) -> str:
 def _pending_read(ctx, ci, pub, r, before) -> dict:
     """``finding`` (``unresolved`` until decided) and ``why`` of a device read after the publisher, with its scenario
     built and kept in ``ctx["scenarios"]`` (each distinct configuration once)."""
-    from ..scenario_io import scenario_from_dict
+    from fencecheck.files.scenario_io import scenario_from_dict
 
     base = f"sglang-{slug(ci.name)}-reads-{slug(r.location)}-{r.line}"
     data = worker_read_scenario(base, ci, pub, r.location, before)

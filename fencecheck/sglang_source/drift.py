@@ -177,7 +177,7 @@ def catalog_fingerprints(package: Path, version: str, parsed: dict | None = None
     """Per entry of the catalog ``version``, the fingerprint of every SGLang function or class its citations name,
     read in the ``sglang`` package folder ``package`` (``"missing"`` where the file or the name is not there).
     ``parsed`` (cited path -> syntax tree or None), when given, holds files already read and receives those read."""
-    from ..catalog import load_catalog
+    from fencecheck.files.catalog import load_catalog
 
     parsed = {} if parsed is None else parsed
     entries: dict[str, dict[str, str]] = {}

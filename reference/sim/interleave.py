@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from fencecheck.errors import ScheduleError
-from fencecheck.report import Race, RaceId
+from fencecheck.verdict import Race, RaceId
 
 from .hb import HappensBefore
 

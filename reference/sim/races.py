@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
-from fencecheck.report import CheckReport, Race, Verdict
+from fencecheck.verdict import CheckReport, Race, Verdict
 from fencecheck.trace import Trace
 
 from .hb import HappensBefore, Kernel, analyze

@@ -1,59 +1,19 @@
-"""The proving commands of ``fencecheck``: ``prove`` and ``verify`` (plain functions of (args, out))."""
+"""``fencecheck verify``: one backend file in every context, with the contexts that race explained and verified
+advice."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TextIO
 
-from .errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
-from .report import RaceId, Verdict
-from .vocab import ReadSite, SharedReadEnds
-
-
-def cmd_prove(args, out: TextIO) -> int:
-    """Parse -> ``prove_all`` -> render -> exit code: 0 all as expected, 1 a verdict differs, 3 only unknowns."""
-    import json
-    import time
-
-    from .atomic import write_text_atomic, write_tree
-    from .proofs.report import table
-    from .proofs.suite import document_files, prove_all, timings_text
-
-    def progress(r) -> None:
-        args.err.write(f"  {r.obligation.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
-
-    jobs = getattr(args, "jobs", None) or min(2, os.cpu_count() or 1)
-    start = time.perf_counter()
-    results = prove_all(args.only, progress if args.progress else None, jobs)
-    wall = time.perf_counter() - start
-    if args.json:
-        json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
-                    "as_expected": r.ok, "seconds": round(r.seconds, 3), "rlimit": r.obligation.rlimit,
-                    "rlimit_used": r.rlimit_used, "size": r.size, "reason": r.reason, "nonvacuity": r.nonvacuity,
-                    "notes": r.notes} for r in results], out, indent=2)
-        out.write("\n")
-    else:
-        out.write(table(results, wall))
-    if args.docs:
-        files = document_files(results)
-        if args.only:  # a subset: its own files, each replaced; the rest of the set stays as it was
-            for rel, text in files.items():
-                write_text_atomic(Path(args.docs) / rel, text)
-        else:  # the whole set, swapped in whole (no counterexample file of an earlier run is left behind)
-            write_tree(args.docs, files, names=("proofs.md", "counterexamples"))
-    if getattr(args, "timings", None):
-        write_text_atomic(Path(args.timings), timings_text(results, wall, jobs))
-    if any(not r.ok and r.verdict is not Verdict.UNKNOWN for r in results):
-        return EXIT_RACE
-    if any(not r.ok for r in results):
-        return EXIT_UNKNOWN
-    return EXIT_OK
+from fencecheck.commands.common import PROGRESS_HELP, outputs, positive
+from fencecheck.errors import EXIT_CODES_HELP, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+from fencecheck.verdict import RaceId, Verdict
+from fencecheck.vocab import ReadSite, SharedReadEnds
 
 
 def _readers(report, c, r) -> tuple[str, ...]:
     """The backends of the file under test that make the racing read (empty: a read of the context's own)."""
-    from .model.verify import PREFIX
+    from fencecheck.model.verify import PREFIX
 
     ph = c.phase_of(r)
     if ph is None or not ph.backend.startswith(PREFIX) or r.site not in {s.value for s in ReadSite}:
@@ -64,7 +24,7 @@ def _readers(report, c, r) -> tuple[str, ...]:
 
 def _phase_text(report, c, r) -> str:
     """The racing phase in SGLang's terms: mode, runner, backend, step kind, the named runner, what it publishes."""
-    from .model.verify import PREFIX
+    from fencecheck.model.verify import PREFIX
 
     ph = c.phase_of(r)
     if ph is None:
@@ -95,7 +55,7 @@ def _phase_text(report, c, r) -> str:
 
 def explain_contexts(report) -> dict:
     """The simulator's account of every race the backend brings: {(context, RaceId): reference Race}."""
-    from .reference.check import check_scenario
+    from fencecheck.reference.check import check_scenario
 
     out = {}
     for c in report.contexts:
@@ -107,7 +67,7 @@ def explain_contexts(report) -> dict:
 
 def _symbolic_race(ce):
     """The simulator's account of the symbolic counterexample's first race (None if it finds none)."""
-    from .reference.check import check_scenario
+    from fencecheck.reference.check import check_scenario
 
     loc, phase, site = ce.race_key()
     races = check_scenario(ce.scenario).races
@@ -126,7 +86,7 @@ def _race_order(r):
 
 def verify_json(report, explained: dict) -> dict:
     """The documented ``verify --json`` shape (docs/verify.md)."""
-    from .model.verify import ASSUMED, RULE
+    from fencecheck.model.verify import ASSUMED, RULE
 
     ce = report.counterexample
     race = None if ce is None else _symbolic_race(ce)
@@ -172,13 +132,13 @@ def cmd_verify(args, out: TextIO) -> int:
     import json
     import sys
 
-    from .catalog import PR_ERA, load_catalog
-    from .model.verify import ASSUMED, RULE, verify
-    from .scenario_io import dump, load_backend
+    from fencecheck.files.catalog import PR_ERA, load_catalog
+    from fencecheck.files.scenario_io import dump, load_backend
+    from fencecheck.model.verify import ASSUMED, RULE, verify
 
     backend = load_backend(args.backend)
-    from .errors import ScenarioError
-    from .model.verify import mode_facts
+    from fencecheck.errors import ScenarioError
+    from fencecheck.model.verify import mode_facts
 
     if not mode_facts(backend):
         raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
@@ -275,3 +235,37 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
                 out.write(f"      missing edge: {race.missing_edge}\n")
     for a in report.advice:
         out.write(f"advice: {a.text()}\n")
+
+
+VERIFY_HELP = """Check one attention backend's SharedReadEnds declarations against its reads in every context: the
+symbolic family (any configuration within the bounds, under the main theorem's assumptions) and every catalog
+scenario with the backend swapped in. Every race is explained and every proposed change (a declaration, a read moved
+out of the graph, or a change outside the backend where no backend change fixes it) is verified over the same
+contexts before it is printed. A context where every backend that reads the same locations races is reported as
+racing with any backend, with the component that must change."""
+
+
+VERIFY_EXIT_CODES = EXIT_CODES_HELP.replace(
+    "  0  safe / proved / all as expected",
+    "  0  safe / proved in every context (a context's own races, where any backend races too, do not count)").replace(
+    "  1  race / counterexample / a verdict differs from its expectation",
+    "  1  race / counterexample the backend brings (in the symbolic family or a catalog context)").replace(
+    "  2  bad input (one line naming the file, the key and what was expected)",
+    "  2  bad input (one line naming the file, the key and what was expected; a backend that speaks for no mode)")
+
+
+def add_parser(sub) -> None:
+    """The ``verify`` subcommand's arguments."""
+    p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race",
+                       description=VERIFY_HELP, epilog=VERIFY_EXIT_CODES)
+    p.add_argument("backend", metavar="BACKEND.toml",
+                   help="the backend file: plain, composite or hybrid (docs/verify.md; fencecheck schema --kind backend)")
+    p.add_argument("--out", "-o", default=None, metavar="FILE.toml",
+                   help="write the symbolic counterexample as a scenario here, if there is one (replay it with "
+                        "fencecheck check FILE.toml --witness)")
+    p.add_argument("--json", action="store_true", help="machine-readable report (docs/verify.md)")
+    p.add_argument("--jobs", "-j", type=positive, default=None, metavar="N",
+                   help="worker processes for the symbolic checks of the proposed changes (default: 1; more help "
+                        "only where cores are free); the report is the same for any N")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
+    p.set_defaults(func=cmd_verify, **outputs(("out", False)))

@@ -7,7 +7,7 @@ statistics (configurations and behaviours), ``records`` and ``content_sha256`` (
 ([location, phase, site, step]) and ``witness`` (for a race: the racing read and the interleaving that shows it).
 Lines are written with sorted keys and no spaces, so equal inputs give a byte-identical file.
 
-``write`` writes the file (``fencecheck.corpus_commands.build_and_write`` assembles the model's corpus for it, for
+``write`` writes the file (``fencecheck.commands.traces.build_and_write`` assembles the model's corpus for it, for
 ``fencecheck traces`` and ``fencecheck audit``); ``read`` reads it back (``replay``, ``regress``, ``audit``).
 """
 
@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .atomic import read_input, write_text_atomic
-from .errors import InputError, quote
-from .report import Verdict
-from .scenario import Scenario
-from .scenario_io import scenario_from_dict
-from .trace import Trace
-from .trace_json import parse as parse_trace
+from fencecheck.errors import InputError, quote
+from fencecheck.files.inputs import read_input
+from fencecheck.files.outputs import write_text_atomic
+from fencecheck.files.scenario_io import scenario_from_dict
+from fencecheck.scenario import Scenario
+from fencecheck.trace import Trace
+from fencecheck.trace_json import parse as parse_trace
+from fencecheck.verdict import Verdict
 
 FORMAT = "fencecheck-corpus/1"
 FILENAME = "corpus.jsonl"

@@ -4,12 +4,12 @@ read's status, and the reads that race join the document's ``findings`` (kind ``
 
 from __future__ import annotations
 
-from ..model.check import model_check
-from ..reference.run import run_scenario
-from ..reference.sim.races import check_trace
-from ..vocab import WORKER_SITE
-from .algorithms import findings, settle
-from .decide import record_model
+from fencecheck.commands.reader_findings import record_model
+from fencecheck.model.check import model_check
+from fencecheck.reference.run import run_scenario
+from fencecheck.reference.sim.races import check_trace
+from fencecheck.sglang_source.algorithms import findings, settle
+from fencecheck.vocab import WORKER_SITE
 
 
 def decide_worker_reads(doc: dict, scenarios: dict, model: bool = False) -> list:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from ..errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
-from .report import contexts_text
+from fencecheck.commands.reader_audit import contexts_text
+from fencecheck.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
 fence's facts, each with file:line: every AttentionBackend subclass and its shared_read_ends declaration per
@@ -82,14 +82,19 @@ def exit_code(doc: dict) -> int:
 
 
 def cmd_sglang(args, out: TextIO) -> int:
-    from ..errors import InputError
-    from . import read_path
+    from fencecheck.errors import InputError
+    from fencecheck.sglang_source import read_path
 
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
-    from .decide import decide
-    from .drift import catalog_fingerprints, compare, compare_catalog, load_release
-    from .tree import find_installed, find_package_root
+    from fencecheck.commands.reader_findings import decide
+    from fencecheck.sglang_source.drift import (
+        catalog_fingerprints,
+        compare,
+        compare_catalog,
+        load_release,
+    )
+    from fencecheck.sglang_source.tree import find_installed, find_package_root
 
     recorded = load_release(args.against) if args.against else None
     ex = read_path(args.path, installed=args.installed)
@@ -97,7 +102,7 @@ def cmd_sglang(args, out: TextIO) -> int:
     current = ex.fingerprints.to_dict(ex.version)
     package = find_installed() if args.installed else find_package_root(args.path)
     if args.fingerprints or recorded is not None:
-        from ..catalog import RELEASE
+        from fencecheck.files.catalog import RELEASE
 
         catalog = (recorded[1].get("catalog") or {}).get("version", RELEASE) if recorded is not None else RELEASE
         current["catalog"] = catalog_fingerprints(package, catalog)
@@ -109,17 +114,17 @@ def cmd_sglang(args, out: TextIO) -> int:
     if args.fingerprints:
         from pathlib import Path
 
-        from ..atomic import write_text_atomic
+        from fencecheck.files.outputs import write_text_atomic
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
     scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
-    from .decide_workers import decide_worker_reads
+    from fencecheck.commands.reader_workers import decide_worker_reads
 
     scenarios += decide_worker_reads(doc, ex.algorithm_scenarios, model=args.cross_check)
     if args.scenarios:
         from pathlib import Path
 
-        from ..scenario_io import dump
+        from fencecheck.files.scenario_io import dump
 
         folder = Path(args.scenarios)
         folder.mkdir(parents=True, exist_ok=True)

@@ -13,10 +13,10 @@ distinct (context, backend configuration, mode) is decided once by the simulator
 
 from __future__ import annotations
 
-from ..report import Verdict, oracles_agree
-from ..scenario_io import scenario_from_dict
-from ..vocab import ForwardMode
-from .algorithms import slug
+from fencecheck.files.scenario_io import scenario_from_dict
+from fencecheck.sglang_source.algorithms import slug
+from fencecheck.verdict import Verdict, oracles_agree
+from fencecheck.vocab import ForwardMode
 
 
 def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
@@ -54,7 +54,7 @@ def _contexts(version: str) -> list[tuple[str, dict]]:
     """The catalog's contexts of ``version`` as scenario tables (their expectations dropped), sorted by name."""
     import tomllib
 
-    from ..catalog import catalog_paths
+    from fencecheck.files.catalog import catalog_paths
 
     out = []
     for p in catalog_paths(version):
@@ -97,10 +97,10 @@ def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | No
     Each distinct configuration is decided once."""
     import json
 
-    from ..catalog import RELEASE
-    from ..model.check import model_check
-    from ..reference.run import run_scenario
-    from ..reference.sim.races import check_trace
+    from fencecheck.files.catalog import RELEASE
+    from fencecheck.model.check import model_check
+    from fencecheck.reference.run import run_scenario
+    from fencecheck.reference.sim.races import check_trace
 
     contexts = _contexts(version or RELEASE)
     cache: dict[str, dict] = {}
@@ -144,9 +144,9 @@ def decide(doc: dict, witness: bool = False, contexts: bool = True, context_mode
     Returns the scenarios built, in the findings' order."""
     import json
 
-    from ..model.check import model_check
-    from ..reference.run import run_scenario
-    from ..reference.sim.races import check_trace
+    from fencecheck.model.check import model_check
+    from fencecheck.reference.run import run_scenario
+    from fencecheck.reference.sim.races import check_trace
 
     backends = {f"{b['file']}:{b['line']}": b for b in doc["backends"]}
     built, used, models, pairs = [], {}, {}, []
@@ -170,8 +170,8 @@ def decide(doc: dict, witness: bool = False, contexts: bool = True, context_mode
             models[config] = model_check(s)
         record_model(f, report, models[config])
         if witness and report.verdict is Verdict.COUNTEREXAMPLE:
-            from ..reference.sim.hb import analyze
-            from ..reference.sim.interleave import witnesses
+            from fencecheck.reference.sim.hb import analyze
+            from fencecheck.reference.sim.interleave import witnesses
 
             races = report.distinct()
             f["witness"] = [

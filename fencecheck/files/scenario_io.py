@@ -6,19 +6,19 @@ Every failure is a ``ScenarioError`` whose message is one line: ``FILE: KEY: wha
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import jsonschema
 import tomli_w
 
-from .atomic import read_input, write_text_atomic
-from .errors import ScenarioError, quote
-from .fields import from_table, to_table
-from .report import Expectation, RaceId, Verdict
-from .scenario import (
+from fencecheck.errors import ScenarioError, quote
+from fencecheck.fields import from_table, to_table
+from fencecheck.files.inputs import read_input
+from fencecheck.files.outputs import write_text_atomic
+from fencecheck.scenario import (
     AlgorithmSpec,
     BackendSpec,
     PhaseSpec,
@@ -26,8 +26,9 @@ from .scenario import (
     Scenario,
     SchedulerSpec,
 )
-from .schema import BACKEND_SCHEMA, SCENARIO_SCHEMA, VALIDATOR_CLASS
-from .vocab import ForwardMode, ReadSite, SharedReadEnds, StepKind
+from fencecheck.schema import BACKEND_SCHEMA, SCENARIO_SCHEMA, VALIDATOR_CLASS
+from fencecheck.verdict import Expectation, RaceId, Verdict
+from fencecheck.vocab import ForwardMode, ReadSite, SharedReadEnds, StepKind
 
 _VALIDATOR = VALIDATOR_CLASS(SCENARIO_SCHEMA)
 _BACKEND_VALIDATOR = VALIDATOR_CLASS(BACKEND_SCHEMA)

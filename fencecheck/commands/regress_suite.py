@@ -1,7 +1,7 @@
 """``fencecheck regress``: a short pytest module that replays a kept corpus through an adapter.
 
 The module holds no traces: at collection it reads the corpus file (``load_cases``: the records whose id matches the
-module's selection, parsed and checked as ``fencecheck.corpus_io.read`` checks them) and makes one test case per
+module's selection, parsed and checked as ``fencecheck.files.corpus_io.read`` checks them) and makes one test case per
 record, its id the record's id. Each case runs the record's scenario through the adapter named by the environment
 variable ``FENCECHECK_ADAPTER`` (default: the reference) and asserts (1) conformance: the adapter's trace equals the
 model's op for op (the failure names the longest matched prefix and the first divergent op), and (2) the races the
@@ -15,8 +15,8 @@ import json
 import os
 from pathlib import Path
 
-from .corpus_io import FILENAME, CorpusRecord, read
-from .errors import InputError
+from fencecheck.errors import InputError
+from fencecheck.files.corpus_io import FILENAME, CorpusRecord, read
 
 #: The environment variable that names another corpus folder than the one the module records.
 CORPUS_ENV = "FENCECHECK_CORPUS"
@@ -40,13 +40,13 @@ from fencecheck.adapter import load_adapter
 from fencecheck.reference.replay import conformance
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.races import find_races
-from fencecheck.regress import load_cases
+from fencecheck.commands.regress_suite import load_cases
 
 HERE = Path(__file__).resolve().parent
 CORPUS = Path(os.environ.get("{env}") or HERE / {corpus})
 ONLY = {only}
 CASES = load_cases(CORPUS, ONLY)
-ADAPTER = load_adapter(os.environ.get("FENCECHECK_ADAPTER", "fencecheck.adapter:ReferenceAdapter"))
+ADAPTER = load_adapter(os.environ.get("FENCECHECK_ADAPTER", "fencecheck.reference.adapter:ReferenceAdapter"))
 
 
 @pytest.mark.parametrize("record", CASES, ids=[r.id for r in CASES])

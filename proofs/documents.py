@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 
-from fencecheck.catalog import catalog_file
+from fencecheck.files.catalog import catalog_file
 from fencecheck.model.assumptions import BY_NAME
 from fencecheck.model.solver import LOGIC, SAFETY_TIMEOUT_MS, SEED, version
-from fencecheck.report import Verdict
-from fencecheck.scenario_io import dumps
+from fencecheck.verdict import Verdict
+from fencecheck.files.scenario_io import dumps
 
-from .obligations import catalog_scenarios
-from .runner import UNFENCED, Result
+from fencecheck.proofs.obligations import catalog_scenarios
+from fencecheck.proofs.runner import UNFENCED, Result
 
 GLYPH = {True: "ok", False: "DIFFERS"}
 CE_DIR = "counterexamples"
@@ -172,7 +172,7 @@ def markdown(results: list[Result]) -> str:
         out.append(f"| `{a.name}` | {a.statement} | {a.source} |")
     out += ["", "Each is shown necessary by the obligation `needs/<name>`, which drops it alone and finds a "
             "counterexample.", ""]
-    from .cutoff import ARGUMENT  # the argument for any number of phases, runners and steps
+    from fencecheck.proofs.cutoff import ARGUMENT
 
     out += [ARGUMENT]
     for r in results:

@@ -1,0 +1,1 @@
+"""Reading and writing files: input limits, atomic outputs, scenario and corpus files, the built-in catalog."""
