@@ -166,7 +166,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
                     len(unknown) == len(bad), lines=doc_table(results).splitlines())
 
     def catalog() -> Part:
-        from .model.verify import Decision
+        from .model.decision import Decision
 
         rows, bad = [], 0
         for s in load_catalog(PR_ERA):
@@ -374,7 +374,7 @@ def release_part(state: dict, check_text: CheckText | None) -> Part:
     """Decide every release configuration with the simulator and the model, against its expectation; each
     scenario's ``check --witness`` text comes from ``check_text`` (the library does not import the command line)."""
     from .catalog import RELEASE, catalog_paths
-    from .model.verify import Decision
+    from .model.decision import Decision
     from .reference.check import check_scenario
 
     if check_text is None:

@@ -53,7 +53,7 @@ def cmd_prove(args, out: TextIO) -> int:
 
 def _readers(report, c, r) -> tuple[str, ...]:
     """The backends of the file under test that make the racing read (empty: a read of the context's own)."""
-    from .model.verify import PREFIX
+    from .model.swap import PREFIX
 
     ph = c.phase_of(r)
     if ph is None or not ph.backend.startswith(PREFIX) or r.site not in {s.value for s in ReadSite}:
@@ -64,7 +64,7 @@ def _readers(report, c, r) -> tuple[str, ...]:
 
 def _phase_text(report, c, r) -> str:
     """The racing phase in SGLang's terms: mode, runner, backend, step kind, the named runner, what it publishes."""
-    from .model.verify import PREFIX
+    from .model.swap import PREFIX
 
     ph = c.phase_of(r)
     if ph is None:
@@ -126,7 +126,7 @@ def _race_order(r):
 
 def verify_json(report, explained: dict) -> dict:
     """The documented ``verify --json`` shape (docs/verify.md)."""
-    from .model.verify import ASSUMED, RULE
+    from .model.symbolic_contexts import ASSUMED, RULE
 
     ce = report.counterexample
     race = None if ce is None else _symbolic_race(ce)
@@ -173,12 +173,13 @@ def cmd_verify(args, out: TextIO) -> int:
     import sys
 
     from .catalog import PR_ERA, load_catalog
-    from .model.verify import ASSUMED, RULE, verify
+    from .model.symbolic_contexts import ASSUMED, RULE
+    from .model.verify import verify
     from .scenario_io import dump, load_backend
 
     backend = load_backend(args.backend)
     from .errors import ScenarioError
-    from .model.verify import mode_facts
+    from .model.backend_facts import mode_facts
 
     if not mode_facts(backend):
         raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
