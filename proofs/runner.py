@@ -250,9 +250,9 @@ UNORDERED = "race once the fence is taken away under the overlap loop"
 
 def _scenario(ob: Obligation, res: Result, ctx: z3.Context) -> None:
     """The model's verdict and races on the configuration, by its program run on the configuration's concrete values
-    (``model.verify.Decision``: the host program the solver is asked about, on values instead of variables; on every
+    (``model.decision.Decision``: the host program the solver is asked about, on values instead of variables; on every
     catalog configuration both give the same verdict and races, tests/test_proofs.py), against the simulator's."""
-    from fencecheck.model.verify import Decision
+    from fencecheck.model.decision import Decision
     from fencecheck.reference.check import check_scenario
 
     s = catalog_scenarios(ob.catalog)[ob.scenario]

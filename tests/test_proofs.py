@@ -39,7 +39,7 @@ from fencecheck.model.symconfig import (
     make_config,
     select,
 )
-from fencecheck.model.verify import Decision
+from fencecheck.model.decision import Decision
 from fencecheck.proofs import obligations as O
 from fencecheck.proofs import runner
 from fencecheck.proofs.runner import INDUCTION, evaluate, setup_for

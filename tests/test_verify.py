@@ -8,8 +8,9 @@ import pytest
 
 from fencecheck.files.catalog import PR_ERA, load_catalog
 from fencecheck.commands.main import main
+from fencecheck.model.backend_facts import child_findings, mode_facts
 from fencecheck.model.symconfig import Bounds
-from fencecheck.model.verify import child_findings, mode_facts, verify
+from fencecheck.model.verify import verify
 from fencecheck.reference.check import check_scenario
 from fencecheck.verdict import Verdict
 from fencecheck.scenario import BackendSpec
@@ -254,7 +255,8 @@ def prefetch_reads_nothing():
 
 
 def test_a_context_that_races_with_any_backend_is_found_by_checking_every_stand_in():
-    from fencecheck.model.verify import Decisions, mode_facts, races_whatever_the_backend, stand_ins, swap_into
+    from fencecheck.model.decision import Decisions
+    from fencecheck.model.swap import races_whatever_the_backend, stand_ins, swap_into
 
     facts = mode_facts(DECODE_ONLY)
     assert [d for d, _ in stand_ins(DECODE_ONLY, facts)] == [(d,) for d in SharedReadEnds]  # UNKNOWN included
@@ -319,7 +321,7 @@ def test_no_backend_change_fixes_it_so_the_verified_component_change_is_the_advi
     # The change is real: the context with that publisher, the backend swapped in, is race-free.
     import dataclasses
 
-    from fencecheck.model.verify import swap_into
+    from fencecheck.model.swap import swap_into
     from fencecheck.vocab import StepKind
 
     fixed = ctx.replace(algorithm=dataclasses.replace(ctx.algorithm,
@@ -329,7 +331,9 @@ def test_no_backend_change_fixes_it_so_the_verified_component_change_is_the_advi
 
 
 def test_a_component_change_that_is_not_enough_says_what_still_races():
-    from fencecheck.model.verify import Decisions, component_change, swap_into
+    from fencecheck.model.component_changes import component_change
+    from fencecheck.model.decision import Decisions
+    from fencecheck.model.swap import swap_into
 
     bf = load_backend(EXAMPLES / "dishonest-backend.toml")
     [off] = catalog("barrier-disabled")
@@ -382,7 +386,8 @@ def test_in_a_context_racing_with_any_backend_the_change_is_judged_by_every_back
 @pytest.mark.slow
 def test_each_change_outside_the_backend_restores_the_assumption_it_is_for():
     from fencecheck.files.catalog import PR_ERA
-    from fencecheck.model.verify import Decisions, _fix
+    from fencecheck.model.component_changes import _fix
+    from fencecheck.model.decision import Decisions
 
     decide = Decisions()
     seen = set()

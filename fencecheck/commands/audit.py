@@ -112,7 +112,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
                     len(unknown) == len(bad), lines=doc_table(results).splitlines())
 
     def catalog() -> Part:
-        from fencecheck.model.verify import Decision
+        from fencecheck.model.decision import Decision
 
         rows, bad = [], 0
         for s in load_catalog(PR_ERA):

@@ -57,7 +57,7 @@ def release_part(state: dict, check_text: CheckText | None) -> Part:
     """Decide every release configuration with the simulator and the model, against its expectation; each
     scenario's ``check --witness`` text comes from ``check_text`` (the library does not import the command line)."""
     from fencecheck.files.catalog import RELEASE, catalog_paths
-    from fencecheck.model.verify import Decision
+    from fencecheck.model.decision import Decision
     from fencecheck.reference.check import check_scenario
 
     if check_text is None:

@@ -13,7 +13,7 @@ from fencecheck.vocab import ReadSite, SharedReadEnds
 
 def _readers(report, c, r) -> tuple[str, ...]:
     """The backends of the file under test that make the racing read (empty: a read of the context's own)."""
-    from fencecheck.model.verify import PREFIX
+    from fencecheck.model.swap import PREFIX
 
     ph = c.phase_of(r)
     if ph is None or not ph.backend.startswith(PREFIX) or r.site not in {s.value for s in ReadSite}:
@@ -24,7 +24,7 @@ def _readers(report, c, r) -> tuple[str, ...]:
 
 def _phase_text(report, c, r) -> str:
     """The racing phase in SGLang's terms: mode, runner, backend, step kind, the named runner, what it publishes."""
-    from fencecheck.model.verify import PREFIX
+    from fencecheck.model.swap import PREFIX
 
     ph = c.phase_of(r)
     if ph is None:
@@ -80,13 +80,10 @@ def _explanation(race) -> dict:
             "ordered_after": race.synced_up_to, "via": race.via, "missing_edge": race.missing_edge}
 
 
-def _race_order(r):
-    return (r.step, r.phase, r.site, r.location)
-
-
 def verify_json(report, explained: dict) -> dict:
     """The documented ``verify --json`` shape (docs/verify.md)."""
-    from fencecheck.model.verify import ASSUMED, RULE
+    from fencecheck.model.swap import race_order
+    from fencecheck.model.symbolic_contexts import ASSUMED, RULE
 
     ce = report.counterexample
     race = None if ce is None else _symbolic_race(ce)
@@ -108,7 +105,7 @@ def verify_json(report, explained: dict) -> dict:
                       "own_verdict": c.own_verdict.value, "failed_assumptions": c.failed,
                       "races_with_any_backend": c.races_anyway,
                       "component_change": None if c.component is None else c.component.to_dict(),
-                      "races": [r.to_dict() for r in sorted(set(c.report.races), key=_race_order)],
+                      "races": [r.to_dict() for r in sorted(set(c.report.races), key=race_order)],
                       "brought": [{**r.to_dict(), "phase_facts": _phase_text(report, c, r),
                                    "readers": list(_readers(report, c, r)),
                                    "explanation": _explanation(explained[(c.scenario, r)])
@@ -134,11 +131,12 @@ def cmd_verify(args, out: TextIO) -> int:
 
     from fencecheck.files.catalog import PR_ERA, load_catalog
     from fencecheck.files.scenario_io import dump, load_backend
-    from fencecheck.model.verify import ASSUMED, RULE, verify
+    from fencecheck.model.symbolic_contexts import ASSUMED, RULE
+    from fencecheck.model.verify import verify
 
     backend = load_backend(args.backend)
     from fencecheck.errors import ScenarioError
-    from fencecheck.model.verify import mode_facts
+    from fencecheck.model.backend_facts import mode_facts
 
     if not mode_facts(backend):
         raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
