@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import ClassVar, NewType, Union
 
-from .vocab import WORKER_SITE, ForwardMode, ReadSite, SharedReadEnds, StepKind, Stream
+from .vocab import PUBLISHING_ENDS, WORKER_SITE, ForwardMode, ReadSite, SharedReadEnds, StepKind, Stream
 
 StreamId = NewType("StreamId", str)
 EventId = NewType("EventId", str)
@@ -261,7 +261,7 @@ class CoarseReason(str, enum.Enum):
 
 
 #: The publish points a mailbox can be set at (``UNKNOWN`` publishes nothing).
-PUBLISH_POINTS = (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY)
+PUBLISH_POINTS = PUBLISHING_ENDS
 
 
 class Mark:

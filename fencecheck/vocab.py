@@ -46,10 +46,46 @@ class SharedReadEnds(int, enum.Enum):
         return cls[text]
 
 
+#: The declarations that publish an event of their own, earliest first: the publish points a mailbox can be set at
+#: (``UNKNOWN`` publishes nothing, docs/sglang-mechanism.md#unknown-publishes-nothing).
+PUBLISHING_ENDS: tuple[SharedReadEnds, ...] = tuple(e for e in SharedReadEnds if e is not SharedReadEnds.UNKNOWN)
+
+
+class ModeFamily(enum.IntEnum):
+    """The families of forward modes the fence tells apart, as the model encodes a phase's mode (its value).
+
+    ``DECODE``: decode-like (``DECODE``; the base rule's ``IN_REPLAY``). ``VERIFY``: verify-like (``TARGET_VERIFY``;
+    the base rule's ``IN_REPLAY``, and under the ``gated`` rule ``IN_REPLAY`` only as the last reading phase).
+    ``OTHER``: every other mode (the base rule's ``UNKNOWN``). ``EXTEND``: extend-like (``EXTEND``, the mode the
+    prefill path publishes for, docs/sglang-0.5.23.md#45-prefill-extend-publishes).
+    """
+
+    DECODE = 0
+    VERIFY = 1
+    OTHER = 2
+    EXTEND = 3
+
+
+#: The family of each forward mode that has one of its own; every other mode is ``ModeFamily.OTHER``.
+_FAMILY_OF = {ForwardMode.DECODE: ModeFamily.DECODE, ForwardMode.TARGET_VERIFY: ModeFamily.VERIFY,
+              ForwardMode.EXTEND: ModeFamily.EXTEND}
+#: The forward mode that stands for each family where a family must be read back as a mode (a counterexample
+#: read as a scenario, the corpus's phases).
+REPRESENTATIVE: dict[ModeFamily, ForwardMode] = {
+    ModeFamily.DECODE: ForwardMode.DECODE, ModeFamily.VERIFY: ForwardMode.TARGET_VERIFY,
+    ModeFamily.OTHER: ForwardMode.DRAFT_EXTEND_V2, ModeFamily.EXTEND: ForwardMode.EXTEND,
+}
+
+
+def family(mode: ForwardMode) -> ModeFamily:
+    """The family ``mode`` belongs to."""
+    return _FAMILY_OF.get(mode, ModeFamily.OTHER)
+
+
 def base_shared_read_ends(mode: ForwardMode) -> SharedReadEnds:
-    """Base ``AttentionBackend.shared_read_ends``: DECODE/TARGET_VERIFY -> IN_REPLAY, else UNKNOWN
+    """Base ``AttentionBackend.shared_read_ends``: decode-like and verify-like modes -> IN_REPLAY, else UNKNOWN
     (docs/sglang-mechanism.md#the-base-rule)."""
-    if mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
+    if family(mode) in (ModeFamily.DECODE, ModeFamily.VERIFY):
         return SharedReadEnds.IN_REPLAY
     return SharedReadEnds.UNKNOWN
 

@@ -10,7 +10,7 @@ from typing import Callable, Mapping
 
 from fencecheck.verdict import Verdict
 from fencecheck.scenario import ANY_MODE, BackendSpec, Scenario
-from fencecheck.vocab import COVERED_SITES, ForwardMode, ReadSite, SharedReadEnds
+from fencecheck.vocab import COVERED_SITES, PUBLISHING_ENDS, ForwardMode, ReadSite, SharedReadEnds
 
 from .backend_facts import backends_of, mode_facts, root_name
 from .catalog_contexts import catalog_contexts
@@ -112,7 +112,7 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
         if racing and f.mode not in implicated and not (f.honest and f.earliest() < f.declared):
             continue  # its declaration plays no part in any race, and gives no overlap away
         # Every honest declaration, earliest first: the earliest safe one is the smallest fix and keeps most overlap.
-        options = [d for d in (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY)
+        options = [d for d in PUBLISHING_ENDS
                    if set(f.sites) <= COVERED_SITES[d]]
         over = f.honest and options and options[0] < f.declared
         if not racing and not over:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from fencecheck.scenario import ANY_MODE, BackendSpec
-from fencecheck.vocab import COVERED_SITES, ForwardMode, ReadSite, SharedReadEnds, base_shared_read_ends
+from fencecheck.vocab import COVERED_SITES, PUBLISHING_ENDS, ForwardMode, ReadSite, SharedReadEnds, base_shared_read_ends
 
 
 @dataclass
@@ -31,7 +31,7 @@ class ModeFacts:
 
     def earliest(self) -> SharedReadEnds:
         """The earliest declaration whose covered sites hold every site read."""
-        for d in (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY):
+        for d in PUBLISHING_ENDS:
             if set(self.sites) <= COVERED_SITES[d]:
                 return d
         return SharedReadEnds.UNKNOWN

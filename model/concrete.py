@@ -10,16 +10,12 @@ import z3
 
 from fencecheck.fields import encode, model_knobs
 from fencecheck.scenario import ANY_MODE, AlgorithmSpec, PhaseSpec, Scenario
-from fencecheck.vocab import ForwardMode, SharedReadEnds, base_shared_read_ends
+from fencecheck.vocab import ForwardMode, SharedReadEnds, base_shared_read_ends, family
 
 from .symconfig import (
-    DECODE,
-    EXTEND,
     GLOBAL_KNOBS,
     MODE_CLASSES,
-    OTHER,
     PHASE_KNOBS,
-    VERIFY,
     RUNNER_KNOBS,
     SITES,
     Bounds,
@@ -29,11 +25,9 @@ from .symconfig import (
     make_config,
 )
 
-MODE_CLASS = {ForwardMode.DECODE: DECODE, ForwardMode.TARGET_VERIFY: VERIFY, ForwardMode.EXTEND: EXTEND}
-
-
 def mode_class(mode: ForwardMode) -> int:
-    return MODE_CLASS.get(mode, OTHER)
+    """A phase's mode as the model encodes it (``vocab.ModeFamily``)."""
+    return int(family(mode))
 
 
 def declared(s: Scenario, backend: str, mode: ForwardMode) -> SharedReadEnds:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from fencecheck.scenario import AlgorithmSpec, BackendSpec, PhaseSpec, RunnerSpec, Scenario
-from fencecheck.vocab import Execution, ForwardMode, ReadSite, ResolutionRule, SharedReadEnds, StepKind
+from fencecheck.vocab import REPRESENTATIVE, Execution, ModeFamily, ReadSite, ResolutionRule, SharedReadEnds, StepKind
 
 from .traces import ModelTrace, generate
 
-MODES = (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2)
+MODES = tuple(REPRESENTATIVE[f] for f in (ModeFamily.DECODE, ModeFamily.VERIFY, ModeFamily.OTHER))
 LOC = "req_to_token"
 SEED = 7
 THREE_PHASE_SAMPLE = 300

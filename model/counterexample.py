@@ -25,7 +25,7 @@ from fencecheck.scenario import (
     SchedulerSpec,
 )
 from fencecheck.trace import Trace
-from fencecheck.vocab import ForwardMode, SharedReadEnds, StepKind
+from fencecheck.vocab import REPRESENTATIVE, SharedReadEnds, StepKind
 
 from .concrete import Layout
 from .emit import emit, witness_schedule
@@ -33,7 +33,7 @@ from .program import Program, ReadSlot, build
 from .solver import Answer, Budget, check, fresh_context, make_solver
 from .symconfig import GLOBAL_KNOBS, PHASE_KNOBS, RUNNER_KNOBS, SITES, Bounds, SymConfig, make_config
 
-MODES = {0: ForwardMode.DECODE, 1: ForwardMode.TARGET_VERIFY, 2: ForwardMode.DRAFT_EXTEND_V2, 3: ForwardMode.EXTEND}
+MODES = {int(f): mode for f, mode in REPRESENTATIVE.items()}
 KINDS = (StepKind.NORMAL, StepKind.IDLE, StepKind.FALLBACK)
 
 #: builds the query's constraints for one program: (cfg, prog) -> constraints (assumptions, the race, ...)

@@ -65,8 +65,7 @@ def ours(s: Scenario, races) -> tuple[RaceId, ...]:
 
 
 #: The declarations a stand-in backend is tried with: every value, UNKNOWN (publish nothing) included.
-STAND_IN_DECLARATIONS = (SharedReadEnds.PRE_REPLAY, SharedReadEnds.IN_REPLAY, SharedReadEnds.POST_REPLAY,
-                         SharedReadEnds.UNKNOWN)
+STAND_IN_DECLARATIONS = tuple(SharedReadEnds)
 
 
 def stand_ins(b, facts: list[ModeFacts]) -> list[tuple[tuple[SharedReadEnds, ...], BackendSpec]]:

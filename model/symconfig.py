@@ -29,14 +29,18 @@ from fencecheck.vocab import (
     PlanJoin,
     PrepStream,
     PublishPolicy,
+    ModeFamily,
     ReadSite,
     ResolutionRule,
+    SharedReadEnds,
 )
 
 SITES = tuple(ReadSite)  # pre_replay, in_graph_before_marker, in_graph_after_marker, post_replay
-PRE, IN, POST, UNKNOWN = 1, 2, 3, 4
-DECODE, VERIFY, OTHER, EXTEND = 0, 1, 2, 3
-MODE_CLASSES = 4
+#: A declaration as the model encodes it: its ``SharedReadEnds`` value, ordered by lateness.
+PRE, IN, POST, UNKNOWN = (int(e) for e in SharedReadEnds)
+#: A phase's mode as the model encodes it: its ``ModeFamily`` value.
+DECODE, VERIFY, OTHER, EXTEND = (int(f) for f in ModeFamily)
+MODE_CLASSES = len(ModeFamily)
 
 
 def index(member) -> int:
@@ -195,7 +199,7 @@ def make_config(bounds: Bounds, tag: str = "", ctx: z3.Context | None = None) ->
                 worker={loc: Bool(f"{pre}.worker.{loc}") for loc in bounds.locations},
                 knobs=_knob_vars(PHASE_KNOBS, f"{pre}.", bounds, dom, ctx),
             )
-            dom += [_in(pv.runner, 0, bounds.runners - 1), _in(pv.mode, 0, MODE_CLASSES - 1), _in(pv.decl, 1, 4)]
+            dom += [_in(pv.runner, 0, bounds.runners - 1), _in(pv.mode, 0, MODE_CLASSES - 1), _in(pv.decl, PRE, UNKNOWN)]
             if i == 0:
                 dom.append(pv.active)  # every step runs at least one phase
             else:

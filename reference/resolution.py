@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from fencecheck.vocab import ForwardMode, ResolutionRule, SharedReadEnds
+from fencecheck.vocab import ForwardMode, ModeFamily, ResolutionRule, SharedReadEnds, family
 
 
 def resolve_shared_read_ends(
@@ -25,7 +25,7 @@ def resolve_shared_read_ends(
     sound choice).
     """
     if rule is ResolutionRule.GATED:
-        if mode not in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
+        if family(mode) not in (ModeFamily.DECODE, ModeFamily.VERIFY):
             return SharedReadEnds.UNKNOWN
         if mode is ForwardMode.TARGET_VERIFY and not is_last_shared_read_phase(mode):
             return SharedReadEnds.UNKNOWN

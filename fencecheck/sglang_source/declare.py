@@ -13,10 +13,12 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from fencecheck.vocab import SharedReadEnds
+
 from .tree import ClassInfo, Tree
 
-ENDS = ("PRE_REPLAY", "IN_REPLAY", "POST_REPLAY", "UNKNOWN")
-_ORDER = {e: i for i, e in enumerate(ENDS)}
+ENDS = tuple(e.name for e in SharedReadEnds)  # ordered by lateness, as the vocabulary orders them
+_ORDER = {e.name: int(e) for e in SharedReadEnds}
 
 
 class Unresolved(Exception):
