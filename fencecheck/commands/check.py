@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from fencecheck.commands.common import PROGRESS_HELP, say, steps
+from fencecheck.commands.common import PROGRESS_HELP, outputs, say, steps
 from fencecheck.errors import (
     EXIT_CODES_HELP,
     EXIT_OK,
@@ -255,4 +255,4 @@ def add_parser(sub) -> None:
     p.add_argument("--witness", action="store_true",
                    help="replay each race under its witness interleaving (with --json: the schedule and the stale read)")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=cmd_check, **outputs(inputs=(("targets", "file"),)))

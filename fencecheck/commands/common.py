@@ -31,9 +31,11 @@ def steps(text: str) -> int:
 PROGRESS_HELP = "show a progress bar on stderr even when stderr is not a terminal (it shows on a terminal anyway)"
 
 
-def outputs(*specs: tuple[str, bool]) -> dict:
-    """``set_defaults`` for a command that writes: (attribute, is a folder) of each output, checked before the work."""
-    return {"outputs": specs}
+def outputs(*specs: tuple[str, bool], inputs: tuple[tuple[str, str], ...] = ()) -> dict:
+    """``set_defaults`` for a command that writes: (attribute, is a folder) of each output, checked before the work,
+    and (attribute, kind) of each input it reads, so that no output replaces an input: kind ``file`` (a file, or
+    several), ``corpus`` (a corpus folder: its corpus file is read) or ``tree`` (a source tree: its modules)."""
+    return {"outputs": specs, "inputs": inputs}
 
 
 def say(err: TextIO, line: str) -> None:

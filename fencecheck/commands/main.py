@@ -14,6 +14,7 @@ import argparse
 import functools
 import os
 import sys
+from pathlib import Path
 from typing import Sequence, TextIO
 
 from fencecheck import __version__
@@ -98,6 +99,21 @@ def _silence(stream: TextIO) -> None:
     os.close(devnull)
 
 
+def _inputs(args) -> tuple[list[Path], list[Path]]:
+    """The files and the source trees a command's run reads, from its declared inputs (``common.outputs``)."""
+    from fencecheck.files.corpus_io import FILENAME
+
+    files, trees = [], []
+    for attr, kind in getattr(args, "inputs", ()):
+        value = getattr(args, attr, None)
+        for v in (value if isinstance(value, list) else [value] if value else []):
+            if kind == "tree":
+                trees.append(Path(v))
+            else:
+                files.append(Path(v) / FILENAME if kind == "corpus" else Path(v))
+    return files, trees
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run one command; returns its exit code. Never raises (but ``SystemExit``) and never prints a traceback: an
     unexpected exception is reported in one line as a bug (exit 70), Ctrl-C in one line (exit 130), and a stdout
@@ -111,10 +127,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             out.flush()
             return e.status
         args.err = err
-        from fencecheck.files.outputs import check_output
+        from fencecheck.files.outputs import check_not_an_input, check_output
 
+        files, trees = _inputs(args)
         for attr, folder in getattr(args, "outputs", ()):
             if getattr(args, attr, None):
+                check_not_an_input(getattr(args, attr), f"--{attr}", files, trees, folder=folder)
                 check_output(getattr(args, attr), folder=folder)
         code = args.func(args, out)
         out.flush()

@@ -29,4 +29,4 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, metavar="FILE.py", help="the pytest module to write")
     p.add_argument("--only", nargs="+", metavar="GLOB",
                    help="only traces whose id matches (e.g. 'catalog/*'); recorded in the module")
-    p.set_defaults(func=cmd_regress, **outputs(("out", False)))
+    p.set_defaults(func=cmd_regress, **outputs(("out", False), inputs=(("dir", "corpus"),)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
+from fencecheck.commands.common import outputs
 from fencecheck.commands.reader_audit import contexts_text
 from fencecheck.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
 
@@ -61,7 +62,7 @@ def add_parser(sub) -> None:
                         "cross-checks) and about the scenario of each worker read after the publisher")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
                    help="write the fingerprints of the functions the facts come from (JSON, for --against)")
-    p.set_defaults(func=cmd_sglang, outputs=(("scenarios", True), ("fingerprints", False)))
+    p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), inputs=(("path", "tree"), ("against", "file"))))
 
 
 def has_drift(doc: dict) -> bool:
@@ -122,14 +123,10 @@ def cmd_sglang(args, out: TextIO) -> int:
 
     scenarios += decide_worker_reads(doc, ex.algorithm_scenarios, model=args.cross_check)
     if args.scenarios:
-        from pathlib import Path
+        from fencecheck.files.outputs import write_tree
+        from fencecheck.files.scenario_io import dumps
 
-        from fencecheck.files.scenario_io import dump
-
-        folder = Path(args.scenarios)
-        folder.mkdir(parents=True, exist_ok=True)
-        for sc in scenarios:
-            dump(sc, folder / f"{sc.name}.toml")
+        write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in scenarios})  # whole or not at all
     if args.json:
         json.dump(doc, out, indent=1, sort_keys=False)
         out.write("\n")

@@ -31,4 +31,4 @@ def add_parser(sub) -> None:
     p.add_argument("scenario", metavar="SCENARIO", help="the scenario file (.toml)")
     p.add_argument("--steps", type=steps, default=None, help="steps to run (default: the scenario's own)")
     p.add_argument("--out", "-o", default=None, help="file to write (default: stdout)")
-    p.set_defaults(func=cmd_trace, **outputs(("out", False)))
+    p.set_defaults(func=cmd_trace, **outputs(("out", False), inputs=(("scenario", "file"),)))

@@ -266,4 +266,4 @@ def add_parser(sub) -> None:
                    help="worker processes for the symbolic checks of the proposed changes (default: 1; more help "
                         "only where cores are free); the report is the same for any N")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
-    p.set_defaults(func=cmd_verify, **outputs(("out", False)))
+    p.set_defaults(func=cmd_verify, **outputs(("out", False), inputs=(("backend", "file"),)))

@@ -13,7 +13,7 @@ import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from fencecheck.errors import IOFailure, os_reason
+from fencecheck.errors import InputError, IOFailure, os_reason, quote
 
 
 def _kind(path: Path) -> int | None:
@@ -197,3 +197,23 @@ def _swap(root: Path, stage: Path, old: Path, names: list[str]) -> None:
             with contextlib.suppress(OSError):
                 os.rename(old / n, root / n)
         raise
+
+
+def check_not_an_input(output, flag: str, inputs: list[Path], trees: list[Path], folder: bool = False) -> None:
+    """Refuse, before any work, an output that would replace an input of the same run: an output file that is one
+    of ``inputs`` (by file identity: the same device and inode, so another spelling, a hard link or a symlink to it
+    counts), or a Python module under one of ``trees`` (a tree the run reads); for an output folder, one that holds
+    an input file directly. One line naming both, exit 2."""
+    out = Path(output)
+    try:
+        if folder:
+            clash = [i for i in inputs if i.exists() and out.exists() and os.path.samefile(i.parent, out)]
+        else:
+            clash = [i for i in inputs if out.exists() and i.exists() and os.path.samefile(i, out)]
+            real = Path(os.path.realpath(out))
+            clash += [t for t in trees if real.suffix == ".py" and real.is_relative_to(os.path.realpath(t))]
+    except OSError:
+        return  # what cannot be compared cannot be the same file; check_output reports an unreachable path
+    if clash:
+        raise InputError("<flags>", flag, f"an output that is not an input of the same run; {quote(str(output))} "
+                                          f"would replace the input {quote(str(clash[0]))}")
