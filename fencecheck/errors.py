@@ -117,3 +117,25 @@ def os_reason(err: OSError) -> str:
 
 class ScheduleError(FencecheckError):
     """A device interleaving that breaks the trace's happens-before order."""
+
+
+def worker_ignores_interrupts() -> None:
+    """A worker process's initializer: Ctrl-C is the parent's to handle (one line, exit 130), which ends the
+    workers; a worker that also took it would print its own traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def quiet_interrupted_finalizers() -> None:
+    """Drop the "Exception ignored in ..." report of a Ctrl-C that lands inside a finalizer (z3's ``__del__``): the
+    interrupt is reported once, as one line, by the command; every other unraisable error is reported as before."""
+    import sys
+
+    default = sys.__unraisablehook__
+
+    def hook(unraisable) -> None:
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt):
+            default(unraisable)
+
+    sys.unraisablehook = hook

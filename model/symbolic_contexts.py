@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import z3
 
+from fencecheck.errors import worker_ignores_interrupts
 from fencecheck.verdict import Verdict
 from fencecheck.vocab import ResolutionRule
 
@@ -92,7 +93,8 @@ class SymbolicVerdicts:
             return
         import multiprocessing
 
-        self._pool = multiprocessing.get_context("spawn").Pool(min(self.jobs, len(todo)))
+        self._pool = multiprocessing.get_context("spawn").Pool(min(self.jobs, len(todo)),
+                                                              initializer=worker_ignores_interrupts)
         for key, facts in todo.items():
             self._pending[key] = self._pool.apply_async(symbolic_verdict, (facts, self.bounds, self.budget))
 

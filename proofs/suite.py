@@ -14,7 +14,7 @@ import platform
 import sys
 from typing import Callable, Sequence
 
-from fencecheck.errors import InputError
+from fencecheck.errors import InputError, worker_ignores_interrupts
 from fencecheck.model.solver import version
 
 from . import obligations as O
@@ -60,7 +60,7 @@ def prove_all(only: Sequence[str] | None = None, progress: Callable[[Result], No
     mp = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     order = sorted(range(len(obligations)), key=lambda i: -obligations[i].rlimit)  # stable: ties in usual order
     done: list[Result | None] = [None] * len(obligations)
-    with mp.Pool(min(jobs, len(obligations))) as pool:
+    with mp.Pool(min(jobs, len(obligations)), initializer=worker_ignores_interrupts) as pool:
         for i, r in pool.imap_unordered(_evaluate_at, [(i, obligations[i]) for i in order]):
             done[i] = r
             if progress is not None:

@@ -41,6 +41,7 @@ from fencecheck.errors import (
     FencecheckError,
     InputError,
     one_line,
+    quiet_interrupted_finalizers,
     os_reason,
 )
 
@@ -120,6 +121,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     closed by its reader ends the run quietly (exit 141)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    quiet_interrupted_finalizers()
     try:
         try:
             args = build_parser(out).parse_args(argv)

@@ -20,12 +20,22 @@ def cmd_prove(args, out: TextIO) -> int:
     from fencecheck.proofs.documents import table
     from fencecheck.proofs.suite import document_files, prove_all, timings_text
 
+    from fencecheck.commands.progress import progress_bar
+    from fencecheck.proofs.suite import select
+
+    bar = progress_bar(len(select(args.only)), "proving", args.progress, args.err, unit="obligation")
+
     def progress(r) -> None:
-        args.err.write(f"  {r.obligation.name}: {r.verdict.value} ({r.seconds:.2f} s)\n")
+        if args.progress:
+            bar.write(f"  {r.obligation.name}: {r.verdict.value} ({r.seconds:.2f} s)", file=args.err)
+        bar.update(1)
 
     jobs = getattr(args, "jobs", None) or min(2, os.cpu_count() or 1)
     start = time.perf_counter()
-    results = prove_all(args.only, progress if args.progress else None, jobs)
+    try:
+        results = prove_all(args.only, progress, jobs)
+    finally:
+        bar.close()
     wall = time.perf_counter() - start
     if args.json:
         json.dump([{"obligation": r.obligation.name, "verdict": r.verdict.value, "expected": r.obligation.expected.value,
@@ -57,7 +67,8 @@ def add_parser(sub) -> None:
     p.add_argument("--only", nargs="+", metavar="GLOB", help="only obligations whose name matches (fnmatch)")
     p.add_argument("--docs", default=None, metavar="DIR", help="write DIR/proofs.md and DIR/counterexamples/")
     p.add_argument("--json", action="store_true", help="machine-readable results, one object per obligation")
-    p.add_argument("--progress", action="store_true", help="print each obligation as it finishes (stderr)")
+    p.add_argument("--progress", action="store_true", help="print each obligation as it finishes, with a progress bar (stderr; the bar shows on a "
+                        "terminal anyway)")
     p.add_argument("--timings", default=None, metavar="FILE", help="write the run's times and rlimits here (JSON)")
     p.add_argument("--jobs", "-j", type=positive, default=None, metavar="N",
                    help="worker processes (default: 2, or 1 on one core); the results and documents are the same "
