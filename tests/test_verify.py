@@ -143,7 +143,7 @@ def test_an_unknown_declaration_gets_a_verified_one():
 
 @pytest.mark.slow
 def test_honest_backend_is_proved_in_every_context():
-    code, out, _ = run("verify", str(EXAMPLES / "honest-backend.toml"))
+    code, out, _ = run("verify", str(EXAMPLES / "honest-backend.toml"), "--catalog", PR_ERA)
     assert code == 0
     assert "proved race-free under resolution declaration_only_post_fallback and the assumptions " \
            "named_runner_is_last_reader, sound_fallback" in out and "COUNTEREXAMPLE under" not in out
@@ -163,7 +163,7 @@ def test_honest_backend_is_proved_in_every_context():
 @pytest.mark.slow
 def test_dishonest_backend_gets_a_replayable_counterexample_numbered_as_reported(tmp_path):
     target = tmp_path / "ce.toml"
-    code, out, err = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target), "--progress")
+    code, out, err = run("verify", str(EXAMPLES / "dishonest-backend.toml"), "-o", str(target), "--progress", "--catalog", PR_ERA)
     assert code == 1
     assert "verify gathers-in-kernels" in err  # the progress bar, asked for on a stderr that is not a terminal
     assert "the read of req_to_token by phase0 at in_graph_after_marker in step 1 races" in out
@@ -179,7 +179,7 @@ def test_dishonest_backend_gets_a_replayable_counterexample_numbered_as_reported
 
 @pytest.mark.slow
 def test_over_declared_backend_gets_verified_advice_and_the_dspark_explanation():
-    code, out, _ = run("verify", str(EXAMPLES / "over-declared-backend.toml"))
+    code, out, _ = run("verify", str(EXAMPLES / "over-declared-backend.toml"), "--catalog", PR_ERA)
     assert code == 1
     assert "dspark: COUNTEREXAMPLE  [outside the symbolic proof: fails last_reader_publishes]" in out
     assert "race: req_to_token@idle/pre_replay in step 2: idle (IDLE on runner target" in out
@@ -194,7 +194,7 @@ def test_over_declared_backend_gets_verified_advice_and_the_dspark_explanation()
 
 @pytest.mark.slow
 def test_json_shape():
-    code, out, err = run("verify", str(EXAMPLES / "composite-backend.toml"), "--json")
+    code, out, err = run("verify", str(EXAMPLES / "composite-backend.toml"), "--json", "--catalog", PR_ERA)
     data = json.loads(out)
     assert code == 1 and err == ""
     assert set(data) == {"backend", "modes", "symbolic", "contexts", "findings", "advice", "safe"}
@@ -226,7 +226,7 @@ def test_a_composite_backend_file_given_to_check_says_where_it_belongs():
 
 @pytest.mark.slow
 def test_hybrid_names_the_delegate_at_fault_and_advises_only_the_mode_in_the_race():
-    code, out, _ = run("verify", str(EXAMPLES / "hybrid-backend.toml"))
+    code, out, _ = run("verify", str(EXAMPLES / "hybrid-backend.toml"), "--catalog", PR_ERA)
     assert code == 1
     assert "  TARGET_VERIFY: declares IN_REPLAY (from linear); reads pre_replay: req_to_token, in_graph_after_marker: " \
            "req_to_token; OUTSIDE what IN_REPLAY covers" in out
@@ -399,3 +399,40 @@ def test_each_change_outside_the_backend_restores_the_assumption_it_is_for():
     assert seen == {"named_runner_is_last_reader", "plan_stream_joined_before_replay", "barrier_on",
                     "barrier_after_run_batch", "last_reader_resolves", "last_reader_publishes",
                     "worker_reads_cleared"}
+
+
+def test_the_default_contexts_are_the_release_and_the_last_line_is_the_verdict():
+    """Without --catalog the contexts are the release catalog's, and the text says so; the last line is the verdict
+    over every context."""
+    from fencecheck.files.catalog import DEFAULT_VERSION, RELEASE
+
+    assert DEFAULT_VERSION == RELEASE
+    code, out, _ = run("verify", str(EXAMPLES / "honest-backend.toml"))
+    lines = out.splitlines()
+    assert code == 0 and f"catalog contexts ({RELEASE}):" in out
+    assert lines[-1].startswith("verify flashinfer-like: SAFE in every context (the symbolic family and ")
+    assert lines[-1].endswith(f"scenarios of the {RELEASE} catalog)")
+    code, out, _ = run("verify", str(EXAMPLES / "dishonest-backend.toml"))
+    last = out.splitlines()[-1]
+    assert code == 1 and last.startswith("verify gathers-in-kernels: RACES in ") and "decode-flashinfer" in last
+
+
+def test_an_unknown_location_in_a_backend_file_is_a_warning(tmp_path):
+    bad = tmp_path / "b.toml"
+    bad.write_text((EXAMPLES / "honest-backend.toml").read_text().replace('"req_to_token"', '"req_to_tokens"', 1))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["verify", str(bad), "--catalog", PR_ERA], out, err)
+    assert code in (0, 1)  # a verdict, not bad input: a warning changes no exit code
+    assert "unknown shared location 'req_to_tokens' (did you mean 'req_to_token'?)" in err.getvalue()
+
+
+def test_the_document_lists_the_assumptions_the_output_names():
+    """docs/verify.md's list of the symbolic contexts' assumptions is the code's (model.symbolic_contexts.ASSUMED)."""
+    import re
+
+    from fencecheck.model.symbolic_contexts import ASSUMED
+
+    doc = (EXAMPLES.parent / "docs" / "verify.md").read_text(encoding="utf-8")
+    para = doc.split("**Symbolic contexts.**", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"`(\w+)`", para.split("other than", 1)[1].split("(a test", 1)[0])
+    assert listed[0] == "honest_declarations" and tuple(listed[1:]) == ASSUMED

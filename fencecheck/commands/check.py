@@ -53,6 +53,18 @@ def _load_targets(paths: Sequence[str], catalog: str | None, err: TextIO | None 
     return scenarios, traces
 
 
+def _backend_location_keys(bf):
+    """(key, location) of every shared location a backend file's backends read, keys spelled as in the file (the
+    root backend's at the top, the others under ``backends.NAME``)."""
+    for name, b in bf.backends.items():
+        prefix = "" if name == bf.root.name else f"backends.{name}."
+        for mode, sites in b.reads.items():
+            for site, locs in sites.items():
+                site_text = getattr(site, "value", site)
+                for loc in locs:
+                    yield f"{prefix}reads.{mode}.{site_text}", loc
+
+
 def _location_keys(s):
     """(key, location) of every shared location a scenario names, keys spelled as in its file."""
     for name, b in s.backends.items():
@@ -70,13 +82,14 @@ def _location_keys(s):
 
 
 def warn_unknown_locations(s, path: str, err: TextIO | None) -> None:
-    """One warning line per (key, location) outside ``vocab.SHARED_LOCATIONS``: the file, the key, the closest known
-    names. A warning only: a scenario may model a location fencecheck does not know; the exit code is unchanged."""
+    """One warning line per (key, location) of a scenario or a backend file (``s``) outside
+    ``vocab.SHARED_LOCATIONS``: the file, the key, the closest known names. A warning only: a scenario may model a location fencecheck does not know; the exit code is unchanged."""
     from fencecheck.vocab import SHARED_LOCATIONS, closest_locations
 
     if err is None:
         return
-    for key, loc in _location_keys(s):
+    keys = _location_keys(s) if hasattr(s, "algorithm") else _backend_location_keys(s)
+    for key, loc in keys:
         if loc in SHARED_LOCATIONS:
             continue
         close = closest_locations(loc)

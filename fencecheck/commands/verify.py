@@ -135,13 +135,16 @@ def cmd_verify(args, out: TextIO) -> int:
     from fencecheck.model.verify import verify
 
     backend = load_backend(args.backend)
+    from fencecheck.commands.check import warn_unknown_locations
+
+    warn_unknown_locations(backend, args.backend, getattr(args, "err", None))
     from fencecheck.errors import ScenarioError
     from fencecheck.model.backend_facts import mode_facts
 
     if not mode_facts(backend):
         raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
                                               "(expected declares, reads, children or delegate)")
-    catalog = load_catalog(PR_ERA)  # the model's contexts: the catalog whose semantics the model gives
+    catalog = load_catalog(args.catalog)
     bar = None
     err = getattr(args, "err", sys.stderr)
     if getattr(args, "progress", False) or (hasattr(err, "isatty") and err.isatty()):
@@ -162,10 +165,25 @@ def cmd_verify(args, out: TextIO) -> int:
         out.write("\n")
     else:
         _verify_text(args, report, explain_contexts(report), out, RULE, ASSUMED)
+    brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought and not c.safe for c in report.contexts)
+    if not args.json:
+        out.write(verdict_line(report, args.catalog, brought) + "\n")
     if report.safe:
         return EXIT_OK
-    brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought and not c.safe for c in report.contexts)
     return EXIT_RACE if brought else EXIT_UNKNOWN
+
+
+def verdict_line(report, catalog: str, brought: bool) -> str:
+    """The last line of ``verify``'s text: the verdict over every context, and where the contexts come from."""
+    where = f"the symbolic family and {len(report.contexts)} scenarios of the {catalog} catalog"
+    if report.safe:
+        return f"verify {report.backend}: SAFE in every context ({where})"
+    racing = [c.scenario for c in report.contexts if c.brought and not c.safe]
+    symbolic = ["the symbolic family"] if report.verdict is Verdict.COUNTEREXAMPLE else []
+    if brought:
+        return (f"verify {report.backend}: RACES in {len(symbolic) + len(racing)} context(s) "
+                f"({', '.join(symbolic + racing)}; of {where})")
+    return f"verify {report.backend}: UNKNOWN (a solver ran out of its budget; never read as safe; of {where})"
 
 
 def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> None:
@@ -196,7 +214,7 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
             out.write(f"  barrier: {race.barrier or 'none'}; missing edge: {race.missing_edge}\n")
         if args.out:
             out.write(f"  scenario written to {args.out}; replay: fencecheck check {args.out} --witness\n")
-    out.write(f"catalog contexts: {len(report.contexts)} scenarios with a phase in a mode it covers\n")
+    out.write(f"catalog contexts ({args.catalog}): {len(report.contexts)} scenarios with a phase in a mode it covers\n")
     for c in report.contexts:
         own = c.own_verdict is not Verdict.PROVED
         status = c.report.verdict.text if not own else ("adds no race" if c.safe else "COUNTEREXAMPLE")
@@ -254,6 +272,8 @@ VERIFY_EXIT_CODES = EXIT_CODES_HELP.replace(
 
 def add_parser(sub) -> None:
     """The ``verify`` subcommand's arguments."""
+    from fencecheck.files.catalog import DEFAULT_VERSION as CATALOG_DEFAULT, VERSIONS as CATALOG_VERSIONS
+
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race",
                        description=VERIFY_HELP, epilog=VERIFY_EXIT_CODES)
     p.add_argument("backend", metavar="BACKEND.toml",
@@ -265,5 +285,8 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", "-j", type=positive, default=None, metavar="N",
                    help="worker processes for the symbolic checks of the proposed changes (default: 1; more help "
                         "only where cores are free); the report is the same for any N")
+    p.add_argument("--catalog", default=CATALOG_DEFAULT, choices=CATALOG_VERSIONS, metavar="VERSION",
+                   help=f"the catalog whose configurations are the contexts ({', '.join(CATALOG_VERSIONS)}; default "
+                        f"{CATALOG_DEFAULT}, SGLang as released)")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.set_defaults(func=cmd_verify, **outputs(("out", False), inputs=(("backend", "file"),)))
