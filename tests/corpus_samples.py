@@ -1,5 +1,7 @@
-"""Small inputs in the current formats, made by the product itself (so they follow its formats as they change): a
-corpus of one record and a trace file, for the bad-input and corpus tests to mutate."""
+"""Small valid inputs made by the product itself, for the bad-input and corpus tests to mutate.
+
+A corpus of one record and a trace file, written by the same code as ``fencecheck traces`` and ``fencecheck trace``,
+so they follow the product's formats."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""A CPU stand-in for the slice of torch.cuda that fencecheck.gpu uses. It enforces the CUDA semantics the GPU
-checks depend on, so a device that issues work wrongly fails here as it would on a GPU.
+"""A CPU stand-in for the slice of torch.cuda that fencecheck.gpu uses, enforcing the CUDA semantics it relies on.
+
+A device that issues work wrongly fails here as it would on a GPU.
 
 ``new(order=..., seed=...)`` gives a fresh stand-in (a namespace with ``cuda``, ``zeros``, ``int64``,
 ``__version__``); each has its own streams, queues and memory.

@@ -1,12 +1,11 @@
-"""The regression corpus of bad inputs: one input per defect class, each with the exact exit code and error line it
-must give through the command's entry point (``fencecheck.commands.main.main``).
+"""The regression corpus of bad inputs: each gives its exact exit code and one error line.
+
+One input per defect class, run through the command's entry point (``fencecheck.commands.main.main``).
 
 Inputs that fail before their format matters (size, nesting, digits, encoding, syntax, a corpus record's plain fields)
-are files in tests/bad_inputs/. Inputs whose defect sits inside a format that is still changing (trace files), or
-that are too large to keep (16 MiB, a 5 MB string) or cannot be a file name in git (a newline), are made here from
-what the product writes now (``corpus_samples``), by a recipe.
-
-
+are files in tests/bad_inputs/. Inputs whose defect sits inside a format that grows with the product (trace files),
+or that are too large to keep (16 MiB, a 5 MB string) or cannot be a file name in git (a newline), are made here by
+a recipe from what the product writes (``corpus_samples``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""``fencecheck check`` beyond races: dishonest declarations, ``[expect]``, witnesses in JSON, unknown shared
-locations; and the conventions every command keeps (help on every option, --json, progress on stderr)."""
+"""``fencecheck check`` beyond races, and the conventions every command keeps.
+
+Dishonest declarations, ``[expect]``, witnesses in JSON, unknown shared locations; help on every option, --json,
+progress on stderr."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Differential test: on random concrete scenarios the model's verdict and races equal the simulator's, and the
-model's trace (its program run concretely) is the reference's, op for op."""
+"""The model against the simulator on random concrete scenarios: the same verdict, races and trace.
+
+The model's trace (its program run concretely) is the reference's, op for op."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Citations of our docs pages resolve: every ``<page>.md#<anchor>`` named in the product's code, docs and catalog is
-a heading of that page, and every relative link between docs pages points at a page that exists."""
+"""Citations of our docs pages resolve, and the product cites no document outside the repository.
+
+Every ``<page>.md#<anchor>`` named in the product's code, docs and catalog is a heading of that page, and every
+relative link between docs pages points at a page that exists."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""One declaration per scenario field: every consumer (schema, TOML reader and writer, docs, the model's encoding and
-decoding) is derived from it, so a knob declared once is read, written, documented, encoded and decoded."""
+"""One declaration per scenario field, and every consumer derived from it.
+
+The schema, the TOML reader and writer, the docs, and the model's encoding and decoding all come from the
+declaration, so a knob declared once is read, written, documented, encoded and decoded."""
 
 from __future__ import annotations
 

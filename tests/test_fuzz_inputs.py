@@ -1,7 +1,8 @@
-"""Fuzzing the input files through the command's entry point (``fencecheck.commands.main.main``): catalog scenarios and traces,
-mutated (keys dropped, list entries duplicated, values retyped, huge numbers, long strings, deep nesting, lines
-duplicated, text cut, bytes that are not UTF-8), must give exit 0, 1 or 2 and at most one line on stderr; never a
-traceback or a bug report (exit 70).
+"""Fuzzed input files give exit 0, 1 or 2 and at most one stderr line, never a traceback or exit 70.
+
+Catalog scenarios and traces are mutated (keys dropped, list entries duplicated, values retyped, huge numbers, long
+strings, deep nesting, lines duplicated, text cut, bytes that are not UTF-8) and run through the command's entry
+point (``fencecheck.commands.main.main``).
 
 The work is bounded by the inputs, not by time: mutated files stay within the file-level limits' order of size, and
 a run that reaches the simulator with more steps, ring slots or graph segments than ``MAX_AT_TEST`` is reported as a

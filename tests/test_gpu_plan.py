@@ -1,5 +1,6 @@
-"""The CPU side of gpu/: delays, the judgement of observations, manifestation counts, and the CUDA device on a CPU
-stand-in for torch.cuda that enforces the CUDA semantics the GPU checks rely on (tests/fake_torch.py). Each fault
+"""The CPU side of gpu/: delays, judging observations, manifestation counts, the CUDA device on a CPU stand-in.
+
+The stand-in for torch.cuda (tests/fake_torch.py) enforces the CUDA semantics the GPU checks rely on. Each fault
 a device could have (a marker without external=True, a wait that does nothing, a kernel on the wrong stream,
 buffers used before their initialization is ordered) is applied here and must be caught."""
 
@@ -229,7 +230,7 @@ def test_litmus_tests_fail_on_a_device_without_reordering_or_without_waits(monke
     assert failed == {"R1", "R2", "R3", "R5", "R7", "R8"}
     monkeypatch.setattr(fake_torch.Stream, "wait_event", lambda self, event: None)
     failed = {lit.rule for lit in litmus_tests(fake_torch.new(), trials=3) if not lit.ok}
-    assert {"R1", "R2", "R4", "R5", "R7"} <= failed  # "never stale" reads go stale; R4's wait is no longer refused
+    assert {"R1", "R2", "R4", "R5", "R7"} <= failed  # "never stale" reads go stale; R4's wait is not refused
 
 
 # -- the CUDA device on the stand-in -------------------------------------------------------------------------------

@@ -1,3 +1,5 @@
+"""Executing a trace under a device interleaving: schedules checked against happens-before, stale reads, witnesses."""
+
 from __future__ import annotations
 
 import random

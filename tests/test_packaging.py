@@ -1,5 +1,6 @@
-"""Every package folder is packaged, the built wheel imports from outside the checkout, and each module file has
-exactly one module name, from a source checkout and from the wheel (no second copy such as
+"""Every package folder is packaged, the built wheel imports from outside the checkout, one name per module file.
+
+Each module file has exactly one module name, from a source checkout and from the wheel (no second copy such as
 ``fencecheck.fencecheck.vocab``)."""
 
 from __future__ import annotations

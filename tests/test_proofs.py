@@ -1,6 +1,7 @@
-"""The proof obligations: verdicts as expected, non-vacuity, minimal counterexamples replayed by the simulator, unknown
-never read as proved, and results that depend on nothing but the obligation (not on what ran before, nor on the
-machine)."""
+"""The proof obligations: expected verdicts, non-vacuity, replayed counterexamples, unknown never read as proved.
+
+Minimal counterexamples are replayed by the simulator, and results depend on nothing but the obligation (not on
+what ran before, nor on the machine)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Property tests over random scenarios (tests/strategies.py): verdicts do not depend on naming; a coarse fence or a
-mailbox clear only ever takes races away; a coarse fence leaves exactly the unjoined plan-stream reads. Each asserts
-on every draw, racy or safe."""
+"""Properties of verdicts over random scenarios (tests/strategies.py).
+
+Verdicts do not depend on naming; a coarse fence or a mailbox clear only ever takes races away; a coarse fence
+leaves exactly the unjoined plan-stream reads. Each asserts on every draw, racy or safe."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Generated regression modules are short, read their cases from the corpus at test time from any working directory,
-pass against the reference, and fail against a broken implementation with the first divergence named."""
+"""Generated regression modules pass against the reference and fail against a broken implementation.
+
+They are short, read their cases from the corpus at test time from any working directory, and name the first
+divergence when they fail."""
 
 from __future__ import annotations
 

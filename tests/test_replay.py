@@ -1,3 +1,5 @@
+"""Replaying a corpus record on the simulator: conformance with its first divergence, verdict, witness, schedules."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,5 +1,7 @@
-"""The static SGLang reader on small synthetic trees (tests/sglang_trees): each case lays its files over the common
-minimal package and asserts the specific finding (or non-finding) it exists for; and the subcommand's exit codes."""
+"""The static SGLang reader on small synthetic trees (tests/sglang_trees), and the subcommand's exit codes.
+
+Each case lays its files over the common minimal package and asserts the specific finding (or non-finding) it
+exists for."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The static reader's ``algorithms``: each speculative algorithm's worker, the phases of one decode step, the
-publisher and the worker's reads after the publisher's runner. A synthetic tree (tests/sglang_trees/algorithms) pins
-each rule; the release's table is pinned against tests/sglang_0_5_23_algorithms.json (audited by hand)."""
+"""The static reader's ``algorithms``: worker, decode-step phases, publisher and reads after it, per algorithm.
+
+Each speculative algorithm's worker, the phases of one decode step, the publisher and the worker's reads after the
+publisher's runner. A synthetic tree (tests/sglang_trees/algorithms) pins each rule; the release's table is pinned
+against tests/sglang_0_5_23_algorithms.json (audited by hand)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The static reader on the released SGLang 0.5.23 (sources only, never imported), compared with the hand-audited
-tables in tests/sglang_0_5_23_expected.json (every row with file:line; audited against docs/sglang-0.5.23.md).
+"""The static reader on the released SGLang 0.5.23 sources, against the hand-audited tables.
+
+The sources are read, never imported; the tables are tests/sglang_0_5_23_expected.json (every row with file:line;
+audited against docs/sglang-0.5.23.md).
 
 The release is found by ``tests/sglang_release.py`` (the test command installs it with ``--no-deps``); without it these
 tests are skipped with the reason.

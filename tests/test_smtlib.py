@@ -1,6 +1,8 @@
-"""Second solver: every query that z3 answers within 2,000,000 rlimit (a measure of z3's work, the same on every
-machine), of the obligations whose every check is cheap (given at most 4x that), exported as SMT-LIB2 (QF_LIA) and
-read back by cvc5, must get the same answer."""
+"""Second solver: cvc5 gives z3's answer on the cheap queries, exported as SMT-LIB2.
+
+Every query that z3 answers within 2,000,000 rlimit (a measure of z3's work, the same on every machine), of the
+obligations whose every check is cheap (given at most 4x that), exported as SMT-LIB2 (QF_LIA) and read back by cvc5,
+must get the same answer."""
 
 from __future__ import annotations
 

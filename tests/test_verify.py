@@ -1,3 +1,5 @@
+"""``fencecheck verify``: a backend file in its symbolic and catalog contexts, its findings and verified advice."""
+
 from __future__ import annotations
 
 import io

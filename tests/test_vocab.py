@@ -1,3 +1,5 @@
+"""The closed vocabularies: ``SharedReadEnds`` order and ``max_of``, the base rule, each declaration's sites."""
+
 from __future__ import annotations
 
 import pytest
