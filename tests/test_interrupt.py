@@ -1,5 +1,6 @@
-"""Ctrl-C during a real run (worker processes and z3 objects alive) ends with one line and exit 130: no worker's
-traceback, no finalizer's "Exception ignored" report."""
+"""Ctrl-C during a real run ends with one line and exit 130.
+
+With worker processes and z3 objects alive: no worker's traceback, no finalizer's "Exception ignored" report."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Each fact of the vocabulary has one source: no module restates a set of ``SharedReadEnds`` or ``ForwardMode``
-members, and the model's integer encodings are the vocabulary's own values."""
+"""Each fact of the vocabulary has one source.
+
+No module restates a set of ``SharedReadEnds`` or ``ForwardMode`` members, and the model's integer encodings are the
+vocabulary's own values."""
 
 from __future__ import annotations
 

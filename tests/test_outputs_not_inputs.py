@@ -1,5 +1,6 @@
-"""No output replaces an input of the same run (by file identity), and a multi-file output is written whole or not
-at all."""
+"""No output replaces an input of the same run, and a multi-file output is written whole or not at all.
+
+Inputs and outputs are compared by file identity (another spelling, a symlink or a hard link is the same file)."""
 
 from __future__ import annotations
 

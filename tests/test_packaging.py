@@ -111,7 +111,7 @@ def _probe(modules: dict[str, Path], root: Path, outside: list[Path], argv: list
         aliases |= _aliases(path, root, name)
     for path in outside:
         aliases |= _aliases(path, root, None)
-    aliases -= set(modules)  # another file's own name (proofs/report.py relative to proofs/ is fencecheck.report)
+    aliases -= set(modules)  # another file's own name (proofs/documents.py relative to proofs/ would be fencecheck.documents)
     wanted = json.dumps({"expected": sorted(modules), "aliases": sorted(aliases)})
     proc = subprocess.run([*argv, PROBE, wanted], capture_output=True, text=True, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
@@ -216,9 +216,9 @@ def test_built_wheel_imports_from_outside_the_checkout(wheel, tmp_path):
         f"for m in {modules!r}:\n"
         "    mod = importlib.import_module(m)\n"
         f"    assert mod.__file__.startswith({str(site)!r}), (m, mod.__file__)\n"
-        "from fencecheck.catalog import load_catalog\n"
+        "from fencecheck.files.catalog import load_catalog\n"
         "from fencecheck.reference import check_scenario\n"
-        "from fencecheck.catalog import VERSIONS\n"
+        "from fencecheck.files.catalog import VERSIONS\n"
         "assert all(load_catalog(v) for v in VERSIONS)\n"
         "print(len(load_catalog()), check_scenario(load_catalog()[0]).verdict.value)\n"
     )
