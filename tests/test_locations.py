@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from fencecheck.catalog import VERSIONS, catalog_paths, load_catalog
-from fencecheck.cli import main
 from fencecheck.model.check import model_check
 from fencecheck.reference.check import check_scenario
 from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.races import check_trace
+
+from fencecheck.catalog import VERSIONS, catalog_paths, load_catalog
+from fencecheck.cli import main
 from fencecheck.report import RaceId, Verdict, agreement
 from fencecheck.scenario_io import load_backend, loads
 from fencecheck.sglang_source import reads

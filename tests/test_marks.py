@@ -13,10 +13,6 @@ import json
 
 import pytest
 import z3
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from fencecheck.catalog import VERSIONS, load_catalog
 from fencecheck.model.program import build
 from fencecheck.model.solver import Budget, fresh_context, make_solver, solve
 from fencecheck.model.symconfig import Bounds, make_config
@@ -25,8 +21,21 @@ from fencecheck.reference.run import run_scenario
 from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import witnesses
 from fencecheck.reference.sim.races import check_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fencecheck.catalog import VERSIONS, load_catalog
 from fencecheck.report import Verdict
-from fencecheck.trace import Mark, Read, Replay, RunBatchBegin, RunBatchReturn, StepKind, Trace, Write
+from fencecheck.trace import (
+    Mark,
+    Read,
+    Replay,
+    RunBatchBegin,
+    RunBatchReturn,
+    StepKind,
+    Trace,
+    Write,
+)
 from fencecheck.trace_json import parse, parse_json
 
 RACY = {f"{v}/{s.name}": s for v in VERSIONS for s in load_catalog(v) if s.expect.verdict is Verdict.COUNTEREXAMPLE}
@@ -130,8 +139,8 @@ def _keeps_its_races(name: str, trace: Trace, moved: Trace, by_model: set) -> No
     assert {(r.location, r.phase, r.site, original[dev[r.read_op]].step) for r in report.races} == by_model, name
 
 
-_SETTINGS = dict(deadline=None, derandomize=True,
-                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_SETTINGS = {"deadline": None, "derandomize": True,
+             "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
 
 
 @settings(max_examples=40, **_SETTINGS)
