@@ -28,12 +28,28 @@ from .vocab import (
     ResolutionRule,
     SharedReadEnds,
     StepKind,
+    canonical_location,
 )
 
 #: Key of a backend's ``reads`` that applies to every mode without its own entry.
 ANY_MODE = "*"
 
 SiteReads = Mapping[ReadSite, tuple[str, ...]]
+
+
+def canonical_locations(locs) -> tuple[str, ...]:
+    """``locs`` by identity: each name as its one canonical location (``vocab.canonical_location``), each location
+    once, in the order first named."""
+    return tuple(dict.fromkeys(canonical_location(loc) for loc in locs))
+
+
+def _canonical_sites(sites: SiteReads) -> dict:
+    return {site: canonical_locations(locs) for site, locs in sites.items()}
+
+
+def _set(obj, name: str, value) -> None:
+    """Set a field of a frozen record while it is being built (its locations, by identity)."""
+    object.__setattr__(obj, name, value)
 
 #: Documented upper bounds of a scenario (each enforced with a one-line error).
 MAX_STEPS = 1_000
@@ -73,6 +89,9 @@ class BackendSpec:
         {}, "conditional delegation: per condition `\"SETTING=VALUE\"`, the child per mode that replaces `delegate` "
         "when the condition holds", omit_empty=True, schema=STRUCTURAL)
     note: str = spec("", "free text", text=True, omit_empty=True)
+
+    def __post_init__(self):
+        _set(self, "reads", {mode: _canonical_sites(sites) for mode, sites in self.reads.items()})
 
     def under(self, settings: Mapping[str, str]) -> "BackendSpec":
         """This backend with its conditional rows folded in under ``settings`` (a plain backend)."""
@@ -156,6 +175,10 @@ class PhaseSpec:
         "graph, the runner's or worker's own prep): the shared locations per site", omit_empty=True,
         schema=STRUCTURAL)
 
+    def __post_init__(self):
+        _set(self, "worker_reads_after", canonical_locations(self.worker_reads_after))
+        _set(self, "other_reads", _canonical_sites(self.other_reads))
+
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
@@ -210,6 +233,9 @@ class SchedulerSpec:
     prefill_read_done: bool = spec(True, "`SGLANG_ENABLE_PREFILL_WAR_READ_DONE`: prefill may publish", model=True)
     hierarchical_cache: bool = spec(False, "hierarchical cache, a HiCache storage backend or LMCache is on: prefill "
                                     "never publishes", model=True)
+
+    def __post_init__(self):
+        _set(self, "writes", canonical_locations(self.writes))
 
 
 @dataclass(frozen=True)

@@ -290,8 +290,9 @@ class RunBatchBegin(Mark):
 
 @dataclass(frozen=True)
 class RunBatchReturn(Mark):
-    """``run_batch(step)`` returns: the safety property is anchored here (writes enqueued after it must follow
-    every read of the step)."""
+    """``run_batch(step)`` returns: the safety property is stated from here (writes enqueued after it must follow
+    every read of the step); the race check reads the host order of the device ops instead, which on the
+    reference's traces is the same check (docs/simulator.md, "The race check")."""
 
     step: int
     by: str = _prose()

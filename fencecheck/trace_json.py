@@ -40,7 +40,7 @@ from .trace import (
     StreamId,
     Trace,
 )
-from .vocab import ForwardMode, ResolutionRule, SharedReadEnds, StepKind, Stream
+from .vocab import ForwardMode, ResolutionRule, SharedReadEnds, StepKind, Stream, canonical_location
 
 #: Bounds of a trace document.
 MAX_STEPS = 100_000
@@ -153,7 +153,9 @@ class _Reader:
             return self.choice(value, where, {r.value: r for r in ClearReason})
         if name == "reason":
             return self.choice(value, where, {r.value: r for r in CoarseReason})
-        # stream, other, event, graph, location, phase, owner: names (references are checked afterwards)
+        if name == "location":  # locations by identity: an alias is its canonical location
+            return canonical_location(self.name(value, where))
+        # stream, other, event, graph, phase, owner: names (references are checked afterwards)
         return self.name(value, where, empty=owner is MailboxCleared and name == "phase")
 
     def item(self, value, where: str, tag: str, types: dict[str, type]):

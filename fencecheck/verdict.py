@@ -8,9 +8,12 @@ fails, with the evidence) or ``unknown`` (a solver ran out of budget; never show
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
+
+from fencecheck.vocab import canonical_location
 
 
 class Verdict(str, enum.Enum):
@@ -54,6 +57,11 @@ class Expectation:
 
     verdict: Verdict
     races: tuple[RaceId, ...] = ()
+
+    def __post_init__(self):
+        # Locations by identity: an expected race on an alias is the race on its canonical location.
+        races = tuple(dataclasses.replace(r, location=canonical_location(r.location)) for r in self.races)
+        object.__setattr__(self, "races", races)
 
 
 def agreement(expect: Expectation, verdict: Verdict, races: Iterable[RaceId]) -> tuple[bool, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import types
 
 
 class ForwardMode(str, enum.Enum):
@@ -117,10 +118,22 @@ COVERED_SITES: dict[SharedReadEnds, frozenset[ReadSite]] = {
 }
 
 
-#: The scheduler-shared locations fencecheck knows (docs/sglang-mechanism.md#the-hazard): the request-to-token map,
-#: the sliding-window index map of SWA models (as SGLang names it, and by the short name the catalog and tests use).
+#: The scheduler-shared locations fencecheck knows, by SGLang's attribute names (docs/sglang-mechanism.md#the-hazard,
+#: docs/sglang-0.5.23.md#8-read-sites-per-backend-family): the request-to-token map, the sliding-window index map
+#: of SWA models, the mamba row map of hybrid linear-attention models. The one list of them: the static reader
+#: (``fencecheck.sglang_source.reads``) looks for these names, and ``tests/test_locations.py`` fails on a second.
 #: A scenario may name others; the CLI warns about a name it does not know, with the closest known ones.
-SHARED_LOCATIONS: frozenset[str] = frozenset({"req_to_token", "full_to_swa_index_mapping", "swa_index_map"})
+SHARED_LOCATIONS: frozenset[str] = frozenset(
+    {"req_to_token", "full_to_swa_index_mapping", "req_index_to_mamba_index_mapping"})
+#: Other names of a known location: each is that one location, never a second one. Scenario, backend and trace
+#: files are read through ``canonical_location`` (``fencecheck.scenario``, ``fencecheck.trace_json``), so a read
+#: of one name and a write of the other meet.
+LOCATION_ALIASES: types.MappingProxyType = types.MappingProxyType({"swa_index_map": "full_to_swa_index_mapping"})
+
+
+def canonical_location(name: str) -> str:
+    """The one name of the location ``name`` names: its canonical name for an alias, else ``name`` itself."""
+    return LOCATION_ALIASES.get(name, name)
 
 
 def closest_locations(name: str, n: int = 3) -> list[str]:

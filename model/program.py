@@ -145,13 +145,28 @@ class Program:
         """``r`` is issued, its location is written after ``run_batch(r.step)`` returns, and not ordered before.
 
         Of the candidate first writes, any issued one not ordered after ``r`` is a race; S's clock only grows, so
-        that is exactly the first issued one not being ordered after it."""
+        that is exactly the first issued one not being ordered after it. This is the encoding of
+        ``race_in_host_order`` (the race rule of docs/simulator.md, "The race check"), equal to it on every
+        configuration (``tests/test_marks.py`` proves it within small bounds)."""
         ws = self.first_writes.get((r.step, r.location), [])
         return self.d.And(r.guard, self.d.Or(*[self.d.And(w.guard, self._after(w, r)) for w in ws]))
 
     def race_by_clock(self, r: ReadSlot) -> z3.BoolRef:
         """``race_of`` by the integer clocks alone, whichever encoding the program uses (for comparing the two)."""
         ws = self.first_writes.get((r.step, r.location), [])
+        return self.d.And(r.guard, self.d.Or(*[self.d.And(w.guard, w.vc[r.stream] < r.pos) for w in ws]))
+
+    def writes_after(self, r: ReadSlot) -> list[WriteSlot]:
+        """Every write slot of ``r``'s location after ``r`` in host order (issued or not)."""
+        return [op.kernel for op in self.ops[r.slot + 1:]
+                if isinstance(op.kernel, WriteSlot) and op.kernel.location == r.location]
+
+    def race_in_host_order(self, r: ReadSlot) -> z3.BoolRef:
+        """The race rule on device operations alone: ``r`` is issued and some issued write of its location enqueued
+        after it in host order is not ordered after it (integer clocks: the knowledge of a read is dropped once its
+        step's candidates are issued, so later writes know nothing of it). No step, no run_batch boundary: the
+        simulator's rule (``reference/sim/races.py``), stated over the program's slots."""
+        ws = self.writes_after(r)
         return self.d.And(r.guard, self.d.Or(*[self.d.And(w.guard, w.vc[r.stream] < r.pos) for w in ws]))
 
     def _after(self, w: WriteSlot, r: ReadSlot):

@@ -31,14 +31,19 @@ def catalog():
 
 
 @pytest.fixture(scope="session")
-def release_extraction():
-    """The static reader's extraction of the released SGLang 0.5.23 sources, read once for the whole run (reading
-    takes tens of seconds); tests take a deep copy of its document before changing it. Skipped without the sources."""
-    from sglang_release import WHY, release_tree
+def release_root():
+    """The released SGLang 0.5.23's ``sglang`` folder; without it a test is skipped, or fails when ``CI`` is set
+    (``sglang_release.require_release``)."""
+    from sglang_release import require_release
 
+    return require_release()
+
+
+@pytest.fixture(scope="session")
+def release_extraction(release_root):
+    """The static reader's extraction of the released SGLang 0.5.23 sources, read once for the whole run (reading
+    takes tens of seconds); tests take a deep copy of its document before changing it. Without the sources: as
+    ``release_root``."""
     from fencecheck.sglang_source import read_path
 
-    root = release_tree()
-    if root is None:
-        pytest.skip(WHY)
-    return read_path(root)
+    return read_path(release_root)

@@ -18,7 +18,6 @@ from fencecheck.reference.sim.hb import analyze
 from fencecheck.reference.sim.interleave import host_order, random_schedule, stale_reads, witness_schedule
 from fencecheck.reference.sim.races import find_races
 from fencecheck.vocab import PublishPolicy, ResolutionRule
-from sglang_release import WHY, release_tree
 
 CATALOGS = {v: {s.name: s for s in load_catalog(v)} for v in VERSIONS}
 SCENARIOS = CATALOGS[PR_ERA]
@@ -96,8 +95,6 @@ def test_scenario_cites_sglang_facts(name):
 #: A release cite: ``path:function:lines: role: fact``, the path relative to the wheel's ``sglang/`` package.
 RELEASE_CITE = re.compile(r"^((?:srt|kernels)/[\w/]+\.py):([\w.]+):(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*): "
                           r"(declaration|read|publish|barrier|publisher|step|condition): \S")
-#: The unpacked release (sources only, never imported); the line check below runs where it is.
-RELEASE_TREE = release_tree()
 
 
 @pytest.mark.parametrize("name", sorted(RELEASED))
@@ -134,14 +131,13 @@ def _spans(path: Path) -> dict[str, list[tuple[int, int]]]:
 
 
 @pytest.mark.slow  # over 2 s
-@pytest.mark.skipif(RELEASE_TREE is None, reason=WHY)
-def test_every_release_cite_lies_inside_the_function_it_names():
+def test_every_release_cite_lies_inside_the_function_it_names(release_root):
     bad, parsed = [], {}
     for s in RELEASED.values():
         for cite in s.cites:
             path, func, lines = RELEASE_CITE.match(cite).groups()[:3]
             if path not in parsed:  # each file parsed once (large files are cited many times)
-                parsed[path] = _spans(RELEASE_TREE / path)
+                parsed[path] = _spans(release_root / path)
             spans = parsed[path].get(func, [])
             for part in lines.split(","):
                 a, _, b = part.partition("-")

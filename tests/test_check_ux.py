@@ -182,7 +182,7 @@ def test_no_witness_key_without_the_flag():
 
 
 def test_the_vocabulary_knows_the_scheduler_shared_locations():
-    assert {"req_to_token", "full_to_swa_index_mapping", "swa_index_map"} <= SHARED_LOCATIONS
+    assert {"req_to_token", "full_to_swa_index_mapping", "req_index_to_mamba_index_mapping"} <= SHARED_LOCATIONS
     assert closest_locations("req_to_tokens") == ["req_to_token"]
 
 
@@ -205,7 +205,7 @@ def test_trace_warns_too(tmp_path):
                                                     'in_graph_before_marker = ["zzz"]'))
     code, _, err = run("trace", path, "--steps", "1")
     assert code == 0
-    assert "unknown shared location 'zzz' (known: full_to_swa_index_mapping, req_to_token, swa_index_map)" in err
+    assert "unknown shared location 'zzz' (known: full_to_swa_index_mapping, req_index_to_mamba_index_mapping, req_to_token)" in err
 
 
 # -- conventions -------------------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from sglang_release import WHY, release_tree
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -72,7 +71,7 @@ def _dependencies() -> set[str]:
 def _needs(tree: ast.Module) -> set[str]:
     """What some of the module's tests are skipped without: each ``pytest.importorskip`` of a module that is not a
     dependency of the package, ``release`` (the module imports ``sglang_release`` or takes the
-    ``release_extraction`` fixture), ``gpu`` (the ``gpu`` mark)."""
+    ``release_extraction`` or ``release_root`` fixture), ``gpu`` (the ``gpu`` mark)."""
     deps, needs = _dependencies(), set()
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "importorskip"
@@ -82,7 +81,8 @@ def _needs(tree: ast.Module) -> set[str]:
                 needs.add(top)
         elif isinstance(node, ast.ImportFrom) and node.module == "sglang_release":
             needs.add("release")
-        elif isinstance(node, ast.FunctionDef) and any(a.arg == "release_extraction" for a in node.args.args):
+        elif isinstance(node, ast.FunctionDef) and any(a.arg in ("release_extraction", "release_root")
+                                                        for a in node.args.args):
             needs.add("release")
     return needs | ({"gpu"} & _marks(tree))
 
@@ -173,10 +173,8 @@ def _spans(path: Path) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
-def test_the_bad_inputs_release_cites_lie_inside_the_functions_they_name():
-    root = release_tree()
-    if root is None:
-        pytest.skip(WHY)
+def test_the_bad_inputs_release_cites_lie_inside_the_functions_they_name(release_root):
+    root = release_root
     cites = {m.groups() for p in BAD_INPUTS for m in RELEASE_CITE.finditer(p.read_bytes())}
     assert cites
     bad, parsed = [], {}

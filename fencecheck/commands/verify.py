@@ -129,7 +129,7 @@ def cmd_verify(args, out: TextIO) -> int:
     import json
     import sys
 
-    from fencecheck.files.catalog import PR_ERA, load_catalog
+    from fencecheck.files.catalog import load_catalog
     from fencecheck.files.scenario_io import dump, load_backend
     from fencecheck.model.symbolic_contexts import ASSUMED, RULE
     from fencecheck.model.verify import verify

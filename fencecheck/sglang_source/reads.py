@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from ..vocab import SHARED_LOCATIONS
 from .declare import Modes, compare_mode
 from .tree import ClassInfo, FuncInfo, Tree
 
-#: Scheduler-shared maps read by attribute name (docs/sglang-0.5.23.md, "Read sites per backend family").
-SHARED_ATTRS = ("req_to_token", "full_to_swa_index_mapping", "req_index_to_mamba_index_mapping")
+#: Scheduler-shared maps read by attribute name (docs/sglang-0.5.23.md, "Read sites per backend family"): the
+#: vocabulary's one list.
+SHARED_ATTRS = SHARED_LOCATIONS
 #: Translator and pool methods that read a shared map, and the map they read.
 TRANSLATOR_READS = {
     "pack_read_stream": "req_to_token",

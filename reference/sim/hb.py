@@ -19,7 +19,6 @@ from fencecheck.trace import (
     Record,
     RecordNode,
     Replay,
-    RunBatchReturn,
     Trace,
     WaitEvent,
     WaitStream,
@@ -64,8 +63,6 @@ class HappensBefore:
     by_stream_pos: dict[tuple[str, int], int] = field(default_factory=dict)
     #: for each write kernel index: per other stream, the Sync that gave the write's stream its knowledge of it.
     sync_at: dict[int, dict[str, Sync]] = field(default_factory=dict)
-    #: step -> host index of its run_batch_return mark.
-    run_batch_return: dict[int, int] = field(default_factory=dict)
     #: step -> the first barrier mark of that step (what the barrier did after it).
     barrier: dict[int, Mark] = field(default_factory=dict)
 
@@ -143,8 +140,6 @@ def analyze(trace: Trace) -> HappensBefore:
                 elif isinstance(nd, InternalRecordNode):
                     pass  # R4: captured with default flags: an internal edge, no real event is recorded.
             graph_done[op.graph] = tuple(clock[op.stream])
-        elif isinstance(op, RunBatchReturn):
-            out.run_batch_return[op.step] = h
         elif isinstance(op, BARRIER_MARKS):
             out.barrier.setdefault(op.step, op)
     return out

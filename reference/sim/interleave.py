@@ -1,7 +1,9 @@
 """Execute a trace under one device interleaving: writes stamp the step they prepare, reads record what they saw.
 
-A schedule is an order of kernel indices that respects happens-before. A read of step N that sees a stamp above N
-saw the next batch's data: the WAR race happened (a stale read, in the sense of docs/sglang-mechanism.md#the-hazard).
+A schedule is an order of kernel indices that respects happens-before. A read that sees a write enqueued after it
+(host order) saw data the host meant for later: the WAR race happened (a stale read, in the sense of
+docs/sglang-mechanism.md#the-hazard). That is the race check's rule (``races.py``), on device operations alone; on
+the reference's traces it is a read of step N seeing a stamp above N, the next batch's data.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from .hb import HappensBefore
 
 @dataclass(frozen=True)
 class Observation:
-    """What one read saw: under a simulated schedule (``kernel`` is its index) or on the GPU (its output slot)."""
+    """What one read saw: under a simulated schedule (``kernel`` is its index) or on the GPU (its output slot).
+    ``seen`` is the stamp (the step label of the write it saw, 0 for the initial data); ``late`` whether that write
+    was enqueued after the read in host order (the simulator knows; None on the GPU, where the stamps decide)."""
 
     kernel: int
     step: int
@@ -25,10 +29,11 @@ class Observation:
     site: str
     location: str
     seen: int
+    late: bool | None = None
 
     @property
     def stale(self) -> bool:
-        return self.seen > self.step
+        return self.seen > self.step if self.late is None else self.late
 
     @property
     def id(self) -> RaceId:
@@ -53,7 +58,7 @@ def execute(hb: HappensBefore, schedule: list[int]) -> list[Observation]:
         raise ScheduleError("a schedule must list every kernel exactly once")
     sidx = {s: i for i, s in enumerate(hb.streams)}
     done = [0] * len(hb.streams)
-    memory: dict[str, int] = {}
+    memory: dict[str, tuple[int, int]] = {}  # location -> (stamp, host index) of the last write run
     seen: list[Observation] = []
     for idx in schedule:
         k = hb.kernels[idx]
@@ -61,9 +66,10 @@ def execute(hb: HappensBefore, schedule: list[int]) -> list[Observation]:
             raise ScheduleError(f"kernel {idx} ({k.stream} #{k.pos}) runs before something that happens before it")
         done[sidx[k.stream]] += 1
         if k.is_write:
-            memory[k.location] = k.step
+            memory[k.location] = (k.step, k.host)
         else:
-            seen.append(Observation(idx, k.step, k.phase, k.site, k.location, memory.get(k.location, 0)))
+            stamp, host = memory.get(k.location, (0, -1))
+            seen.append(Observation(idx, k.step, k.phase, k.site, k.location, stamp, host > k.host))
     return seen
 
 

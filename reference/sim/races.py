@@ -1,8 +1,12 @@
 """The race check of docs/sglang-mechanism.md#the-safety-property over a trace's happens-before.
 
-Every shared read of step N is checked against every write of the same location enqueued after ``run_batch(N)``
-returns. Clocks grow along a stream, so per (read, writing stream) only the first such write can be the earliest
-race: if it is ordered after the read, every later write on that stream is too.
+Every shared read is checked against every write of the same location enqueued after it in host order: the host
+issued the write after the read, so the read still needs what the write overwrites, and happens-before must order
+the write after the read. The rule reads device operations only (their host order, streams, locations and the
+clocks of ``hb.py``); marks and step labels name what a report shows, never what races (docs/simulator.md, "The
+race check", argues why this is the safety property and why it equals "every write enqueued after ``run_batch(N)``
+returns" on the reference's traces). Clocks grow along a stream, so per (read, writing stream) only the first such
+write can be the earliest race: if it is ordered after the read, every later write on that stream is too.
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ def _race(hb: HappensBefore, r: Kernel, w: Kernel) -> Race:
 
 
 def find_races(hb: HappensBefore) -> list[Race]:
-    """Every read that races, each with its earliest racing write, in host order of the reads."""
+    """Every read that races, each with its earliest racing write, in host order of the reads: a read races when
+    a write of its location enqueued after it (host order) is not ordered after it."""
     writes: dict[tuple[str, str], list[Kernel]] = defaultdict(list)  # (location, stream) -> writes in host order
     for k in hb.kernels:
         if k.is_write:
@@ -81,13 +86,10 @@ def find_races(hb: HappensBefore) -> list[Race]:
     for r in hb.kernels:
         if r.is_write:
             continue
-        ret = hb.run_batch_return.get(r.step)
-        if ret is None:
-            continue
         earliest: Kernel | None = None
         for stream in write_streams.get(r.location, ()):
             key = (r.location, stream)
-            i = bisect.bisect_right(hosts[key], ret)
+            i = bisect.bisect_right(hosts[key], r.host)
             if i < len(writes[key]):
                 w = writes[key][i]
                 if not hb.hb(r, w) and (earliest is None or w.host < earliest.host):
