@@ -76,7 +76,8 @@ class _Runtime:
         self.order = order
         self.rng = random.Random(seed)
         self.seq = itertools.count()
-        self.streams: list[Stream] = []
+        self.stream_ids = itertools.count()
+        self.busy: set[Stream] = set()  # the streams with queued work (streams are many, busy ones few)
         self.default = Stream(rt=self, blocking=True)
         self.current = [self.default]
         self.capture: _Capture | None = None
@@ -93,23 +94,23 @@ class _Runtime:
             self.capture.graph.nodes.append((kind, payload))
         else:
             s.queue.append(_Item(kind, next(self.seq), payload))
+            self.busy.add(s)
 
     # -- execution --------------------------------------------------------------------------------------------
 
     def _ready(self) -> list[tuple["Stream", _Item]]:
         out = []
-        for s in self.streams:
-            if s.queue:
-                it = s.queue[0]
-                if it.kind != "wait" or it.payload.done:
-                    out.append((s, it))
+        for s in sorted(self.busy, key=lambda s: s.index):  # in creation order: a seeded choice stays the same
+            it = s.queue[0]
+            if it.kind != "wait" or it.payload.done:
+                out.append((s, it))
         return out
 
     def step(self) -> bool:
         """Run one item; False when every queue is empty."""
         ready = self._ready()
         if not ready:
-            if any(s.queue for s in self.streams):
+            if self.busy:
                 raise RuntimeError("stand-in: every queued item waits on something that never runs")
             return False
         if self.order == "host":
@@ -123,6 +124,8 @@ class _Runtime:
             else:
                 s, it = self.rng.choice(busy)
         s.queue.popleft()
+        if not s.queue:
+            self.busy.discard(s)
         if it.kind == "kernel":
             it.payload()
         elif it.kind == "record":
@@ -146,7 +149,7 @@ class Stream:
         self.rt = rt
         self.blocking = blocking
         self.queue: deque[_Item] = deque()
-        rt.streams.append(self)
+        self.index = next(rt.stream_ids)
 
     def wait_event(self, event: "Event") -> None:
         rt = self.rt
