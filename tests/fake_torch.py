@@ -268,6 +268,13 @@ class Tensor:
     def zero_(self) -> "Tensor":
         return self.fill_(0)
 
+    def add_(self, v: int) -> "Tensor":
+        def run():
+            self.data[self.start:self.start + self.n] = [x + v for x in self.data[self.start:self.start + self.n]]
+
+        self.rt.issue("kernel", run)
+        return self
+
     def tolist(self) -> list:
         if self.rt.capture is not None:
             raise RuntimeError(CAPTURE_SYNC)
