@@ -8,8 +8,8 @@
 #
 # Run it from a source checkout of fencecheck; it uses the checkout's code and the environment's python3, which
 # must have a CUDA build of PyTorch >= 2.8. fencecheck's other dependencies and the test tools (pytest, hypothesis),
-# as pyproject.toml states them, are put in a private directory where the environment lacks them (or has another
-# version than a pinned one): from the package index, or, with FENCECHECK_WHEELS=PATH, from the wheels in PATH
+# as pyproject.toml states them, are put in a private directory where the environment lacks them (or has a
+# version they exclude; without the packaging module, only exact pins are compared): from the package index, or, with FENCECHECK_WHEELS=PATH, from the wheels in PATH
 # without network (gpu/fetch_wheels.sh makes them). --requirements prints those requirements, one per line.
 #
 # Writes DIR/report.json (every result, one file) and DIR/check.log (everything the checks printed). Exit status:
@@ -96,15 +96,22 @@ check() {  # check NAME SECONDS COMMAND...: run it under a time limit, log its o
 reqs=$(requirements 2>>"$LOG") || { finish "cannot read the requirements in pyproject.toml (see check.log)"; exit 2; }
 mapfile -t missing < <(python3 - "$reqs" <<'EOF'
 import importlib.metadata, re, sys
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # without packaging, only an exact pin is compared
+    Requirement = None
 for req in sys.argv[1].split():
     name = re.match(r"[A-Za-z0-9._-]+", req).group()
-    pin = req[len(name):].strip()
     try:
         have = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         print(req)
         continue
-    if pin.startswith("==") and have != pin[2:].strip():
+    pin = req[len(name):].strip()
+    if Requirement is not None:
+        if not Requirement(req).specifier.contains(have, prereleases=True):
+            print(req)
+    elif pin.startswith("==") and have != pin[2:].strip():
         print(req)
 EOF
 )
