@@ -285,7 +285,8 @@ def test_the_whole_check_runs_on_the_stand_in(tmp_path):
     assert all(x["exit"] == 0 and not x["timed_out"] for x in c.values())
     assert c["litmus"]["result"]["ok"] and {t["rule"] for t in c["litmus"]["result"]["tests"]} == {
         f"R{i}" for i in range(1, 9)}
-    assert re.fullmatch(r"\d+ passed in .*", c["pytest"]["result"])
+    # The sanitizer tests skip: the stand-in runs no kernels for PyTorch's sanitizer to watch.
+    assert re.fullmatch(r"\d+ passed, 2 skipped in .*", c["pytest"]["result"]), c["pytest"]["result"]
     replay = c["replay"]["result"]
     assert replay["complete"] and replay["conformant"] == replay["traces"] > 0 and replay["errors"] == 0
     assert replay["races_manifesting_99"] == replay["race_traces"] > 0 and replay["safe_with_stale"] == 0
