@@ -4,7 +4,7 @@ checks depend on, so a device that issues work wrongly fails here as it would on
 ``new(order=..., seed=...)`` gives a fresh stand-in (a namespace with ``cuda``, ``zeros``, ``int64``,
 ``__version__``); each has its own streams, queues and memory.
 
-What it enforces (the rules are R1-R7 of docs/gpu.md):
+What it enforces (the rules are R1-R8 of docs/gpu.md):
 
 - Work runs on the stream it is issued on: a tensor op or a spin goes to the current stream (``cuda.stream(s)``),
   in that stream's order. Nothing runs at issue time; queued work runs at ``cuda.synchronize()``,
@@ -20,6 +20,7 @@ What it enforces (the rules are R1-R7 of docs/gpu.md):
   after the launch binds to that launch's node.
 - R6: a launch runs after the work queued before it on its stream and after the previous launch of the graph.
 - R7: ``wait_stream(other)`` records a fresh event on ``other`` and waits on it.
+- R8: ``Event.synchronize()`` returns once the snapshot has run (the host waits; it runs queued work until then).
 - ``torch.cuda.Stream()`` streams are non-blocking: nothing orders them after the legacy default stream, where
   ``zeros`` queues its fill. Until that fill runs the memory holds ``GARBAGE``.
 - ``torch.cuda.graph`` synchronizes the device before the capture begins (as PyTorch's does); synchronizing, or
