@@ -8,9 +8,10 @@
 #
 # Run it from a source checkout of fencecheck; it uses the checkout's code and the environment's python3, which
 # must have a CUDA build of PyTorch >= 2.8. fencecheck's other dependencies and the test tools (pytest, hypothesis),
-# as pyproject.toml states them, are put in a private directory where the environment lacks them (or has a
-# version they exclude; without the packaging module, only exact pins are compared): from the package index, or, with FENCECHECK_WHEELS=PATH, from the wheels in PATH
-# without network (gpu/fetch_wheels.sh makes them). --requirements prints those requirements, one per line.
+# as pyproject.toml states them, are put in a private directory where the environment lacks them or has a version
+# they exclude (without the packaging module, only exact pins are compared): from the package index, or, with
+# FENCECHECK_WHEELS=PATH, from the wheels in PATH without network (gpu/fetch_wheels.sh makes them).
+# --requirements prints those requirements, one per line.
 #
 # Writes DIR/report.json (every result, one file) and DIR/check.log (everything the checks printed). Exit status:
 # 0 every check passed, 1 a check failed or ran out of time, 2 the checks could not start (no CUDA device, a torch

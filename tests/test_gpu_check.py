@@ -93,7 +93,7 @@ def _collects(argv: tuple[str, ...]) -> str:
 
 def heredocs(text: str) -> list[str]:
     """The Python programs the script feeds to ``python3 -`` (``<<'EOF'`` ... ``EOF``)."""
-    return re.findall(r"python3 -[^\n]*<<'EOF'\n(.*?)\nEOF\n", text, re.S)
+    return re.findall(r"python3 -[^\n]*<<'EOF'\n(.*?)\nEOF\n", text, re.DOTALL)
 
 
 def problems(text: str, work: Path) -> list[str]:
@@ -189,7 +189,8 @@ def test_the_requirements_cover_every_third_party_import_of_the_checks():
                 modules |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 modules.add(node.module.split(".")[0])
-    third_party = modules - set(sys.stdlib_module_names) - {"fencecheck", "sglang_release", "corpus_samples"}
+    helpers = {p.stem for p in (ROOT / "tests").glob("*.py")}
+    third_party = modules - set(sys.stdlib_module_names) - helpers - {"fencecheck"}
     dists = importlib.metadata.packages_distributions()
     unknown = sorted(m for m in third_party if m not in dists)
     assert not unknown, f"imported but not installed here: {unknown}"
@@ -241,8 +242,8 @@ def test_fetch_wheels_downloads_the_requirements_for_cpython_312_on_linux(tmp_pa
 
 
 def test_the_timings_run_every_race_free_scenario_or_say_why_not(tmp_path, monkeypatch):
-    import fencecheck.gpu.bench as bench
     from fencecheck.catalog import PR_ERA, VERSIONS, load_catalog
+    from fencecheck.gpu import bench
     from fencecheck.report import Verdict
     from fencecheck.vocab import EventLoop
 

@@ -20,7 +20,7 @@ cuda.__dict__.update(vars(_stand_in.cuda))
 
 
 class CUDASanitizerErrors(Exception):
-    errors: list = []
+    errors: tuple = ()
 
 
 class CUDASanitizerDispatchMode:
