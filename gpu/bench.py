@@ -3,7 +3,8 @@ the scheduler may write, with the fine-grained fence against the coarse one (the
 in microseconds and as a ratio); and the cost of an event record and a stream wait against an empty kernel launch.
 
 Each graph gets ``WORK_CYCLES`` of spin after its reads, standing for the model's kernels, so a fence that publishes
-at the marker or before the replay lets the scheduler write while they still run.
+at the marker or before the replay lets the scheduler write while they still run. A scenario whose scheduler never
+applies the barrier (the non-overlap loops) has nothing to time: it is listed as untimed, with the reason.
 
 Run: ``python3 -m fencecheck.gpu.bench [--json FILE]``.
 """
@@ -19,7 +20,7 @@ import sys
 from fencecheck.verdict import Verdict
 from fencecheck.trace import BARRIER_MARKS, RunBatchBegin
 
-from .device import CudaDevice
+from .device import CudaDevice, missing_features
 from .plan import DelayPolicy
 
 WORK_CYCLES = 400_000  # about 200 us of "model kernels" per graph
@@ -64,7 +65,8 @@ class TimedCudaDevice(CudaDevice):
         return [self.starts[n].elapsed_time(self.writes[n]) * 1000 for n in sorted(self.writes) if n in self.starts]
 
 
-def time_scenario(scenario, coarse: bool, torch) -> float:
+def time_scenario(scenario, coarse: bool, torch) -> float | None:
+    """The median wait over ``REPEATS`` runs (us); None when no step has a scheduler write after the barrier."""
     from fencecheck.reference.run import drive
 
     s = scenario
@@ -75,7 +77,16 @@ def time_scenario(scenario, coarse: bool, torch) -> float:
         dev = TimedCudaDevice(sorted(set(s.locations()) | set(s.written_locations())), torch=torch)
         drive(dev, s, s.steps)
         samples += dev.waited_us()
-    return statistics.median(samples)
+    return statistics.median(samples) if samples else None
+
+
+def untimed_because(scenario) -> str:
+    """Why ``scenario`` has no wait to time."""
+    from fencecheck.reference.run import run_scenario
+
+    if not any(isinstance(op, BARRIER_MARKS) for op in run_scenario(scenario).ops):
+        return f"its scheduler never applies the barrier (loop {scenario.scheduler.loop.value})"
+    return "no scheduler write follows the barrier in its trace"
 
 
 def op_costs(torch, n: int = 2000) -> dict[str, float]:
@@ -104,23 +115,34 @@ def op_costs(torch, n: int = 2000) -> dict[str, float]:
     }
 
 
-def main(argv=None) -> int:
-    import torch
-
+def main(argv=None, torch=None) -> int:
+    """``python3 -m fencecheck.gpu.bench [--json FILE]``; ``torch`` replaces the torch module (a stand-in in tests)."""
     p = argparse.ArgumentParser(prog="fencecheck.gpu.bench")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            print("fencecheck.gpu.bench: PyTorch is not installed", file=sys.stderr)
+            return 2
+    missing = missing_features(torch)
+    if missing:
+        print(f"fencecheck.gpu.bench: {missing}", file=sys.stderr)
         return 2
     from fencecheck.files.catalog import PR_ERA, VERSIONS, load_catalog
 
-    rows = []
+    rows, untimed = [], []
     for version, s in ((v, s) for v in VERSIONS for s in load_catalog(v)):
         if s.expect is not None and s.expect.verdict is not Verdict.PROVED:
             continue
-        fine, coarse = time_scenario(s, False, torch), time_scenario(s, True, torch)
         name = s.name if version == PR_ERA else f"{version}/{s.name}"
+        fine, coarse = time_scenario(s, False, torch), time_scenario(s, True, torch)
+        if fine is None or coarse is None:
+            why = untimed_because(s)
+            untimed.append({"scenario": name, "why": why})
+            print(f"{name}: not timed: {why}")
+            continue
         rows.append({"scenario": name, "fine_us": round(fine, 1), "coarse_us": round(coarse, 1),
                      "overlap_us": round(coarse - fine, 1), "ratio": round(coarse / fine, 2) if fine else None})
         print(f"{name}: fine {fine:.1f} us, coarse {coarse:.1f} us, overlap {coarse - fine:.1f} us")
@@ -130,7 +152,8 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "scenarios": rows,
-                       "op_costs_us": costs, "work_cycles": WORK_CYCLES, "repeats": REPEATS}, f, indent=2)
+                       "untimed": untimed, "op_costs_us": costs, "work_cycles": WORK_CYCLES, "repeats": REPEATS},
+                      f, indent=2)
     return 0
 
 

@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# fencecheck's GPU checks, on one machine with a CUDA device: the litmus tests of the CUDA rules R1-R7, the GPU
+# fencecheck's GPU checks, on one machine with a CUDA device: the litmus tests of the CUDA rules R1-R8, the GPU
 # tests, the trace corpus replayed on the GPU (with PyTorch's CUDA sanitizer alongside), and the fine/coarse fence
 # timings. See docs/gpu.md.
 #
 #   bash gpu/check.sh [DIR]        (DIR defaults to ./gpu-report)
+#   bash gpu/check.sh --requirements
 #
 # Run it from a source checkout of fencecheck; it uses the checkout's code and the environment's python3, which
-# must have a CUDA build of PyTorch >= 2.8. fencecheck's other dependencies that the environment lacks are put in
-# a private directory: from the package index, or, with FENCECHECK_WHEELS=PATH, from the wheels in PATH without
-# network (gpu/fetch_wheels.sh makes them).
+# must have a CUDA build of PyTorch >= 2.8. fencecheck's other dependencies and the test tools (pytest, hypothesis),
+# as pyproject.toml states them, are put in a private directory where the environment lacks them or has a version
+# they exclude (without the packaging module, only exact pins are compared): from the package index, or, with
+# FENCECHECK_WHEELS=PATH, from the wheels in PATH without network (gpu/fetch_wheels.sh makes them).
+# --requirements prints those requirements, one per line.
 #
 # Writes DIR/report.json (every result, one file) and DIR/check.log (everything the checks printed). Exit status:
 # 0 every check passed, 1 a check failed or ran out of time, 2 the checks could not start (no CUDA device, a torch
 # without external events, dependencies that would not install).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+requirements() {  # fencecheck's dependencies but torch, and the test tools the GPU tests import: from pyproject.toml
+  python3 - <<'EOF'
+import re, tomllib
+with open("pyproject.toml", "rb") as f:
+    project = tomllib.load(f)["project"]
+tools = [r for r in project["optional-dependencies"]["test"]
+         if re.match(r"[A-Za-z0-9._-]+", r).group() in ("pytest", "hypothesis")]
+print("\n".join(project["dependencies"] + tools))
+EOF
+}
+if [ "${1:-}" = "--requirements" ]; then
+  requirements
+  exit
+fi
+
 OUT=${1:-${OUT:-gpu-report}}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
@@ -23,8 +42,8 @@ LOG="$OUT/check.log"
 : > "$LOG"
 export PYTHONUNBUFFERED=1 WORK
 
-# Seconds each check may take; about 9 minutes in all.
-LITMUS_S=60 PYTEST_S=120 TRACES_S=90 REPLAY_S=210 BENCH_S=60
+# Seconds each check may take; 5 minutes in all.
+LITMUS_S=30 PYTEST_S=60 TRACES_S=45 REPLAY_S=120 BENCH_S=45
 
 finish() {  # merge the parts in $WORK into $OUT/report.json; print the summary
   python3 - "$OUT/report.json" "$1" <<'EOF'
@@ -75,21 +94,36 @@ check() {  # check NAME SECONDS COMMAND...: run it under a time limit, log its o
 }
 
 # -- dependencies (torch comes from the environment) ------------------------------------------------------------
-missing=$(python3 - <<'EOF'
-import importlib.util
-wanted = {"z3": "z3-solver", "networkx": "networkx", "jsonschema": "jsonschema", "tomli_w": "tomli_w",
-          "tqdm": "tqdm", "pytest": "pytest", "hypothesis": "hypothesis"}
-print(" ".join(pkg for mod, pkg in wanted.items() if importlib.util.find_spec(mod) is None))
+reqs=$(requirements 2>>"$LOG") || { finish "cannot read the requirements in pyproject.toml (see check.log)"; exit 2; }
+mapfile -t missing < <(python3 - "$reqs" <<'EOF'
+import importlib.metadata, re, sys
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # without packaging, only an exact pin is compared
+    Requirement = None
+for req in sys.argv[1].split():
+    name = re.match(r"[A-Za-z0-9._-]+", req).group()
+    try:
+        have = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        print(req)
+        continue
+    pin = req[len(name):].strip()
+    if Requirement is not None:
+        if not Requirement(req).specifier.contains(have, prereleases=True):
+            print(req)
+    elif pin.startswith("==") and have != pin[2:].strip():
+        print(req)
 EOF
 )
-if [ -n "$missing" ]; then
+if [ ${#missing[@]} -gt 0 ]; then
   SITE="$WORK/site"
-  echo "== installing into a private directory: $missing" >> "$LOG"
+  echo "== installing into a private directory: ${missing[*]}" >> "$LOG"
   if [ -n "${FENCECHECK_WHEELS:-}" ]; then
-    python3 -m pip install -q --no-index --find-links "$FENCECHECK_WHEELS" --no-compile --target "$SITE" $missing >> "$LOG" 2>&1
+    python3 -m pip install -q --no-index --find-links "$FENCECHECK_WHEELS" --no-compile --target "$SITE" "${missing[@]}" >> "$LOG" 2>&1
   else
-    python3 -m pip install -q --no-compile --target "$SITE" $missing >> "$LOG" 2>&1
-  fi || { finish "could not install $missing (see check.log)"; exit 2; }
+    python3 -m pip install -q --no-compile --target "$SITE" "${missing[@]}" >> "$LOG" 2>&1
+  fi || { finish "could not install ${missing[*]} (see check.log)"; exit 2; }
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 

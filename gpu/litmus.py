@@ -252,14 +252,17 @@ def tests(torch, trials: int, cycles: int = SPIN_CYCLES) -> list[Litmus]:
 
 
 def main(argv=None) -> int:
-    import torch
-
     p = argparse.ArgumentParser(prog="fencecheck.gpu.litmus")
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("fencecheck.gpu.litmus: PyTorch is not installed", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+        print("fencecheck.gpu.litmus: no CUDA device here", file=sys.stderr)
         return 2
     results = tests(torch, args.trials)
     for lit in results:

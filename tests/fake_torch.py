@@ -5,7 +5,7 @@ A device that issues work wrongly fails here as it would on a GPU.
 ``new(order=..., seed=...)`` gives a fresh stand-in (a namespace with ``cuda``, ``zeros``, ``int64``,
 ``__version__``); each has its own streams, queues and memory.
 
-What it enforces (the rules are R1-R7 of docs/gpu.md):
+What it enforces (the rules are R1-R8 of docs/gpu.md):
 
 - Work runs on the stream it is issued on: a tensor op or a spin goes to the current stream (``cuda.stream(s)``),
   in that stream's order. Nothing runs at issue time; queued work runs at ``cuda.synchronize()``,
@@ -21,6 +21,7 @@ What it enforces (the rules are R1-R7 of docs/gpu.md):
   after the launch binds to that launch's node.
 - R6: a launch runs after the work queued before it on its stream and after the previous launch of the graph.
 - R7: ``wait_stream(other)`` records a fresh event on ``other`` and waits on it.
+- R8: ``Event.synchronize()`` returns once the snapshot has run (the host waits; it runs queued work until then).
 - ``torch.cuda.Stream()`` streams are non-blocking: nothing orders them after the legacy default stream, where
   ``zeros`` queues its fill. Until that fill runs the memory holds ``GARBAGE``.
 - ``torch.cuda.graph`` synchronizes the device before the capture begins (as PyTorch's does); synchronizing, or
@@ -77,7 +78,8 @@ class _Runtime:
         self.order = order
         self.rng = random.Random(seed)
         self.seq = itertools.count()
-        self.streams: list[Stream] = []
+        self.stream_ids = itertools.count()
+        self.busy: set[Stream] = set()  # the streams with queued work (streams are many, busy ones few)
         self.default = Stream(rt=self, blocking=True)
         self.current = [self.default]
         self.capture: _Capture | None = None
@@ -94,23 +96,23 @@ class _Runtime:
             self.capture.graph.nodes.append((kind, payload))
         else:
             s.queue.append(_Item(kind, next(self.seq), payload))
+            self.busy.add(s)
 
     # -- execution --------------------------------------------------------------------------------------------
 
     def _ready(self) -> list[tuple["Stream", _Item]]:
         out = []
-        for s in self.streams:
-            if s.queue:
-                it = s.queue[0]
-                if it.kind != "wait" or it.payload.done:
-                    out.append((s, it))
+        for s in sorted(self.busy, key=lambda s: s.index):  # in creation order: a seeded choice stays the same
+            it = s.queue[0]
+            if it.kind != "wait" or it.payload.done:
+                out.append((s, it))
         return out
 
     def step(self) -> bool:
         """Run one item; False when every queue is empty."""
         ready = self._ready()
         if not ready:
-            if any(s.queue for s in self.streams):
+            if self.busy:
                 raise RuntimeError("stand-in: every queued item waits on something that never runs")
             return False
         if self.order == "host":
@@ -124,6 +126,8 @@ class _Runtime:
             else:
                 s, it = self.rng.choice(busy)
         s.queue.popleft()
+        if not s.queue:
+            self.busy.discard(s)
         if it.kind == "kernel":
             it.payload()
         elif it.kind == "record":
@@ -147,7 +151,7 @@ class Stream:
         self.rt = rt
         self.blocking = blocking
         self.queue: deque[_Item] = deque()
-        rt.streams.append(self)
+        self.index = next(rt.stream_ids)
 
     def wait_event(self, event: "Event") -> None:
         rt = self.rt
@@ -265,6 +269,13 @@ class Tensor:
 
     def zero_(self) -> "Tensor":
         return self.fill_(0)
+
+    def add_(self, v: int) -> "Tensor":
+        def run():
+            self.data[self.start:self.start + self.n] = [x + v for x in self.data[self.start:self.start + self.n]]
+
+        self.rt.issue("kernel", run)
+        return self
 
     def tolist(self) -> list:
         if self.rt.capture is not None:

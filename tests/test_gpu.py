@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+from eager_scenarios import EAGER_DECODE, EAGER_DECODE_UNFENCED
 
 torch = pytest.importorskip("torch")
 
@@ -58,16 +59,34 @@ def test_a_marker_without_external_is_refused_by_cuda(catalog, monkeypatch):
     assert res.errors == 1 and not res.ok, res.problem
 
 
-def test_the_sanitizer_alongside_leaves_no_callbacks_behind(catalog):
+@pytest.mark.parametrize("text", [EAGER_DECODE, EAGER_DECODE_UNFENCED], ids=["race-free", "race"])
+def test_the_sanitizer_alongside_agrees_and_leaves_no_callbacks_behind(text):
+    """The catalog's traces all replay graphs, which the sanitizer does not follow: it is checked on these two."""
+    if torch.__version__ == "stand-in":
+        pytest.skip("the CPU stand-in runs no kernels for PyTorch's sanitizer to watch")
     import torch.cuda._sanitizer as csan
 
     from fencecheck.gpu.replay import sanitizer_alongside
+    from fencecheck.scenario_io import loads
 
+    rec = _record(loads(text))
+    assert bool(rec.races) == (text is EAGER_DECODE_UNFENCED)
     registries = [r for r in vars(csan.gpu_trace).values() if hasattr(r, "callback_list")]
     before = [len(r.callback_list) for r in registries]
-    for s in catalog.values():
-        sanitizer_alongside(_record(s))
+    said = sanitizer_alongside(rec)
+    assert said.startswith("agree: ") and ("saw nothing" in said) == (not rec.races), said
     assert [len(r.callback_list) for r in registries] == before
+
+
+@pytest.mark.parametrize("text", [EAGER_DECODE, EAGER_DECODE_UNFENCED], ids=["race-free", "race"])
+def test_eager_decoding_races_only_without_the_barrier(text):
+    from fencecheck.gpu.replay import replay_on_gpu
+    from fencecheck.scenario_io import loads
+
+    rec = _record(loads(text))
+    res = replay_on_gpu(rec, 50 if rec.races else 10)
+    assert res.ok, (res.problem, res.rate, sorted(k.text() for k in res.stale_keys))
+    assert (res.rate >= 0.99) if rec.races else not res.stale_keys
 
 
 def test_cuda_replay_of_two_catalog_traces_agrees(catalog):

@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 from corpus_samples import one_record_corpus
+from eager_scenarios import EAGER_DECODE
 
 import fake_torch
 from fencecheck.commands.main import main
@@ -31,25 +32,6 @@ from fencecheck.files.scenario_io import loads
 
 CATALOG_SAMPLE = ["plain-decode", "eagle-v2", "deepseek-v4-verify", "ngram-no-clear", "uno-linear",
                   "plan-stream-unjoined", "dspark", "restored-graph-no-marker", "barrier-disabled"]
-
-#: Plain decoding without CUDA graphs: nothing synchronizes the device before the first step.
-EAGER_DECODE = """
-name = "eager-decode"
-steps = 2
-[backends.b]
-reads.DECODE = { pre_replay = ["req_to_token"] }
-[runners.target]
-marker = false
-[algorithm]
-name = "none"
-publisher = "target"
-[[algorithm.steps.normal]]
-name = "decode"
-runner = "target"
-mode = "DECODE"
-backend = "b"
-execution = "eager"
-"""
 
 
 def _record(s):
