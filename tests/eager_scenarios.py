@@ -1,5 +1,6 @@
-"""Plain decoding without CUDA graphs, with the barrier and without it. Every catalog scenario replays a CUDA graph,
-and PyTorch's CUDA sanitizer follows only traces without graph replays (``reference.sim.csan.applicable``), so
+"""Plain decoding without CUDA graphs, with the barrier and without it.
+
+Every catalog scenario replays a CUDA graph, and PyTorch's CUDA sanitizer follows only traces without graph replays (``reference.sim.csan.applicable``), so
 these two are what the sanitizer is checked on: one race-free, one with the race the missing barrier leaves."""
 
 #: Nothing synchronizes the device before its first step (no graph capture does).

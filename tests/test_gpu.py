@@ -67,7 +67,7 @@ def test_the_sanitizer_alongside_agrees_and_leaves_no_callbacks_behind(text):
     import torch.cuda._sanitizer as csan
 
     from fencecheck.gpu.replay import sanitizer_alongside
-    from fencecheck.scenario_io import loads
+    from fencecheck.files.scenario_io import loads
 
     rec = _record(loads(text))
     assert bool(rec.races) == (text is EAGER_DECODE_UNFENCED)
@@ -81,7 +81,7 @@ def test_the_sanitizer_alongside_agrees_and_leaves_no_callbacks_behind(text):
 @pytest.mark.parametrize("text", [EAGER_DECODE, EAGER_DECODE_UNFENCED], ids=["race-free", "race"])
 def test_eager_decoding_races_only_without_the_barrier(text):
     from fencecheck.gpu.replay import replay_on_gpu
-    from fencecheck.scenario_io import loads
+    from fencecheck.files.scenario_io import loads
 
     rec = _record(loads(text))
     res = replay_on_gpu(rec, 50 if rec.races else 10)

@@ -1,5 +1,6 @@
-"""gpu/check.sh stays current with the code it runs: every module it starts exists and accepts the flags the script
-passes, the GPU tests it selects exist, the report names every check, the requirements it installs are
+"""gpu/check.sh stays current with the code it runs.
+
+Every module it starts exists and accepts the flags the script passes, the GPU tests it selects exist, the report names every check, the requirements it installs are
 pyproject.toml's and cover what the checks import, and gpu/fetch_wheels.sh downloads exactly those. Each of these
 fails on a script edited to go stale. The whole script also runs on the CPU stand-in (slow), and so do the timings."""
 
@@ -242,9 +243,9 @@ def test_fetch_wheels_downloads_the_requirements_for_cpython_312_on_linux(tmp_pa
 
 
 def test_the_timings_run_every_race_free_scenario_or_say_why_not(tmp_path, monkeypatch):
-    from fencecheck.catalog import PR_ERA, VERSIONS, load_catalog
+    from fencecheck.files.catalog import PR_ERA, VERSIONS, load_catalog
     from fencecheck.gpu import bench
-    from fencecheck.report import Verdict
+    from fencecheck.verdict import Verdict
     from fencecheck.vocab import EventLoop
 
     monkeypatch.setattr(bench, "REPEATS", 1)
