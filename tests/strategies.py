@@ -19,7 +19,7 @@ from fencecheck.vocab import (
     StepKind,
 )
 
-LOCATIONS = ("req_to_token", "swa_index_map")
+LOCATIONS = ("req_to_token", "full_to_swa_index_mapping")
 #: Conditions of conditional declarations, and the settings a scenario may hold them under.
 CONDITIONS = ("spec_algorithm=EAGLE", "speculative_attention_mode=decode")
 SETTINGS = ({}, {"spec_algorithm": "EAGLE"}, {"spec_algorithm": "NGRAM", "speculative_attention_mode": "decode"})
