@@ -6,6 +6,7 @@ import json
 from typing import TextIO
 
 from ..errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+from .limits import limits_text
 from .report import contexts_text
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
@@ -34,7 +35,8 @@ EXIT_HELP = """exit codes:
      come from or a catalog entry's cited source changed since the recorded release
      (to review before merge)
   2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
-  3  unresolved facts and nothing wrong
+  3  unresolved facts (a declaration or read path not evaluated, a module
+     not read) and nothing wrong
   4  I/O failure
   70 a bug in fencecheck (one line, please report it)"""
 
@@ -76,7 +78,7 @@ def exit_code(doc: dict) -> int:
     if any(s in ("confirmed", "plausible") for s in kinds) or \
             any(f.get("verdict") == "counterexample" for f in doc["findings"]) or has_drift(doc):
         return EXIT_RACE
-    if "unresolved" in kinds:
+    if "unresolved" in kinds or any(n["unresolved"] for n in doc.get("notes", ())):
         return EXIT_UNKNOWN
     return EXIT_OK
 
@@ -231,6 +233,7 @@ def render(doc: dict) -> str:
         if r["publish"] != "never":
             lines.append(f"  {r['class']}: {r['publish']} ({r['method']['file']}:{r['method']['line']})")
     lines += _algorithms_text(doc.get("algorithms", []))
+    lines += limits_text(doc)
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from ..vocab import COVERED_SITES, ReadSite, SharedReadEnds
 from .declare import Child, DeclEval, End, MaxOf, Modes, Unresolved, max_end
-from .reads import ReadWalker, Read
+from .limits import cut_finding, cut_rows, notes_json
+from .reads import Cut, Read, ReadWalker
 from .tree import ClassInfo, NotSGLang, Tree
 
 #: Backend methods by the site their reads happen at (the runner calls them there).
@@ -47,6 +48,7 @@ class Extraction:
     via_keys: dict = field(default_factory=dict)  # "file:line" of a backend -> qualified names on its read chains
     fingerprints: object = None  # drift.Fingerprints of the functions these facts come from
     uncovered: dict = field(default_factory=dict)  # id(finding) -> [(ReadSite, Read)] its evidence lists
+    notes: list[dict] = field(default_factory=list)  # limits.notes_json: what the reader skipped
 
     def to_dict(self) -> dict:
         return {
@@ -60,6 +62,7 @@ class Extraction:
             "algorithms": self.algorithms,
             "findings": self.findings,
             "not_findings": self.not_findings,
+            "notes": self.notes,
         }
 
 
@@ -173,16 +176,29 @@ class Reader:
 
     # --- reads --------------------------------------------------------------------------------------------------
     def reads(self, ci: ClassInfo, mode: str) -> list[tuple[ReadSite, Read]]:
-        out = []
+        return self._walk(ci, mode)[0]
+
+    def cuts(self, ci: ClassInfo, mode: str) -> list[tuple[ReadSite, Cut]]:
+        """The read paths of ``ci`` in ``mode`` a limit cut (``reads.Cut``), with their sites."""
+        return self._walk(ci, mode)[1]
+
+    def _walk(self, ci: ClassInfo, mode: str):
+        reads, cuts = [], []
+
+        def entry(site, method):
+            r, c = self.walker.method_walk(ci, method, mode)
+            reads.extend((site, x) for x in r)
+            cuts.extend((site, x) for x in c)
+
         for site, method in SITE_ENTRIES:
-            out += [(site, r) for r in self.walker.method_reads(ci, method, mode)]
+            entry(site, method)
         if mode not in self.graph_modes:
             hit = self.tree.lookup(ci, "init_forward_metadata")
             if hit is not None and hit[0] is not self.root:
-                out += [(ReadSite.PRE_REPLAY, r) for r in self.walker.method_reads(ci, "init_forward_metadata", mode)]
+                entry(ReadSite.PRE_REPLAY, "init_forward_metadata")
         for method in POST_REPLAY_ENTRIES.get(mode, ()):
-            out += [(ReadSite.POST_REPLAY, r) for r in self.walker.method_reads(ci, method, mode)]
-        return out
+            entry(ReadSite.POST_REPLAY, method)
+        return reads, cuts
 
 
 def _conds_text(conds) -> str | None:
@@ -226,6 +242,7 @@ def read_tree(tree: Tree) -> Extraction:
     from .drift import collect
 
     ex.fingerprints = collect(tree, rd, ex)
+    ex.notes = notes_json(tree)
     ex.stats = {"files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
                 "graph_edges": rd.walker.graph.number_of_edges()}
     return ex
@@ -303,6 +320,7 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
         "passed_children": {a: [o.to_json() for o in opts] for a, opts in sorted(rd.passed.of(ci).items())},
         "unfollowed": sorted(rd.walker.unfollowed.get(ci.key, ())),
         "reads": reads,
+        "cut_paths": cut_rows(rd, ci),
     }
 
 
@@ -337,6 +355,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
                                     "line": r.line, "via": [h.text() for h in r.via],
                                     "why": _uncaptured_why(r.host_sync)})
     live = [(s, r) for s, r in all_reads if r.host_sync is None]
+    live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if c.host_sync is None]
     for conds, value in rows:
         for c2, end, chosen in rd.expand(value, mode, subject=ci):
             if end is None:
@@ -347,9 +366,13 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
             # a child picked among those the constructing calls pass: its reads are the composite's in that row
             extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if r.host_sync is None]
             bad = [(s, r) for s, r in live + extra if s not in covered]
+            cond = conds + c2
+            cut = [(s, c) for s, c in live_cuts + [x for k in chosen for x in rd.cuts(k, mode)]
+                   if s not in covered and c.host_sync is None]
+            if cut:
+                ex.findings.append(cut_finding(ci, mode, end, _conds_text(cond), decl, cut))
             if not bad:
                 continue
-            cond = conds + c2
             seen, evidence = set(), [{"file": owner.file, "line": node.lineno,
                                       "what": f"{owner.name}.{node.name} declares {end} for {mode}"
                                               + (f" when {_conds_text(cond)}" if cond else "")}]

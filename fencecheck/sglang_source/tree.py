@@ -13,7 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import MAX_INPUT_BYTES
 from ..errors import InputError
+from .files import MAX_NESTING, Note, Skipped, nul_error, read_module, scan, too_deep
 
 
 class NotSGLang(InputError):
@@ -105,16 +107,19 @@ def find_installed() -> Path:
 
 
 class Tree:
-    """The package's modules, parsed on demand."""
+    """The package's modules, parsed on demand. ``notes``: what the reader skipped (``files.Note``).
+    ``max_module_bytes``: the size limit of one module (that of every input file)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_module_bytes: int = MAX_INPUT_BYTES):
         self.root = root
         self.base = root.parent
+        self.max_module_bytes = max_module_bytes
         self.paths: dict[str, Path] = {}
         self.texts: dict[str, str] = {}
         self._modules: dict[str, Module | None] = {}
         self._class_index: dict[str, list[tuple[str, str]]] = {}  # base name -> [(module, class name)]
-        for f in sorted(root.rglob("*.py")):
+        files, self.notes = scan(root, self.base)
+        for f in files:
             rel = f.relative_to(self.base)
             parts = list(rel.with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -122,12 +127,23 @@ class Tree:
             self.paths[".".join(parts)] = f
         self.parsed = 0
 
+    def rel(self, mod: str) -> str:
+        return self.paths[mod].relative_to(self.base).as_posix()
+
+    def note(self, file: str, line: int | None, what: str, unresolved: bool = True) -> None:
+        self.notes.append(Note(file, line, what, unresolved))
+
     # --- text ---------------------------------------------------------------------------------------------------
     def text(self, mod: str) -> str:
+        """The module's text; empty for a module skipped (too large, no longer a regular file), with its note."""
         t = self.texts.get(mod)
         if t is None:
             try:
-                t = self.paths[mod].read_text(encoding="utf-8", errors="replace")
+                t = read_module(self.paths[mod], self.rel(mod), self.max_module_bytes)
+            except Skipped as s:
+                self.notes.append(s.note)
+                self._modules[mod] = None
+                t = ""
             except OSError as e:
                 raise NotSGLang(str(self.paths[mod]), "", f"cannot read: {e.strerror or e}") from None
             self.texts[mod] = t
@@ -156,12 +172,29 @@ class Tree:
         if path is None:
             self._modules[name] = None
             return None
+        text = self.text(name)
+        if name in self._modules:  # skipped when read
+            return None
+        rel = self.rel(name)
+        nul = nul_error(text)
+        if nul is not None:
+            raise NotSGLang(str(path), f"line {nul[0]}", f"not valid Python: {nul[1]}")
         try:
-            tree = ast.parse(self.text(name), filename=str(path))
+            tree = ast.parse(text, filename=str(path))
         except SyntaxError as e:
             raise NotSGLang(str(path), f"line {e.lineno}", f"not valid Python: {e.msg}") from None
+        except (RecursionError, MemoryError) as e:
+            what = "nested too deeply" if isinstance(e, RecursionError) else "too large"
+            self.note(rel, None, f"{what} for Python's ast to parse: not read")
+            self._modules[name] = None
+            return None
+        deep = too_deep(tree, text)
+        if deep is not None:
+            self.note(rel, deep, f"nested deeper than {MAX_NESTING} syntax-tree levels (files.MAX_NESTING): not read")
+            self._modules[name] = None
+            return None
         self.parsed += 1
-        m = Module(name, path, path.relative_to(self.base).as_posix(), tree)
+        m = Module(name, path, rel, tree)
         is_pkg = path.name == "__init__.py"
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
