@@ -71,7 +71,7 @@ def _root_backend(tree: Tree) -> ClassInfo:
     cands = [c for c in tree.classes_named("AttentionBackend", mods) if "shared_read_ends" in c.methods]
     if not cands:
         raise NotSGLang(str(tree.root), "", "not an SGLang tree with the shared-read fence: no AttentionBackend class "
-                                            "defining shared_read_ends")
+                                            "defining shared_read_ends" + tree.skipped_text())
     return sorted(cands, key=lambda c: c.file)[0]
 
 
@@ -133,6 +133,10 @@ class Reader:
             return self.decl.method(ci, method, mode), None
         except Unresolved as u:
             return None, u
+        except RecursionError:
+            self.tree.note(ci.file, ci.line, f"{ci.name}.{method}: nested too deeply to evaluate (Python's recursion "
+                                             "limit)")
+            return None, Unresolved("nested too deeply to evaluate (Python's recursion limit)")
 
     def expand(self, value, mode: str, depth: int = 0, subject: ClassInfo | None = None):
         """[(conds, end name or None, chosen)]: a child of unknown class is None; a child ``subject``'s constructing
@@ -472,7 +476,7 @@ def _workers(tree: Tree) -> list[dict]:
     roots = []
     for m in mods:
         mod = tree.module(m)
-        roots += [c for c in mod.classes.values() if "last_shared_read_runner" in c.methods]
+        roots += [c for c in (mod.classes.values() if mod else ()) if "last_shared_read_runner" in c.methods]
     out = []
     for ci in tree.subclasses(roots):
         owner, fn = tree.lookup(ci, "last_shared_read_runner")
@@ -497,7 +501,7 @@ def _barrier(tree: Tree) -> dict:
     defined, calls, loops = [], [], []
     for m in tree.modules_containing("_apply_war_barrier", "def event_loop"):
         mod = tree.module(m)
-        for cname, fn in _enclosing(mod.tree):
+        for cname, fn in (_enclosing(mod.tree) if mod else ()):
             if fn.name == "_apply_war_barrier":
                 defined.append({"class": cname, "file": mod.rel, "line": fn.lineno})
             lines = sorted({n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call)

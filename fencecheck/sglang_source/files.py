@@ -11,6 +11,7 @@ file is one Python would import (its facts are unknown), not when it is no modul
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import stat
 from dataclasses import dataclass
@@ -144,28 +145,32 @@ def nul_error(text: str) -> tuple[int, str] | None:
 
 
 def too_deep(tree: ast.Module, text: str, limit: int = MAX_NESTING) -> int | None:
-    """The line of a node of ``tree`` nested deeper than ``limit`` levels, or None. An expression spanning ``n``
-    bytes nests at most about ``n`` levels, so expressions shorter than what is left of the limit are not entered:
-    the walk visits the statements and the long expressions only."""
-    starts = [0]
-    for ln in text.encode("utf-8", errors="replace").split(b"\n"):
-        starts.append(starts[-1] + len(ln) + 1)
-
-    def span(n) -> int | None:
-        try:
-            return starts[n.end_lineno - 1] + n.end_col_offset - starts[n.lineno - 1] - n.col_offset
-        except (AttributeError, TypeError, IndexError):
-            return None
+    """The line of a node of ``tree`` nested deeper than ``limit`` levels, or None. A statement or expression spanning
+    ``n`` bytes nests at most about ``n`` levels, so one shorter than what is left of the limit is not entered:
+    the walk enters the compound statements and the long expressions only."""
+    starts = [0, *itertools.accumulate(len(ln) + 1 for ln in text.encode("utf-8", errors="replace").split(b"\n"))]
+    todo = [(tree, 1)]
+    pop, push, children = todo.pop, todo.append, ast.iter_child_nodes
+    while todo:
+        node, depth = pop()
+        if depth > limit:
+            return getattr(node, "lineno", None) or 1
+        end = getattr(node, "end_lineno", None)
+        if end is not None and node.end_col_offset is not None and depth + 8 + starts[end - 1] + node.end_col_offset \
+                - starts[node.lineno - 1] - node.col_offset <= limit:
+            continue  # too short to nest past the limit (f-strings, operators and contexts add a few levels)
+        for child in children(node):
+            push((child, depth + 1))
+    return None
 
     todo = [(tree, 1)]
     while todo:
         node, depth = todo.pop()
         if depth > limit:
             return getattr(node, "lineno", None) or 1
-        if isinstance(node, ast.expr):
-            n = span(node)
-            if n is not None and depth + n + 8 <= limit:
-                continue  # too short to nest past the limit (f-strings and operators add a few levels)
+        n = span(node)
+        if n is not None and depth + n + 8 <= limit:
+            continue  # too short to nest past the limit (f-strings, operators and contexts add a few levels)
         for child in ast.iter_child_nodes(node):
             todo.append((child, depth + 1))
     return None

@@ -48,7 +48,9 @@ _ANY = "*"  # the memo's mode for a function whose walk no mode decided
 LIMIT_DEPTH = "call depth"
 LIMIT_PATHS = "read paths"
 LIMIT_WALKS = "function walks"
+LIMIT_NESTING = "nesting"
 LIMIT_TEXT = {
+    LIMIT_NESTING: "Python's recursion limit (the code below is nested too deeply to walk)",
     LIMIT_DEPTH: f"the call depth limit ({MAX_DEPTH} calls below the entry method, reads.MAX_DEPTH)",
     LIMIT_PATHS: f"the read path limit ({MAX_PATHS} paths per function, reads.MAX_PATHS)",
     LIMIT_WALKS: f"the function walk limit ({MAX_WALKS} walks per tree, reads.MAX_WALKS)",
@@ -155,7 +157,12 @@ class ReadWalker:
             return [], []
         owner, node = hit
         fn = self._fn(subject, owner, node)
-        e = self._fn_reads(fn, mode, 0, ())
+        try:
+            e = self._fn_reads(fn, mode, 0, ())
+        except RecursionError:
+            self.tree.note(fn.file, node.lineno, f"{fn.label}: nested too deeply to walk its reads (Python's "
+                                                 "recursion limit)")
+            return [], [Cut(LIMIT_NESTING, fn.file, node.lineno, fn.label, ())]
         if e is None:  # the walk budget was spent before this entry
             return [], [Cut(LIMIT_WALKS, fn.file, node.lineno, fn.label, ())]
         return list(e.reads), list(e.cuts)

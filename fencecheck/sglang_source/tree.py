@@ -133,6 +133,13 @@ class Tree:
     def note(self, file: str, line: int | None, what: str, unresolved: bool = True) -> None:
         self.notes.append(Note(file, line, what, unresolved))
 
+    def skipped_text(self) -> str:
+        """`` (N modules not read; FILE: WHY)`` naming the first module the reader skipped, or ``""``."""
+        skipped = sorted({n for n in self.notes if n.unresolved}, key=lambda n: n.file)
+        if not skipped:
+            return ""
+        return f" ({len(skipped)} modules or folders not read; {skipped[0].file}: {skipped[0].what})"
+
     # --- text ---------------------------------------------------------------------------------------------------
     def text(self, mod: str) -> str:
         """The module's text; empty for a module skipped (too large, no longer a regular file), with its note."""
