@@ -190,6 +190,8 @@ def render(doc: dict) -> str:
             model = {True: "the model agrees", None: f"the model: {x.get('model_verdict') or 'not asked (--cross-check asks it)'}"}.get(
                 x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
             lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
+        elif x.get("why") and x["kind"] != "worker_read_after_publish":
+            lines.append(f"    {x['why']}")
         if "contexts" in x:
             lines.append(f"    {contexts_text(x['contexts'])}")
         for wit in x.get("witness", ()):

@@ -94,12 +94,22 @@ class Modes:
 
             raise NotSGLang(str(tree.root), "", "not an SGLang tree: no ForwardMode class found" + tree.skipped_text())
         self.cls = cands[0]
-        self.members: list[str] = []
-        for node in self.cls.node.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                    and node.targets[0].id.isupper():
-                self.members.append(node.targets[0].id)
+        self.members, unread = enum_members(self.cls)
         self._memo: dict = {}
+        at = f"{self.cls.name} ({self.cls.file}:{self.cls.line})"
+        for line, text in unread:
+            tree.note(self.cls.file, line, f"{self.cls.name} members not read: `{text}` (a member is `NAME = value`): "
+                                           "no mode of theirs is checked")
+        if not self.members:
+            tree.note(self.cls.file, self.cls.line, f"{at} has no member the reader can read (`NAME = value`): no "
+                                                    "forward mode is checked, so no read is")
+        from ..vocab import ForwardMode as Known
+
+        for m in self.members:
+            if m not in Known.__members__:
+                tree.note(self.cls.file, self.cls.line, f"forward mode {m} is not one fencecheck's vocabulary knows "
+                                                        "(fencecheck/vocab.py ForwardMode): its reads and findings are "
+                                                        "listed as read, no scenario decides them", False)
 
     @property
     def file(self) -> str:
@@ -174,6 +184,24 @@ class Modes:
                 kw[k.arg] = v
             return self.predicate(e.func.attr, member, kw)
         return None
+
+
+def enum_members(ci: ClassInfo) -> tuple[list[str], list[tuple[int, str]]]:
+    """The members of the enum class ``ci`` in definition order (``NAME = value`` or ``NAME: type = value``, upper
+    case), and (line, source) of each statement assigning upper-case names otherwise (``A, B = 1, 2``): members the
+    reader does not read."""
+    members, unread = [], []
+    for node in ci.node.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id.isupper():
+                members.append(node.targets[0].id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if node.target.id.isupper():
+                members.append(node.target.id)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(
+                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id.isupper() for n in ast.walk(node)):
+            unread.append((node.lineno, ast.unparse(node)[:80]))
+    return members, unread
 
 
 def compare_mode(modes: Modes, member: str, op: ast.cmpop, right: ast.expr) -> bool | None:

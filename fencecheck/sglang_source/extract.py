@@ -518,29 +518,29 @@ def _barrier(tree: Tree) -> dict:
 _PUBLISH_CALLS = ("_publish_read_done", "maybe_publish_prefill_shared_read_done")
 
 
-def _runner_events(tree: Tree, ci: ClassInfo, fn, depth=0, seen=None):
-    """(line, event) in ``fn`` and the self methods it calls: clear / resolve / publish / prefill_publish."""
-    seen = seen if seen is not None else set()
-    if depth > 3 or id(fn) in seen:
-        return []
-    seen.add(id(fn))
-    out = []
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None and any(
-                isinstance(t, ast.Attribute) and t.attr == "shared_read_done_event" for t in n.targets):
-            out.append((n.lineno, "clear"))
-        if isinstance(n, ast.Call):
-            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            if name in ("_resolve_shared_read_ends", "shared_read_ends"):
-                out.append((n.lineno, "resolve"))
-            elif name == "_publish_read_done":
-                out.append((n.lineno, "publish"))
-            elif name == "maybe_publish_prefill_shared_read_done":
-                out.append((n.lineno, "prefill_publish"))
-            elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
-                hit = tree.lookup(ci, name)
-                if hit is not None:
-                    out += _runner_events(tree, ci, hit[1], depth + 1, seen)
+def _runner_events(tree: Tree, ci: ClassInfo, fn):
+    """(line, event) in ``fn`` and every self method it calls, at any depth (each once): clear / resolve / publish /
+    prefill_publish."""
+    out, seen, todo = [], {id(fn)}, [fn]
+    while todo:
+        for n in ast.walk(todo.pop()):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None and any(
+                    isinstance(t, ast.Attribute) and t.attr == "shared_read_done_event" for t in n.targets):
+                out.append((n.lineno, "clear"))
+            if isinstance(n, ast.Call):
+                name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                if name in ("_resolve_shared_read_ends", "shared_read_ends"):
+                    out.append((n.lineno, "resolve"))
+                elif name == "_publish_read_done":
+                    out.append((n.lineno, "publish"))
+                elif name == "maybe_publish_prefill_shared_read_done":
+                    out.append((n.lineno, "prefill_publish"))
+                elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                        and n.func.value.id == "self":
+                    hit = tree.lookup(ci, name)
+                    if hit is not None and id(hit[1]) not in seen:
+                        seen.add(id(hit[1]))
+                        todo.append(hit[1])
     return out
 
 

@@ -75,6 +75,9 @@ class Module:
     imports: dict[str, tuple] = field(default_factory=dict)
 
 
+#: A class's method resolution order holds at most this many classes (SGLang 0.5.23's backends hold 7 at most).
+MAX_MRO = 64
+
 _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.M)
 _IDENT_RE = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -294,12 +297,30 @@ class Tree:
         return out
 
     def mro(self, ci: ClassInfo) -> list[ClassInfo]:
-        """C3 linearisation over the bases that resolve inside the tree (others, such as ``ABC``, are left out)."""
+        """C3 linearisation over the bases that resolve inside the tree (others, such as ``ABC``, are left out), at
+        most ``MAX_MRO`` classes (a longer one is cut there, with a note). Computed bases first, without recursion, so
+        a hierarchy of any depth is fine; a cycle of bases (broken code) ends at the class met again."""
         memo: dict[int, list[ClassInfo]] = self.__dict__.setdefault("_mro", {})
         if id(ci) in memo:
             return memo[id(ci)]
-        memo[id(ci)] = [ci]  # a cycle (broken code) ends here
-        seqs = [list(self.mro(b)) for b in self.bases(ci)] + [self.bases(ci)]
+        todo, open_ = [(ci, False)], set()
+        while todo:
+            c, ready = todo.pop()
+            if id(c) in memo:
+                continue
+            if ready:
+                memo[id(c)] = self._linearize(c, memo)
+                continue
+            if id(c) in open_:
+                continue
+            open_.add(id(c))
+            todo.append((c, True))
+            todo.extend((b, False) for b in reversed(self.bases(c)) if id(b) not in memo and id(b) not in open_)
+        return memo[id(ci)]
+
+    def _linearize(self, ci: ClassInfo, memo) -> list[ClassInfo]:
+        bases = self.bases(ci)
+        seqs = [list(memo.get(id(b), [b])) for b in bases] + [bases]
         out = [ci]
         while True:
             seqs = [s for s in seqs if s]
@@ -319,7 +340,10 @@ class Tree:
             for t in seqs:
                 if t and t[0] is head:
                     t.pop(0)
-        memo[id(ci)] = out
+        if len(out) > MAX_MRO:
+            self.note(ci.file, ci.line, f"{ci.name}: a hierarchy of more than {MAX_MRO} classes (tree.MAX_MRO): its "
+                                        f"method resolution order is cut after {MAX_MRO}")
+            out = out[:MAX_MRO]
         return out
 
     def lookup(self, ci: ClassInfo, method: str, after: ClassInfo | None = None, _depth: int = 0):
