@@ -294,9 +294,10 @@ class DeclEval:
                     vals = self._expr(s.value, env, ctx)
                     if len(vals) == 1 and not vals[0][0]:
                         env[targets[0].id] = vals[0][1]
-                    else:
-                        env[targets[0].id] = Opaque(ast.unparse(s.value))
-                    continue
+                        continue
+                    for c, v in vals:  # a value that depends on a condition: the rest of the body once per row
+                        out.extend(self._block(list(stmts[i + 1:]), {**env, targets[0].id: v}, conds + c, ctx))
+                    return out
                 if all(isinstance(t, ast.Attribute) for t in targets):
                     continue  # a side effect on self (a cache): no value
             raise Unresolved(f"cannot evaluate a {type(s).__name__} statement", s.lineno)

@@ -49,12 +49,16 @@ LIMIT_DEPTH = "call depth"
 LIMIT_PATHS = "read paths"
 LIMIT_WALKS = "function walks"
 LIMIT_NESTING = "nesting"
-LIMIT_TEXT = {
-    LIMIT_NESTING: "Python's recursion limit (the code below is nested too deeply to walk)",
-    LIMIT_DEPTH: f"the call depth limit ({MAX_DEPTH} calls below the entry method, reads.MAX_DEPTH)",
-    LIMIT_PATHS: f"the read path limit ({MAX_PATHS} paths per function, reads.MAX_PATHS)",
-    LIMIT_WALKS: f"the function walk limit ({MAX_WALKS} walks per tree, reads.MAX_WALKS)",
-}
+
+
+def limit_text(limit: str) -> str:
+    """The limit a ``Cut`` names, with its value."""
+    return {
+        LIMIT_NESTING: "Python's recursion limit (the code below is nested too deeply to walk)",
+        LIMIT_DEPTH: f"the call depth limit ({MAX_DEPTH} calls below the entry method, reads.MAX_DEPTH)",
+        LIMIT_PATHS: f"the read path limit ({MAX_PATHS} paths per function, reads.MAX_PATHS)",
+        LIMIT_WALKS: f"the function walk limit ({MAX_WALKS} walks per tree, reads.MAX_WALKS)",
+    }[limit]
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ class Read:
 
 @dataclass(frozen=True)
 class Cut:
-    """A call on a read path that a limit kept the walk from following (``limit``, one of ``LIMIT_TEXT``): what it
+    """A call on a read path that a limit kept the walk from following (``limit``, one of ``limit_text``'s): what it
     reads is not known. ``file``/``line``/``what``: the call not followed (for ``LIMIT_PATHS``, the function whose
     paths were dropped); ``via``, ``conditions`` and ``host_sync`` as a ``Read``'s, up to that call."""
 
@@ -98,7 +102,7 @@ class Cut:
     host_sync: tuple | None = None
 
     def text(self) -> str:
-        return f"{self.what} ({self.file}:{self.line}) not followed: {LIMIT_TEXT[self.limit]}"
+        return f"{self.what} ({self.file}:{self.line}) not followed: {limit_text(self.limit)}"
 
 
 @dataclass(frozen=True)
