@@ -75,6 +75,8 @@ class Module:
     imports: dict[str, tuple] = field(default_factory=dict)
 
 
+#: A name is followed through at most this many ``from X import name`` re-exports.
+MAX_REEXPORTS = 8
 #: A class's method resolution order holds at most this many classes (SGLang 0.5.23's backends hold 7 at most).
 MAX_MRO = 64
 
@@ -238,7 +240,9 @@ class Tree:
     # --- names --------------------------------------------------------------------------------------------------
     def resolve(self, mod: Module, name: str, _depth: int = 0):
         """What ``name`` means at the top level of ``mod``: a ClassInfo, a FuncInfo, ("module", dotted) or None."""
-        if _depth > 8:
+        if _depth > MAX_REEXPORTS:
+            self.note(mod.rel, None, f"`{name}` imported through more than {MAX_REEXPORTS} modules re-exporting it "
+                                     "(tree.MAX_REEXPORTS), or a cycle of imports: not resolved")
             return None
         if name in mod.classes:
             return mod.classes[name]
