@@ -352,3 +352,30 @@ def test_worker_reads_are_ordered_against_the_last_publishing_phase_not_the_firs
     assert [(p["runner"], p["line"]) for p in gamma["phases"]] == [
         ("TwiceWorker.draft_runner_first", 16), ("TwiceWorker.draft_runner_second", 18)]
     assert [(r["line"], r["after"]["line"]) for r in gamma["reads_after_publisher"]] == [(19, 18)]
+
+
+def test_a_forward_mode_predicate_calling_itself_is_not_known_whichever_is_asked_first(tmp_path):
+    """is_a() or-s is_b(), is_b() calls is_a(): at run time neither returns. Asked first about is_b (in whose
+    evaluation is_a's guard answered None), is_b must not keep a value computed under that guard."""
+    from fencecheck.sglang_source.declare import Modes
+
+    text = _forward_modes(("    def is_decode(self):", "    def is_a(self):\n        return self.is_b() or "
+                           "self == ForwardMode.DECODE\n\n    def is_b(self):\n        return self.is_a()\n\n"
+                           "    def is_decode(self):"))
+    modes = Modes(Tree(build(tmp_path, {FM: text})))
+    assert modes.predicate("is_b", "DECODE") is None and modes.predicate("is_a", "DECODE") is None
+    assert modes.predicate("is_decode", "DECODE") is True
+
+
+def test_a_helper_re_exported_past_the_bound_is_an_unresolved_note(tmp_path):
+    """The read sits in a helper imported through 10 modules that re-export it: past tree.MAX_REEXPORTS the call is
+    not resolved, which the notes say (exit 3 instead of a silent 0)."""
+    files = {f"{ATTN}/r0.py": f"def helper(owner, fb):\n    return owner.{READ.replace('self.', '')}\n"}
+    for i in range(1, 11):
+        files[f"{ATTN}/r{i}.py"] = f"from sglang.srt.layers.attention.r{i - 1} import helper\n"
+    files[f"{ATTN}/x.py"] = (HEAD + "from sglang.srt.layers.attention.r10 import helper\n\n\n"
+                             + backend("X", [decode_calls("h1"), *chain(1, last="return helper(self, fb)")]))
+    doc = _doc(build(tmp_path, files))
+    assert "read_outside_declaration" not in _found(doc)
+    (note,) = [n for n in doc["notes"] if "tree.MAX_REEXPORTS" in n["what"]]
+    assert note["unresolved"] and exit_code(doc) == 3

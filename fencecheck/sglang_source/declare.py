@@ -125,7 +125,21 @@ class Modes:
         key = (method, member, tuple(sorted((kwargs or {}).items())))
         if key in self._memo:
             return self._memo[key]
-        self._memo[key] = None  # recursion guard
+        active = self.__dict__.setdefault("_active", [])
+        if key in active:  # a predicate calling itself never returns: every one on the cycle is not known
+            self.__dict__.setdefault("_cyclic", set()).update(active[active.index(key):])
+            return None
+        active.append(key)
+        try:
+            result = self._predicate(method, member, kwargs)
+        finally:
+            active.pop()
+        if key in self.__dict__.get("_cyclic", ()):
+            result = None
+        self._memo[key] = result
+        return result
+
+    def _predicate(self, method: str, member: str, kwargs: dict | None) -> bool | None:
         fn = self.cls.methods.get(method)
         result = None
         if fn is not None:
@@ -141,7 +155,6 @@ class Modes:
                 result = self._eval(body[0].value, member, env)
                 if not isinstance(result, bool):
                     result = None
-        self._memo[key] = result
         return result
 
     def _member_of(self, e: ast.expr) -> str | None:
