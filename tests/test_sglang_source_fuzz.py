@@ -23,7 +23,7 @@ from fencecheck.sglang_source.command import exit_code, render
 ENDS = ("PRE_REPLAY", "IN_REPLAY", "POST_REPLAY", "UNKNOWN")
 COVERS_AFTER_MARKER = {"POST_REPLAY", "UNKNOWN"}  # vocab.COVERED_SITES: the ends that cover in_graph_after_marker
 ODD = ("42", "None", "fm", "self.end", "'late'", "SharedReadEnds.LATER")
-ODD_ROW = "odd"
+ODD_ROW = "odd"  # a row the reader cannot know: an odd value, or a child of unknown class
 
 # --- declarations: an expression and what it gives for DECODE -------------------------------------------------------
 TESTS = {  # source -> value for DECODE (None: not decided by the mode, a condition)
@@ -75,9 +75,13 @@ def values(draw, depth=0):
 @st.composite
 def declarations(draw):
     """(body, rows for DECODE) of ``shared_read_ends(self, fm)``, or (None, base rule)."""
-    kind = draw(st.sampled_from(["base", "return", "if", "local", "super"]))
+    kind = draw(st.sampled_from(["base", "return", "if", "local", "super", "child"]))
     if kind == "base":
         return None, ["IN_REPLAY"]
+    if kind == "child":  # a child whose class is not known: its declaration neither
+        return draw(st.sampled_from(["return self.inner.shared_read_ends(fm)",
+                                     "return SharedReadEnds.max_of(b.shared_read_ends(fm) for b in (self.inner,))"])), \
+            [ODD_ROW]
     if kind == "super":
         return "return super().shared_read_ends(fm)", ["IN_REPLAY"]
     src, rows = draw(values())

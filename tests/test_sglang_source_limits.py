@@ -379,3 +379,25 @@ def test_a_helper_re_exported_past_the_bound_is_an_unresolved_note(tmp_path):
     assert "read_outside_declaration" not in _found(doc)
     (note,) = [n for n in doc["notes"] if "tree.MAX_REEXPORTS" in n["what"]]
     assert note["unresolved"] and exit_code(doc) == 3
+
+
+def test_a_composite_whose_other_child_is_of_unknown_class_is_unresolved_where_its_known_child_reads_late(tmp_path):
+    """max_of(self.late, self.other): late is a backend reading after the marker, other is handed in (unknown). The
+    row ends at IN_REPLAY at the least (late's end): the late read is an unresolved declaration of the composite,
+    not silence; with other's class known, it is a confirmed finding."""
+    late = backend("Late", [decode_calls("h1"), *chain(1)])
+    comp = backend("Comp", [
+        method("__init__", "self.late = Late(fb)\nself.other = other", "self, fb, other"),
+        method("shared_read_ends", "return SharedReadEnds.max_of(b.shared_read_ends(fm) for b in "
+                                   "(self.late, self.other))", "self, fm"),
+        method("forward_decode", "return self.late.forward_decode(q, k, v, layer, forward_batch)",
+               "self, q, k, v, layer, forward_batch")])
+    doc = _doc(build(tmp_path / "a", {f"{ATTN}/x.py": HEAD + late + "\n\n" + comp}))
+    f = _found(doc, "Comp")
+    assert set(f) == {"unresolved_declaration"}
+    decl, read = f["unresolved_declaration"]["evidence"]
+    assert "a child of unknown class" in decl["what"] and "ends at IN_REPLAY at the least" in decl["what"]
+    assert read["what"].startswith("reads req_to_token at in_graph_after_marker via")
+    known = comp.replace("self.other = other", "self.other = Late(fb)")
+    f = _found(_doc(build(tmp_path / "b", {f"{ATTN}/x.py": HEAD + late + "\n\n" + known})), "Comp")
+    assert set(f) == {"read_outside_declaration"} and f["read_outside_declaration"]["status"] == "confirmed"

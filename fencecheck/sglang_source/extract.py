@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..vocab import COVERED_SITES, ReadSite, SharedReadEnds
 from .declare import Child, DeclEval, End, MaxOf, Modes, Unresolved, max_end
-from .limits import cut_finding, cut_rows, notes_json
+from .limits import cut_finding, cut_rows, notes_json, unknown_child_finding
 from .reads import Cut, Read, ReadWalker
 from .tree import ClassInfo, NotSGLang, Tree
 
@@ -361,7 +361,12 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
     live = [(s, r) for s, r in all_reads if r.host_sync is None]
     live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if c.host_sync is None]
     for conds, value in rows:
-        for c2, end, chosen in rd.expand(value, mode, subject=ci):
+        expanded = rd.expand(value, mode, subject=ci)
+        if any(end is None for _, end, _ in expanded):  # a child of unknown class: its reads are not known either
+            f = unknown_child_finding(rd, ci, mode, conds, value, decl, live, live_cuts, snapshot)
+            if f is not None:
+                ex.findings.append(f)
+        for c2, end, chosen in expanded:
             if end is None:
                 continue
             covered = COVERED_SITES[SharedReadEnds[end]]

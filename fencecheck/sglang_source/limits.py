@@ -6,12 +6,18 @@ in its backend's ``cut_paths``; at a site the declaration row does not cover it 
 finding (status ``unresolved``), like a read there would be a ``read_outside_declaration`` one. A module the reader
 did not read or parse (``tree.Note``: too large, too deeply nested, not a regular file) and a ``ForwardMode`` it
 cannot read are ``notes`` of the document; those that may hide a fact are ``unresolved`` (exit 3 when nothing else
-is wrong).
+is wrong). A declaration row that goes through a child whose class is not known (its declaration neither) covers at
+least what the known part of the row declares (``floor_end``); a read it sees outside that is an
+``unresolved_declaration`` finding, never dropped.
 """
 
 from __future__ import annotations
 
+from ..vocab import COVERED_SITES, SharedReadEnds
+from .declare import Child, End, MaxOf, max_end
 from .reads import Cut
+
+_MIN = "PRE_REPLAY"  # every end covers the pre-replay site
 
 
 def via_text(c: Cut) -> str:
@@ -81,3 +87,56 @@ def limits_text(doc: dict) -> list[str]:
         at = f"{n['file']}:{n['line']}" if n["line"] else n["file"]
         lines.append(f"  {'UNRESOLVED ' if n['unresolved'] else ''}{at}: {n['what']}")
     return lines
+
+
+def floor_end(rd, value, mode: str, subject, depth: int = 0) -> str:
+    """The earliest end a declaration value can have in ``mode``: a child of unknown class ends at least at
+    ``PRE_REPLAY``, a child of known class at the earliest of its rows, ``max_of`` at the latest of its items'."""
+    if isinstance(value, End):
+        return value.name
+    if isinstance(value, MaxOf):
+        return max_end([floor_end(rd, i, mode, subject, depth + 1) for i in value.items])
+    if not isinstance(value, Child) or value.many or depth > 6:
+        return _MIN
+    if value.cls is None:
+        opts = rd.passed.of(subject).get(value.src[5:]) if subject is not None and value.src.startswith("self.") \
+            and value.src.count(".") == 1 else None
+        if not opts or any(o.cls is None for o in opts):
+            return _MIN
+        return min((floor_end(rd, Child(value.src, cls=o.cls), mode, subject, depth + 1) for o in opts),
+                   key=SharedReadEnds.parse)
+    rows, _ = rd.rows(value.cls, mode)
+    if not rows:
+        return _MIN
+    return min((floor_end(rd, v, mode, value.cls, depth + 1) for _, v in rows), key=SharedReadEnds.parse)
+
+
+def unknown_child_finding(rd, ci, mode: str, conds, value, decl, live, cuts, snapshot: bool = False) -> dict | None:
+    """The ``unresolved_declaration`` finding of a row (``conds``, ``value``) that goes through a child of unknown
+    class, when a read of ``live`` [(site, Read)] or a cut path of ``cuts`` [(site, Cut)] lies outside what the row
+    covers at the least; else None."""
+    from ..vocab import ReadSite
+
+    floor = floor_end(rd, value, mode, ci)
+    covered = COVERED_SITES[SharedReadEnds[floor]] | ({ReadSite.IN_GRAPH_BEFORE_MARKER} if snapshot else set())
+    bad = sorted({(r.file, r.line, s.value, f"reads {r.location}", " -> ".join(h.func for h in r.via))
+                  for s, r in live if s not in covered} |
+                 {(c.file, c.line, s.value, f"a read path cut: {c.text()};", via_text(c))
+                  for s, c in cuts if s not in covered})
+    if not bad:
+        return None
+    owner, node = decl
+    cond = " and ".join(conds) if conds else None
+    evidence = [{"file": owner.file, "line": node.lineno,
+                 "what": f"{owner.name}.{node.name} declares {value.text()} for {mode}" + (f" when {cond}" if cond
+                                                                                           else "")
+                         + f": a child of unknown class (its declaration is not known); the row ends at {floor} at "
+                           "the least"}]
+    seen = set()
+    for file, line, site, what, via in bad:
+        if (file, line, site, what) not in seen:
+            seen.add((file, line, site, what))
+            evidence.append({"file": file, "line": line, "what": f"{what} at {site} via {via}"})
+    return {"kind": "unresolved_declaration", "subject": ci.name, "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
+            "declared_by": node.name, "condition": cond, "status": "unresolved", "evidence": evidence,
+            "scenario": None}
