@@ -229,16 +229,17 @@ def test_a_module_larger_than_the_input_limit_is_not_read_and_the_limit_is_atomi
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_fifos_devices_and_links_to_no_file_are_skipped_with_a_note_and_nothing_blocks(tmp_path):
     root = build(tmp_path, {f"{ATTN}/late.py": HEAD + backend("X", [decode_calls("h1"), *chain(1)])})
-    os.mkfifo(root / "srt" / "pipe.py")
+    os.mkfifo(root / ATTN / "flashinfer_backend.py")  # a path the release catalog cites: --fingerprints reads it
     os.symlink("/dev/zero", root / "srt" / "zero.py")
     os.symlink(tmp_path / "missing", root / "srt" / "gone.py")
     os.symlink(tmp_path, root / "srt" / "elsewhere")
-    proc = subprocess.run([sys.executable, "-m", "fencecheck", "sglang", str(root), "--json"], capture_output=True,
-                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-m", "fencecheck", "sglang", str(root), "--json", "--fingerprints",
+                           str(tmp_path / "prints.json")], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 1 and proc.stderr == ""  # X's finding; the link to a folder is unresolved
     notes = {n["file"]: (n["what"], n["unresolved"]) for n in json.loads(proc.stdout)["notes"]}
     assert notes == {
-        "sglang/srt/pipe.py": ("a FIFO, not a regular file: skipped", False),
+        f"sglang/{ATTN}/flashinfer_backend.py": ("a FIFO, not a regular file: skipped", False),
         "sglang/srt/zero.py": ("a character device (through a link), not a regular file: skipped", False),
         "sglang/srt/gone.py": ("a link to nothing readable (No such file or directory): skipped", False),
         "sglang/srt/elsewhere": ("a link to a folder: not followed, its modules are not read", True),
