@@ -402,3 +402,17 @@ def test_a_composite_whose_other_child_is_of_unknown_class_is_unresolved_where_i
     known = comp.replace("self.other = other", "self.other = Late(fb)")
     f = _found(_doc(build(tmp_path / "b", {f"{ATTN}/x.py": HEAD + late + "\n\n" + known})), "Comp")
     assert set(f) == {"read_outside_declaration"} and f["read_outside_declaration"]["status"] == "confirmed"
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_modules_with_other_line_breaks_are_read_and_measured_by_pythons_lines(tmp_path, newline):
+    """Python counts \\r\\n and a lone \\r as line breaks: the nesting check measures with the same lines, so such a
+    module is read (its finding at the read's line) and a deep one is told at its line."""
+    text = (HEAD + backend("X", [decode_calls("h1"), *chain(1)])).replace("\n", newline)
+    deep = "Y = " + " + ".join(["b"] * 200) + newline
+    doc = _doc(build(tmp_path / "a", {f"{ATTN}/x.py": text}))
+    read = text.split(newline).index("        return self.req_to_token[fb.req_pool_indices]") + 1
+    assert _found(doc)["read_outside_declaration"]["evidence"][1]["line"] == read
+    doc = _doc(build(tmp_path / "b", {f"{ATTN}/x.py": text + deep}))
+    (note,) = doc["notes"]
+    assert note["line"] == text.count(newline) + 1 and "files.MAX_NESTING" in note["what"]

@@ -11,8 +11,8 @@ file is one Python would import (its facts are unknown), not when it is no modul
 from __future__ import annotations
 
 import ast
-import itertools
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,8 @@ from ..atomic import MAX_INPUT_BYTES
 
 #: A parsed module nests at most this many syntax-tree levels (the released 0.5.23 nests 47 at most).
 MAX_NESTING = 100
+
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # Python's own line breaks (line numbers of the syntax tree)
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,9 @@ class Skipped(Exception):
 
 
 def read_module(path: Path, rel: str, limit: int = MAX_INPUT_BYTES) -> str:
-    """The text of the module at ``path`` (undecodable bytes replaced), at most ``limit`` bytes. Raises ``Skipped``
-    for what is no regular file when opened or larger than ``limit``, ``OSError`` when the system refuses the read."""
+    """The text of the module at ``path`` (undecodable bytes replaced, every line break a newline), at most
+    ``limit`` bytes. Raises ``Skipped`` for what is no regular file when opened or larger than ``limit``,
+    ``OSError`` when the system refuses the read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         st = os.fstat(fd)
@@ -126,7 +129,8 @@ def read_module(path: Path, rel: str, limit: int = MAX_INPUT_BYTES) -> str:
             raise Skipped(_too_large(rel, limit))
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    # universal newlines, as Python reads a module's source (the line numbers stay those Python counts)
+    return b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _too_large(rel: str, limit: int) -> Note:
@@ -148,19 +152,22 @@ def too_deep(tree: ast.Module, text: str, limit: int = MAX_NESTING) -> int | Non
     """The line of a node of ``tree`` nested deeper than ``limit`` levels, or None. A statement or expression spanning
     ``n`` bytes nests at most about ``n`` levels, so one shorter than what is left of the limit is not entered:
     the walk enters the compound statements and the long expressions only."""
-    starts = [0, *itertools.accumulate(len(ln) + 1 for ln in text.encode("utf-8", errors="replace").split(b"\n"))]
-    todo = [(tree, 1)]
+    data = text.encode("utf-8", errors="replace")
+    starts = [0, 0, *(m.end() for m in _LINE_BREAK.finditer(data))]  # 1-based: starts[n] is line n's first byte
+    lines = len(starts) - 1
+    todo = [(tree, 1, 1)]
     pop, push, children = todo.pop, todo.append, ast.iter_child_nodes
     while todo:
-        node, depth = pop()
+        node, depth, line = pop()
+        line = getattr(node, "lineno", None) or line  # operators and contexts have no line: their parent's
         if depth > limit:
-            return getattr(node, "lineno", None) or 1
+            return line
         end = getattr(node, "end_lineno", None)
-        if end is not None and node.end_col_offset is not None and depth + 8 + starts[end - 1] + node.end_col_offset \
-                - starts[node.lineno - 1] - node.col_offset <= limit:
+        if end is not None and node.end_col_offset is not None and 0 < node.lineno <= end <= lines \
+                and depth + 8 + starts[end] + node.end_col_offset - starts[node.lineno] - node.col_offset <= limit:
             continue  # too short to nest past the limit (f-strings, operators and contexts add a few levels)
         for child in children(node):
-            push((child, depth + 1))
+            push((child, depth + 1, line))
     return None
 
     todo = [(tree, 1)]

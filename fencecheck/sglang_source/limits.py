@@ -13,6 +13,7 @@ least what the known part of the row declares (``floor_end``); a read it sees ou
 
 from __future__ import annotations
 
+from ..errors import one_line
 from ..vocab import COVERED_SITES, SharedReadEnds
 from .declare import Child, End, MaxOf, max_end
 from .reads import Cut
@@ -83,9 +84,9 @@ def limits_text(doc: dict) -> list[str]:
     notes = doc.get("notes", ())
     if notes:
         lines.append(f"notes ({sum(1 for n in notes if n['unresolved'])} unresolved):")
-    for n in notes:
-        at = f"{n['file']}:{n['line']}" if n["line"] else n["file"]
-        lines.append(f"  {'UNRESOLVED ' if n['unresolved'] else ''}{at}: {n['what']}")
+    for n in notes:  # a file name may hold any character: one line each
+        at = f"{one_line(n['file'])}:{n['line']}" if n["line"] else one_line(n["file"])
+        lines.append(f"  {'UNRESOLVED ' if n['unresolved'] else ''}{at}: {one_line(n['what'])}")
     return lines
 
 
