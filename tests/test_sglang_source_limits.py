@@ -416,3 +416,24 @@ def test_modules_with_other_line_breaks_are_read_and_measured_by_pythons_lines(t
     doc = _doc(build(tmp_path / "b", {f"{ATTN}/x.py": text + deep}))
     (note,) = doc["notes"]
     assert note["line"] == text.count(newline) + 1 and "files.MAX_NESTING" in note["what"]
+
+
+def test_a_worker_read_path_past_the_depth_limit_is_listed_as_unresolved(tmp_path):
+    """The worker's read after the publisher's runner lies 9 calls below forward_batch_generation: it is not
+    followed, and the algorithm's unresolved list names the cut call and the limit."""
+    from sglang_reader_trees import TREES
+
+    deep = TWICE.replace("        batch.after = self.req_to_token_pool.req_to_token[batch.req_pool_indices]\n",
+                         "        batch.after = self.c1(batch)\n")
+    deep += "".join(f"\n    def c{i}(self, batch):\n        return self.c{i + 1}(batch)\n" for i in range(1, 9))
+    deep += "\n    def c9(self, batch):\n        return self.req_to_token_pool.req_to_token[batch.req_pool_indices]\n"
+    spec = (TREES / "algorithms" / "sglang" / "srt" / "speculative" / "spec_info.py").read_text("utf-8").replace(
+        "        return load_plugin_worker(self.name)",
+        "        if self == SpeculativeAlgorithm.GAMMA:\n            from sglang.srt.speculative.twice import "
+        "TwiceWorker\n\n            return TwiceWorker\n        return load_plugin_worker(self.name)")
+    root = build(tmp_path, {"srt/speculative/spec_info.py": spec, "srt/speculative/twice.py": deep},
+                 case="algorithms")
+    (gamma,) = [a for a in read_path(root).algorithms if a["name"] == "GAMMA"]
+    assert [r["line"] for r in gamma["reads_after_publisher"]] == []
+    (cut,) = [u for u in gamma["unresolved"] if u.startswith("a read path of TwiceWorker cut")]
+    assert "self.c9 (sglang/srt/speculative/twice.py:" in cut and "the call depth limit" in cut
