@@ -157,6 +157,8 @@ def decide(doc: dict, witness: bool = False, contexts: bool = True, context_mode
         data = scenario_dict(f, backends[f["subject_at"]], used.get(key, 0))
         used[key] = used.get(key, 0) + 1
         if data is None:
+            f["why"] = (f"no scenario: forward mode {f['mode']} is not one fencecheck's vocabulary knows "
+                        "(fencecheck/vocab.py ForwardMode)")
             continue
         s = scenario_from_dict(data, data["name"])
         trace = run_scenario(s)

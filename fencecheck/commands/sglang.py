@@ -8,6 +8,7 @@ from typing import TextIO
 from fencecheck.commands.common import outputs
 from fencecheck.commands.reader_audit import contexts_text
 from fencecheck.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+from fencecheck.sglang_source.limits import limits_text
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
 fence's facts, each with file:line: every AttentionBackend subclass and its shared_read_ends declaration per
@@ -35,7 +36,8 @@ EXIT_HELP = """exit codes:
      come from or a catalog entry's cited source changed since the recorded release
      (to review before merge)
   2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
-  3  unresolved facts and nothing wrong
+  3  unresolved facts (a declaration or read path not evaluated, a module
+     not read) and nothing wrong
   4  I/O failure
   70 a bug in fencecheck (one line, please report it)"""
 
@@ -77,7 +79,7 @@ def exit_code(doc: dict) -> int:
     if any(s in ("confirmed", "plausible") for s in kinds) or \
             any(f.get("verdict") == "counterexample" for f in doc["findings"]) or has_drift(doc):
         return EXIT_RACE
-    if "unresolved" in kinds:
+    if "unresolved" in kinds or any(n["unresolved"] for n in doc.get("notes", ())):
         return EXIT_UNKNOWN
     return EXIT_OK
 
@@ -190,6 +192,8 @@ def render(doc: dict) -> str:
             model = {True: "the model agrees", None: f"the model: {x.get('model_verdict') or 'not asked (--cross-check asks it)'}"}.get(
                 x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
             lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
+        elif x.get("why") and x["kind"] != "worker_read_after_publish":
+            lines.append(f"    {x['why']}")
         if "contexts" in x:
             lines.append(f"    {contexts_text(x['contexts'])}")
         for wit in x.get("witness", ()):
@@ -233,6 +237,7 @@ def render(doc: dict) -> str:
         if r["publish"] != "never":
             lines.append(f"  {r['class']}: {r['publish']} ({r['method']['file']}:{r['method']['line']})")
     lines += _algorithms_text(doc.get("algorithms", []))
+    lines += limits_text(doc)
     return "\n".join(lines) + "\n"
 
 

@@ -4,6 +4,9 @@ the barrier's call sites, runners' publish behaviour; and the findings (docs/sgl
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 from .extract import Extraction, read_tree
 from .tree import NotSGLang, Tree, find_installed, find_package_root
 
@@ -17,10 +20,34 @@ def read_path(path: str | None, installed: bool = False) -> Extraction:
     enabled = gc.isenabled()
     gc.disable()  # the syntax trees are many small acyclic objects: the cyclic collector only costs time here
     try:
-        return read_tree(Tree(root))
+        with recursion_budget():
+            try:
+                return read_tree(Tree(root))
+            except RecursionError:  # past every limit the reader checks: still one line, never a traceback
+                raise NotSGLang(str(root), "", "nested too deeply for the reader (Python's recursion limit)") \
+                    from None
     finally:
         if enabled:
             gc.enable()
+
+
+#: Python frames the reader may use below its entry (its evaluators recurse over syntax trees and call chains).
+RECURSION_FRAMES = 1000
+
+
+@contextlib.contextmanager
+def recursion_budget(frames: int = RECURSION_FRAMES):
+    """Python's recursion limit set to ``frames`` more than the current depth, so where a too-deep input stops
+    the reader does not depend on its caller (the command line or a test)."""
+    depth, f = 0, sys._getframe()
+    while f is not None:
+        depth, f = depth + 1, f.f_back
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + frames)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 __all__ = ["Extraction", "NotSGLang", "Tree", "find_installed", "find_package_root", "read_path", "read_tree"]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import ast
 
-from .declare import Modes
+from .declare import Modes, enum_members
 from .reads import HOST_SYNC_METHODS, ReadWalker
 from .tree import ClassInfo, FuncInfo, Tree
 
@@ -49,9 +49,7 @@ class Algorithms(Modes):
 
     def __init__(self, ci: ClassInfo):  # noqa: super().__init__ looks up ForwardMode
         self.cls = ci
-        self.members = [n.targets[0].id for n in ci.node.body
-                        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-                        and n.targets[0].id.isupper()]
+        self.members = enum_members(ci)[0]
         self._memo = {}
 
 
@@ -263,6 +261,12 @@ class _Walk:
         """Walks one function; returns the mode in force after it (None: the paths disagree)."""
         key = f"{owner.key}.{node.name}" if owner is not None else f"{module.name}.{node.name}"
         if depth > MAX_DEPTH or key in stack:
+            if self.may_phase(subject, owner, node, module):
+                at = f"`{key}` ({(owner.module if owner else module).rel}:{node.lineno})"
+                self.unresolved.append(
+                    f"{at} is more than {MAX_DEPTH} calls below {ENTRY} (algorithms.MAX_DEPTH): its phases are not "
+                    "followed" if depth > MAX_DEPTH else
+                    f"{at} calls itself: its phases repeat a number of times known only at run time")
             return mode
         ctx = {"subject": subject, "module": module, "file": (owner.module if owner else module).rel,
                "key": key, "chain": chain, "stack": stack + (key,), "depth": depth,
@@ -349,8 +353,8 @@ class _Walk:
         return None
 
     def test(self, e, mode):
-        from .reads import _is_mode_expr
         from .declare import compare_mode
+        from .reads import _is_mode_expr
 
         if mode is None:
             return None
@@ -406,44 +410,106 @@ class _Walk:
             if f.attr == ENTRY and not is_self:
                 self._phase(c, shown, mode, conds, ctx, recv=rtext)
                 return mode
-            target = None
+            if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self" \
+                    and subject is not None and self.types(subject).get(recv.attr) is None \
+                    and "worker" in recv.attr.lower() and "target" not in recv.attr:
+                self.unresolved.append(f"`{ast.unparse(f)}` ({ctx['file']}:{c.lineno}): the class of "
+                                       f"`{rtext}` is not known statically; its phases are not followed")
+        target = self.target(c, subject, ctx["key"], ctx["module"], ctx["imports"])
+        if target is None:
+            return mode
+        cls, owner, node, module = target
+        return self.fn(cls, owner, node, module, mode, conds, ctx["chain"] + ((ctx["key"], c.lineno),), ctx["loop"],
+                       ctx["depth"] + 1, ctx["stack"])
+
+    def target(self, c, subject, key, module, imports):
+        """(subject, owner, def, module) of the function the call ``c`` enters (``owner`` None for a module-level
+        function), or None: ``super()`` and ``self`` calls on the subject's MRO, a method of a sub-worker of known
+        class, a helper function resolved through the module's or the function's own imports."""
+        f, tree = c.func, self.tree
+        if isinstance(f, ast.Attribute):
+            recv = f.value
+            hit, cls = None, subject
             if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super" and subject:
-                owner_key = ctx["key"].rsplit(".", 1)[0]
+                owner_key = key.rsplit(".", 1)[0]
                 owner = next((k for k in tree.mro(subject) if k.key == owner_key), None)
                 hit = tree.lookup(subject, f.attr, owner)
-                target = (subject, hit) if hit else None
-            elif is_self and subject is not None:
+            elif isinstance(recv, ast.Name) and recv.id == "self" and subject is not None:
                 hit = tree.lookup(subject, f.attr)
-                target = (subject, hit) if hit else None
             elif isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self" \
                     and subject is not None:
                 cls = self.types(subject).get(recv.attr)
-                if cls is not None:
-                    hit = tree.lookup(cls, f.attr)
-                    target = (cls, hit) if hit else None
-                elif "worker" in recv.attr.lower() and "target" not in recv.attr:
-                    self.unresolved.append(f"`{ast.unparse(f)}` ({ctx['file']}:{c.lineno}): the class of "
-                                           f"`{rtext}` is not known statically; its phases are not followed")
+                hit = tree.lookup(cls, f.attr) if cls is not None else None
             elif isinstance(recv, ast.Name):
-                r = ctx["imports"].get(recv.id) or tree.resolve(ctx["module"], recv.id)
+                r = imports.get(recv.id) or tree.resolve(module, recv.id)
                 if isinstance(r, tuple) and r[0] == "module":
                     m = tree.module(r[1])
                     fi = m.functions.get(f.attr) if m else None
                     if fi is not None:
-                        return self.fn(None, None, fi.node, fi.module, mode, conds,
-                                       ctx["chain"] + ((ctx["key"], c.lineno),), ctx["loop"], ctx["depth"] + 1,
-                                       ctx["stack"])
-            if target is not None:
-                cls, (owner, node) = target
-                return self.fn(cls, owner, node, owner.module, mode, conds, ctx["chain"] + ((ctx["key"], c.lineno),),
-                               ctx["loop"], ctx["depth"] + 1, ctx["stack"])
-            return mode
+                        return None, None, fi.node, fi.module
+            if hit is not None:
+                return cls, hit[0], hit[1], hit[0].module
+            return None
         if isinstance(f, ast.Name):
-            r = ctx["imports"].get(f.id) or tree.resolve(ctx["module"], f.id)
+            r = imports.get(f.id) or tree.resolve(module, f.id)
             if isinstance(r, FuncInfo):
-                return self.fn(None, None, r.node, r.module, mode, conds, ctx["chain"] + ((ctx["key"], c.lineno),),
-                               ctx["loop"], ctx["depth"] + 1, ctx["stack"])
-        return mode
+                return None, None, r.node, r.module
+        return None
+
+    def may_phase(self, subject, owner, node, module) -> bool:
+        """Whether ``node`` or a function it reaches through the calls the walk follows (any depth) has a call that
+        may be a phase (a runner method, ``forward_batch_generation``, ``on_publish``) or sets a forward mode."""
+        start = (subject.key if subject else None, f"{owner.key}.{node.name}" if owner else f"{module.name}.{node.name}")
+        memo = self.__dict__.setdefault("_may", {})
+        if start in memo:
+            return memo[start]
+        seen, todo = {start}, [(subject, start[1], node, module)]
+        while todo:
+            subj, key, fn, mod = todo.pop()
+            imports = _local_imports(self.tree, mod, fn.body)
+            aliases = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Call)
+                       and "runner" in ast.unparse(n.value).rsplit(".", 1)[-1].lower()
+                       for t in n.targets if isinstance(t, ast.Name)}
+            for n in ast.walk(fn):
+                if _phase_like(n, aliases):
+                    memo[start] = True
+                    return True
+                if not isinstance(n, ast.Call):
+                    continue
+                t = self.target(n, subj, key, mod, imports)
+                if t is None:
+                    continue
+                cls, own, d, m = t
+                k = (cls.key if cls else None, f"{own.key}.{d.name}" if own else f"{m.name}.{d.name}")
+                if memo.get(k) is True:
+                    memo[start] = True
+                    return True
+                if k not in seen and k not in memo:
+                    seen.add(k)
+                    todo.append((cls, k[1], d, m))
+        for k in seen:  # everything reachable was seen, and none of it may be a phase
+            memo[k] = False
+        return False
+
+
+def _phase_like(n, aliases) -> bool:
+    """Whether ``n`` may be a phase of a decode step or set its mode (what ``_Walk.call`` and ``stmt`` act on);
+    ``aliases``: the function's locals bound to a runner."""
+    if isinstance(n, ast.Call):
+        f = n.func
+        if isinstance(f, ast.Name) and f.id == "on_publish":
+            return True
+        if isinstance(f, ast.Attribute):
+            recv = f.value
+            if f.attr == ENTRY and not (isinstance(recv, ast.Name) and recv.id == "self"):
+                return True
+            if f.attr in RUNNER_METHODS and ((isinstance(recv, ast.Name) and recv.id in aliases)
+                                             or "runner" in ast.unparse(recv).rsplit(".", 1)[-1].lower()):
+                return True
+        return any(k.arg == "forward_mode" for k in n.keywords)
+    if isinstance(n, ast.Assign):
+        return any(isinstance(t, ast.Attribute) and t.attr == "forward_mode" for t in n.targets)
+    return False
 
 
 def _calls_postorder(node):
@@ -519,7 +585,13 @@ def read_algorithms(tree: Tree, modes: Modes, workers: list[dict], runners: list
     for row in rows:
         ci = row["worker"]
         if id(ci) not in per_worker:
-            per_worker[id(ci)] = _worker_step(tree, modes, types, walker, ci, workers, ctx, row["name"])
+            try:
+                per_worker[id(ci)] = _worker_step(tree, modes, types, walker, ci, workers, ctx, row["name"])
+            except RecursionError:
+                tree.note(ci.file, ci.line, f"{ci.name}: nested too deeply to walk its decode step (Python's "
+                                            "recursion limit)")
+                per_worker[id(ci)] = ([], [f"{ci.name} ({ci.file}:{ci.line}): nested too deeply to walk its decode "
+                                           "step (Python's recursion limit)"], [], [])
         phases, unresolved, publisher, reads = per_worker[id(ci)]
         out.append({"name": row["name"], "condition": _cond_text(row["conditions"]),
                     "dispatch": {"file": algos.cls.file, "line": row["line"]},
@@ -683,7 +755,11 @@ def _reads_after(walker, ci, phases, publisher, unresolved, ctx, algorithm) -> l
     """The worker's reads after the publisher's runner, each decided on its scenario. The ordering point is the last
     phase on the publisher's side that can publish into its mailbox (the runner call that records the read-done
     event); when none can, the last phase on that side, and the reads are covered by the coarse barrier."""
-    all_reads = walker.method_reads(ci, ENTRY, STEP_MODE)
+    all_reads, cuts = walker.method_walk(ci, ENTRY, STEP_MODE)
+    for c in cuts:
+        if c.host_sync is None:
+            unresolved.append(f"a read path of {ci.name} cut: {c.text()}; via "
+                              + " -> ".join(h.func for h in c.via))
     runs = [p for p in phases if p["kind"] == "runner"]
     out = {}
     for pub in publisher:

@@ -11,7 +11,7 @@ children a composite. Anything else is ``Unresolved`` with its reason; nothing i
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from fencecheck.vocab import SharedReadEnds
 
@@ -41,6 +41,15 @@ class Opaque:
     """An expression the evaluator does not interpret (a setting, a child object)."""
 
     src: str
+    line: int | None = field(default=None, compare=False)  # the ``return`` that returned it, if one did
+
+
+@dataclass(frozen=True)
+class Odd:
+    """A value returned that is no declaration and no test (a number, ``None``, a string, a tuple)."""
+
+    src: str
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,8 @@ class MaxOf:
 @dataclass(frozen=True)
 class Mode:
     name: str
+    src: str = field(default="the forward mode", compare=False)
+    line: int | None = field(default=None, compare=False)  # the ``return`` that returned it, if one did
 
 
 def end_text(v) -> str:
@@ -83,14 +94,24 @@ class Modes:
         if not cands:
             from .tree import NotSGLang
 
-            raise NotSGLang(str(tree.root), "", "not an SGLang tree: no ForwardMode class found")
+            raise NotSGLang(str(tree.root), "", "not an SGLang tree: no ForwardMode class found" + tree.skipped_text())
         self.cls = cands[0]
-        self.members: list[str] = []
-        for node in self.cls.node.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                    and node.targets[0].id.isupper():
-                self.members.append(node.targets[0].id)
+        self.members, unread = enum_members(self.cls)
         self._memo: dict = {}
+        at = f"{self.cls.name} ({self.cls.file}:{self.cls.line})"
+        for line, text in unread:
+            tree.note(self.cls.file, line, f"{self.cls.name} members not read: `{text}` (a member is `NAME = value`): "
+                                           "no mode of theirs is checked")
+        if not self.members:
+            tree.note(self.cls.file, self.cls.line, f"{at} has no member the reader can read (`NAME = value`): no "
+                                                    "forward mode is checked, so no read is")
+        from ..vocab import ForwardMode as Known
+
+        for m in self.members:
+            if m not in Known.__members__:
+                tree.note(self.cls.file, self.cls.line, f"forward mode {m} is not one fencecheck's vocabulary knows "
+                                                        "(fencecheck/vocab.py ForwardMode): its reads and findings are "
+                                                        "listed as read, no scenario decides them", False)
 
     @property
     def file(self) -> str:
@@ -106,7 +127,21 @@ class Modes:
         key = (method, member, tuple(sorted((kwargs or {}).items())))
         if key in self._memo:
             return self._memo[key]
-        self._memo[key] = None  # recursion guard
+        active = self.__dict__.setdefault("_active", [])
+        if key in active:  # a predicate calling itself never returns: every one on the cycle is not known
+            self.__dict__.setdefault("_cyclic", set()).update(active[active.index(key):])
+            return None
+        active.append(key)
+        try:
+            result = self._predicate(method, member, kwargs)
+        finally:
+            active.pop()
+        if key in self.__dict__.get("_cyclic", ()):
+            result = None
+        self._memo[key] = result
+        return result
+
+    def _predicate(self, method: str, member: str, kwargs: dict | None) -> bool | None:
         fn = self.cls.methods.get(method)
         result = None
         if fn is not None:
@@ -122,7 +157,6 @@ class Modes:
                 result = self._eval(body[0].value, member, env)
                 if not isinstance(result, bool):
                     result = None
-        self._memo[key] = result
         return result
 
     def _member_of(self, e: ast.expr) -> str | None:
@@ -167,6 +201,24 @@ class Modes:
         return None
 
 
+def enum_members(ci: ClassInfo) -> tuple[list[str], list[tuple[int, str]]]:
+    """The members of the enum class ``ci`` in definition order (``NAME = value`` or ``NAME: type = value``, upper
+    case), and (line, source) of each statement assigning upper-case names otherwise (``A, B = 1, 2``): members the
+    reader does not read."""
+    members, unread = [], []
+    for node in ci.node.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id.isupper():
+                members.append(node.targets[0].id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if node.target.id.isupper():
+                members.append(node.target.id)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(
+                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id.isupper() for n in ast.walk(node)):
+            unread.append((node.lineno, ast.unparse(node)[:80]))
+    return members, unread
+
+
 def compare_mode(modes: Modes, member: str, op: ast.cmpop, right: ast.expr) -> bool | None:
     if isinstance(op, (ast.Eq, ast.Is, ast.NotEq, ast.IsNot)):
         m = modes._member_of(right)
@@ -194,20 +246,28 @@ class DeclEval:
         self.attr_types = attr_types  # (ClassInfo) -> {attr: ClassInfo}
 
     def method(self, subject: ClassInfo, name: str, mode: str, after: ClassInfo | None = None, depth: int = 0):
+        """The rows of ``subject``'s ``name`` for ``mode``: each value a declaration (``End``, ``Child``,
+        ``MaxOf``); anything else returned raises ``Unresolved`` quoting it."""
         hit = self.tree.lookup(subject, name, after)
         if hit is None:
             raise Unresolved(f"{name} not found on {subject.name}'s MRO")
         owner, fn = hit
-        return self.call(subject, owner, fn, mode, [Mode(mode)], depth)
+        rows = self.call(subject, owner, fn, mode, [Mode(mode)], depth)
+        for _, v in rows:
+            if not isinstance(v, (End, Child, MaxOf)):
+                raise Unresolved(f"returns {_quote(v)}, not a SharedReadEnds member", getattr(v, "line", None))
+        return rows
 
-    def call(self, subject, owner, fn: ast.FunctionDef, mode, args, depth):
+    def call(self, subject, owner, fn: ast.FunctionDef, mode, args, depth, stack=()):
         if depth > MAX_DEPTH:
-            raise Unresolved("calls nested too deep", fn.lineno)
+            raise Unresolved(f"calls nested deeper than {MAX_DEPTH} (declare.MAX_DEPTH)", fn.lineno)
+        if id(fn) in stack:
+            raise Unresolved(f"{owner.name}.{fn.name} calls itself: it never returns a value", fn.lineno)
         env = {}
         params = [a.arg for a in fn.args.args[1:]] + [a.arg for a in fn.args.kwonlyargs]
         for p, v in zip(params, args):
             env[p] = v
-        ctx = _Ctx(subject, owner, fn, mode, depth)
+        ctx = _Ctx(subject, owner, fn, mode, depth, stack + (id(fn),))
         rows = self._block(fn.body, env, (), ctx)
         if rows is None or not rows:
             raise Unresolved(f"{owner.name}.{fn.name} does not return on every path", fn.lineno)
@@ -221,9 +281,10 @@ class DeclEval:
                 if s.value is None:
                     raise Unresolved("returns None", s.lineno)
                 for c, v in self._expr(s.value, env, ctx):
-                    out.append((conds + c, v))
+                    out.append((conds + c, _returned(v, s)))
                 return out
-            if isinstance(s, ast.If) and not any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(s)):
+            if isinstance(s, ast.If) and not any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(s)) \
+                    and not _stores_used(s, stmts[i + 1:]):
                 # a branch for its effects only (building a cache): no row depends on it; its locals become opaque
                 for n in ast.walk(s):
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
@@ -248,9 +309,10 @@ class DeclEval:
                     vals = self._expr(s.value, env, ctx)
                     if len(vals) == 1 and not vals[0][0]:
                         env[targets[0].id] = vals[0][1]
-                    else:
-                        env[targets[0].id] = Opaque(ast.unparse(s.value))
-                    continue
+                        continue
+                    for c, v in vals:  # a value that depends on a condition: the rest of the body once per row
+                        out.extend(self._block(list(stmts[i + 1:]), {**env, targets[0].id: v}, conds + c, ctx))
+                    return out
                 if all(isinstance(t, ast.Attribute) for t in targets):
                     continue  # a side effect on self (a cache): no value
             raise Unresolved(f"cannot evaluate a {type(s).__name__} statement", s.lineno)
@@ -345,7 +407,7 @@ class DeclEval:
                 hit = self.tree.lookup(ctx.subject, f.attr, ctx.owner)
                 if hit is None:
                     raise Unresolved(f"super().{f.attr} not found on the MRO", e.lineno)
-                return self.call(ctx.subject, hit[0], hit[1], ctx.mode, args, ctx.depth + 1)
+                return self.call(ctx.subject, hit[0], hit[1], ctx.mode, args, ctx.depth + 1, ctx.stack)
             if isinstance(f.value, ast.Name) and f.value.id == "self":
                 hit = self.tree.lookup(ctx.subject, f.attr)
                 if hit is not None:
@@ -353,9 +415,7 @@ class DeclEval:
                     for a in e.args:
                         vs = self._expr(a, env, ctx)
                         args.append(vs[0][1] if len(vs) == 1 and not vs[0][0] else Opaque(ast.unparse(a)))
-                    for k in e.keywords:
-                        pass
-                    return self.call(ctx.subject, hit[0], hit[1], ctx.mode, args, ctx.depth + 1)
+                    return self.call(ctx.subject, hit[0], hit[1], ctx.mode, args, ctx.depth + 1, ctx.stack)
             if f.attr in ("shared_read_ends", "_snapshot_prefill_shared_reads"):
                 out = []
                 for c, v in (recv or []):
@@ -391,21 +451,58 @@ class DeclEval:
                 for x in it.elts:
                     if isinstance(x, ast.Starred):
                         items.append(Child(ast.unparse(x.value), many=True))
+                    elif isinstance(x, ast.Name) and x.id == "self":  # the subject's own declaration: a call
+                        call = ast.Call(ast.Attribute(x, elt.func.attr, ast.Load()), elt.args, elt.keywords)
+                        items.append(self._item(ast.copy_location(call, x), env, ctx, e))
                     else:
                         items.append(self._child(Opaque(ast.unparse(x)), x, ctx))
             else:
                 items.append(Child(ast.unparse(it), many=True))
         elif isinstance(a, (ast.List, ast.Tuple)):
             for x in a.elts:
-                vs = self._expr(x, env, ctx)
-                if len(vs) != 1 or vs[0][0]:
-                    raise Unresolved("a conditional item in max_of", e.lineno)
-                items.append(vs[0][1])
+                items.append(self._item(x, env, ctx, e))
         else:
             raise Unresolved(f"max_of over {ast.unparse(a)[:80]}", e.lineno)
         if all(isinstance(i, End) for i in items):
             return [((), End(max((i.name for i in items), key=_ORDER.get)))]
         return [((), MaxOf(tuple(items)))]
+
+
+    def _item(self, x, env, ctx, e):
+        """One item of ``max_of``: a declaration, unconditional; else ``Unresolved`` quoting it."""
+        vs = self._expr(x, env, ctx)
+        if len(vs) != 1 or vs[0][0]:
+            raise Unresolved("a conditional item in max_of", e.lineno)
+        v = vs[0][1]
+        if not isinstance(v, (End, Child, MaxOf)):
+            raise Unresolved(f"max_of over `{ast.unparse(x)[:80]}`, not a SharedReadEnds member", e.lineno)
+        return v
+
+
+def _returned(v, ret: ast.Return):
+    """``v`` as returned by ``ret``: a value that is no declaration and no test keeps the ``return``'s line (and
+    source) for the reason that quotes it."""
+    if isinstance(v, (End, Child, MaxOf, bool)):
+        return v
+    if isinstance(v, (Opaque, Mode)):
+        return v if v.line is not None else replace(v, line=ret.lineno, **({"src": ast.unparse(ret.value)[:80]}
+                                                                          if isinstance(v, Mode) else {}))
+    return Odd(ast.unparse(ret.value)[:80], ret.lineno)
+
+
+def _quote(v) -> str:
+    if isinstance(v, (Opaque, Odd)):
+        return f"`{v.src}`"
+    if isinstance(v, Mode):
+        return f"`{v.src}` (the forward mode)"
+    return f"`{v!r}`"
+
+
+def _stores_used(s: ast.If, rest) -> bool:
+    """Whether a local ``s`` assigns is read by the statements after it (then its branches decide a value)."""
+    stored = {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return bool(stored) and any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in stored
+                                for r in rest for n in ast.walk(r))
 
 
 @dataclass
@@ -415,6 +512,7 @@ class _Ctx:
     fn: ast.FunctionDef
     mode: str
     depth: int
+    stack: tuple = ()  # the functions being evaluated (a call of one of them again never returns)
 
 
 def _is_super(e) -> bool:

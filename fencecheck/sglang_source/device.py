@@ -79,7 +79,7 @@ def _barrier_gate(tree: Tree) -> str | None:
     """``file:line (expression)`` where the scheduler decides whether the barrier applies at all."""
     for m in tree.modules_containing("_war_barrier_enabled ="):
         mod = tree.module(m)
-        for node in ast.walk(mod.tree):
+        for node in (ast.walk(mod.tree) if mod else ()):
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "_war_barrier_enabled"
                                                     for t in node.targets):
                 return f"{mod.rel}:{node.lineno} ({ast.unparse(node.value)})"

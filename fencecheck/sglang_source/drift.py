@@ -189,15 +189,25 @@ def catalog_fingerprints(package: Path, version: str, parsed: dict | None = None
                 continue
             path, qual = m.groups()
             if path not in parsed:
-                try:
-                    parsed[path] = ast.parse((package / path).read_text(encoding="utf-8"))
-                except (OSError, SyntaxError, ValueError):
-                    parsed[path] = None
+                parsed[path] = _parse_cited(package / path, path)
             module = parsed[path]
             node = _find(module, qual) if module is not None else None
             names[f"{path}:{qual}"] = _node_fingerprint(node) if node is not None else "missing"
         entries[s.name] = dict(sorted(names.items()))
     return {"version": version, "entries": entries}
+
+
+def _parse_cited(file: Path, rel: str):
+    """The syntax tree of a cited file, or None when it is not there or not read within the reader's limits (not a
+    regular file, too large, not valid Python, nested too deeply): its names are then ``missing``."""
+    from .tree_files import Skipped, read_module, too_deep
+
+    try:
+        text = read_module(file, rel)
+        tree = ast.parse(text)
+    except (OSError, Skipped, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return tree if too_deep(tree, text) is None else None
 
 
 def compare_catalog(recorded: dict, current: dict) -> list[dict]:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from ..vocab import COVERED_SITES, ReadSite, SharedReadEnds
 from .declare import Child, DeclEval, End, MaxOf, Modes, Unresolved, max_end
-from .reads import ReadWalker, Read
+from .limits import cut_finding, cut_rows, notes_json, unknown_child_finding
+from .reads import Cut, Read, ReadWalker
 from .tree import ClassInfo, NotSGLang, Tree
 
 #: Backend methods by the site their reads happen at (the runner calls them there).
@@ -47,6 +48,7 @@ class Extraction:
     via_keys: dict = field(default_factory=dict)  # "file:line" of a backend -> qualified names on its read chains
     fingerprints: object = None  # drift.Fingerprints of the functions these facts come from
     uncovered: dict = field(default_factory=dict)  # id(finding) -> [(ReadSite, Read)] its evidence lists
+    notes: list[dict] = field(default_factory=list)  # limits.notes_json: what the reader skipped
 
     def to_dict(self) -> dict:
         return {
@@ -60,6 +62,7 @@ class Extraction:
             "algorithms": self.algorithms,
             "findings": self.findings,
             "not_findings": self.not_findings,
+            "notes": self.notes,
         }
 
 
@@ -68,7 +71,7 @@ def _root_backend(tree: Tree) -> ClassInfo:
     cands = [c for c in tree.classes_named("AttentionBackend", mods) if "shared_read_ends" in c.methods]
     if not cands:
         raise NotSGLang(str(tree.root), "", "not an SGLang tree with the shared-read fence: no AttentionBackend class "
-                                            "defining shared_read_ends")
+                                            "defining shared_read_ends" + tree.skipped_text())
     return sorted(cands, key=lambda c: c.file)[0]
 
 
@@ -130,6 +133,10 @@ class Reader:
             return self.decl.method(ci, method, mode), None
         except Unresolved as u:
             return None, u
+        except RecursionError:
+            self.tree.note(ci.file, ci.line, f"{ci.name}.{method}: nested too deeply to evaluate (Python's recursion "
+                                             "limit)")
+            return None, Unresolved("nested too deeply to evaluate (Python's recursion limit)")
 
     def expand(self, value, mode: str, depth: int = 0, subject: ClassInfo | None = None):
         """[(conds, end name or None, chosen)]: a child of unknown class is None; a child ``subject``'s constructing
@@ -173,16 +180,29 @@ class Reader:
 
     # --- reads --------------------------------------------------------------------------------------------------
     def reads(self, ci: ClassInfo, mode: str) -> list[tuple[ReadSite, Read]]:
-        out = []
+        return self._walk(ci, mode)[0]
+
+    def cuts(self, ci: ClassInfo, mode: str) -> list[tuple[ReadSite, Cut]]:
+        """The read paths of ``ci`` in ``mode`` a limit cut (``reads.Cut``), with their sites."""
+        return self._walk(ci, mode)[1]
+
+    def _walk(self, ci: ClassInfo, mode: str):
+        reads, cuts = [], []
+
+        def entry(site, method):
+            r, c = self.walker.method_walk(ci, method, mode)
+            reads.extend((site, x) for x in r)
+            cuts.extend((site, x) for x in c)
+
         for site, method in SITE_ENTRIES:
-            out += [(site, r) for r in self.walker.method_reads(ci, method, mode)]
+            entry(site, method)
         if mode not in self.graph_modes:
             hit = self.tree.lookup(ci, "init_forward_metadata")
             if hit is not None and hit[0] is not self.root:
-                out += [(ReadSite.PRE_REPLAY, r) for r in self.walker.method_reads(ci, "init_forward_metadata", mode)]
+                entry(ReadSite.PRE_REPLAY, "init_forward_metadata")
         for method in POST_REPLAY_ENTRIES.get(mode, ()):
-            out += [(ReadSite.POST_REPLAY, r) for r in self.walker.method_reads(ci, method, mode)]
-        return out
+            entry(ReadSite.POST_REPLAY, method)
+        return reads, cuts
 
 
 def _conds_text(conds) -> str | None:
@@ -226,6 +246,7 @@ def read_tree(tree: Tree) -> Extraction:
     from .drift import collect
 
     ex.fingerprints = collect(tree, rd, ex)
+    ex.notes = notes_json(tree)
     ex.stats = {"files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
                 "graph_edges": rd.walker.graph.number_of_edges()}
     return ex
@@ -303,6 +324,7 @@ def _backend(rd: Reader, ci: ClassInfo, ex: Extraction) -> dict:
         "passed_children": {a: [o.to_json() for o in opts] for a, opts in sorted(rd.passed.of(ci).items())},
         "unfollowed": sorted(rd.walker.unfollowed.get(ci.key, ())),
         "reads": reads,
+        "cut_paths": cut_rows(rd, ci),
     }
 
 
@@ -337,8 +359,14 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
                                     "line": r.line, "via": [h.text() for h in r.via],
                                     "why": _uncaptured_why(r.host_sync)})
     live = [(s, r) for s, r in all_reads if r.host_sync is None]
+    live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if c.host_sync is None]
     for conds, value in rows:
-        for c2, end, chosen in rd.expand(value, mode, subject=ci):
+        expanded = rd.expand(value, mode, subject=ci)
+        if any(end is None for _, end, _ in expanded):  # a child of unknown class: its reads are not known either
+            f = unknown_child_finding(rd, ci, mode, conds, value, decl, live, live_cuts, snapshot)
+            if f is not None:
+                ex.findings.append(f)
+        for c2, end, chosen in expanded:
             if end is None:
                 continue
             covered = COVERED_SITES[SharedReadEnds[end]]
@@ -347,9 +375,13 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, ex: Extracti
             # a child picked among those the constructing calls pass: its reads are the composite's in that row
             extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if r.host_sync is None]
             bad = [(s, r) for s, r in live + extra if s not in covered]
+            cond = conds + c2
+            cut = [(s, c) for s, c in live_cuts + [x for k in chosen for x in rd.cuts(k, mode)]
+                   if s not in covered and c.host_sync is None]
+            if cut:
+                ex.findings.append(cut_finding(ci, mode, end, _conds_text(cond), decl, cut))
             if not bad:
                 continue
-            cond = conds + c2
             seen, evidence = set(), [{"file": owner.file, "line": node.lineno,
                                       "what": f"{owner.name}.{node.name} declares {end} for {mode}"
                                               + (f" when {_conds_text(cond)}" if cond else "")}]
@@ -449,7 +481,7 @@ def _workers(tree: Tree) -> list[dict]:
     roots = []
     for m in mods:
         mod = tree.module(m)
-        roots += [c for c in mod.classes.values() if "last_shared_read_runner" in c.methods]
+        roots += [c for c in (mod.classes.values() if mod else ()) if "last_shared_read_runner" in c.methods]
     out = []
     for ci in tree.subclasses(roots):
         owner, fn = tree.lookup(ci, "last_shared_read_runner")
@@ -474,7 +506,7 @@ def _barrier(tree: Tree) -> dict:
     defined, calls, loops = [], [], []
     for m in tree.modules_containing("_apply_war_barrier", "def event_loop"):
         mod = tree.module(m)
-        for cname, fn in _enclosing(mod.tree):
+        for cname, fn in (_enclosing(mod.tree) if mod else ()):
             if fn.name == "_apply_war_barrier":
                 defined.append({"class": cname, "file": mod.rel, "line": fn.lineno})
             lines = sorted({n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call)
@@ -491,29 +523,29 @@ def _barrier(tree: Tree) -> dict:
 _PUBLISH_CALLS = ("_publish_read_done", "maybe_publish_prefill_shared_read_done")
 
 
-def _runner_events(tree: Tree, ci: ClassInfo, fn, depth=0, seen=None):
-    """(line, event) in ``fn`` and the self methods it calls: clear / resolve / publish / prefill_publish."""
-    seen = seen if seen is not None else set()
-    if depth > 3 or id(fn) in seen:
-        return []
-    seen.add(id(fn))
-    out = []
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None and any(
-                isinstance(t, ast.Attribute) and t.attr == "shared_read_done_event" for t in n.targets):
-            out.append((n.lineno, "clear"))
-        if isinstance(n, ast.Call):
-            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            if name in ("_resolve_shared_read_ends", "shared_read_ends"):
-                out.append((n.lineno, "resolve"))
-            elif name == "_publish_read_done":
-                out.append((n.lineno, "publish"))
-            elif name == "maybe_publish_prefill_shared_read_done":
-                out.append((n.lineno, "prefill_publish"))
-            elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
-                hit = tree.lookup(ci, name)
-                if hit is not None:
-                    out += _runner_events(tree, ci, hit[1], depth + 1, seen)
+def _runner_events(tree: Tree, ci: ClassInfo, fn):
+    """(line, event) in ``fn`` and every self method it calls, at any depth (each once): clear / resolve / publish /
+    prefill_publish."""
+    out, seen, todo = [], {id(fn)}, [fn]
+    while todo:
+        for n in ast.walk(todo.pop()):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None and any(
+                    isinstance(t, ast.Attribute) and t.attr == "shared_read_done_event" for t in n.targets):
+                out.append((n.lineno, "clear"))
+            if isinstance(n, ast.Call):
+                name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                if name in ("_resolve_shared_read_ends", "shared_read_ends"):
+                    out.append((n.lineno, "resolve"))
+                elif name == "_publish_read_done":
+                    out.append((n.lineno, "publish"))
+                elif name == "maybe_publish_prefill_shared_read_done":
+                    out.append((n.lineno, "prefill_publish"))
+                elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                        and n.func.value.id == "self":
+                    hit = tree.lookup(ci, name)
+                    if hit is not None and id(hit[1]) not in seen:
+                        seen.add(id(hit[1]))
+                        todo.append(hit[1])
     return out
 
 

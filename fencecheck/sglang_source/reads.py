@@ -37,8 +37,30 @@ HOST_SYNC_METHODS = ("item", "tolist", "cpu", "synchronize", "numpy")
 #: Receiver methods that do not read a tensor's data.
 _META = ("shape", "size", "dtype", "device", "dim", "numel", "stride", "is_contiguous", "data_ptr")
 
+#: Calls followed below an entry method: a call from a function this many calls deep is not followed (a ``Cut``).
 MAX_DEPTH = 8
+#: Read paths one function's result keeps (each distinct call chain to a read is one path; so is each cut): the
+#: paths past it are dropped, replaced by one ``Cut``.
+MAX_PATHS = 5000
+#: Function bodies walked for one tree (a walk reused from the memo is not counted): past it, calls are cut.
+MAX_WALKS = 200_000
 _ANY = "*"  # the memo's mode for a function whose walk no mode decided
+
+#: The limits a ``Cut`` names.
+LIMIT_DEPTH = "call depth"
+LIMIT_PATHS = "read paths"
+LIMIT_WALKS = "function walks"
+LIMIT_NESTING = "nesting"
+
+
+def limit_text(limit: str) -> str:
+    """The limit a ``Cut`` names, with its value."""
+    return {
+        LIMIT_NESTING: "Python's recursion limit (the code below is nested too deeply to walk)",
+        LIMIT_DEPTH: f"the call depth limit ({MAX_DEPTH} calls below the entry method, reads.MAX_DEPTH)",
+        LIMIT_PATHS: f"the read path limit ({MAX_PATHS} paths per function, reads.MAX_PATHS)",
+        LIMIT_WALKS: f"the function walk limit ({MAX_WALKS} walks per tree, reads.MAX_WALKS)",
+    }[limit]
 
 
 @dataclass(frozen=True)
@@ -67,6 +89,42 @@ class Read:
     host_sync: tuple | None = None
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A call on a read path that a limit kept the walk from following (``limit``, one of ``limit_text``'s): what it
+    reads is not known. ``file``/``line``/``what``: the call not followed (for ``LIMIT_PATHS``, the function whose
+    paths were dropped); ``via``, ``conditions`` and ``host_sync`` as a ``Read``'s, up to that call."""
+
+    limit: str
+    file: str
+    line: int
+    what: str
+    via: tuple[Hop, ...]
+    conditions: tuple[str, ...] = ()
+    host_sync: tuple | None = None
+
+    def text(self) -> str:
+        return f"{self.what} ({self.file}:{self.line}) not followed: {limit_text(self.limit)}"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One function's walk: its reads and cuts (each path starting with the function's hop), the host sync every
+    path of it performs (or None), and what the result depends on besides the function and the mode: ``height``
+    (the calls below it the walk followed, for a result no limit cut), ``deep`` (a call was cut by ``MAX_DEPTH``: the
+    result holds for the depth it was walked at only), ``open`` (functions above it on the path whose recursive call
+    was not followed: the result holds on that path only), ``spent`` (``MAX_WALKS`` cut a call: never reused)."""
+
+    reads: tuple
+    cuts: tuple
+    sync: tuple | None
+    height: int
+    deep: bool
+    open: frozenset
+    spent: bool
+    mode_free: bool
+
+
 @dataclass
 class _Fn:
     key: str
@@ -79,22 +137,41 @@ class _Fn:
 
 
 class ReadWalker:
+    """Finds the reads under an entry method. A function's walk is memoized only when it is a function of the
+    function and the mode alone: a result cut by ``MAX_DEPTH`` is kept for that depth only, one that depends on a
+    recursive call cut above it (or on the exhausted walk budget) is not kept."""
+
     def __init__(self, tree: Tree, modes: Modes, attr_types):
         self.tree, self.modes, self.attr_types = tree, modes, attr_types
         self.graph = nx.DiGraph()
-        self._memo: dict = {}
+        self._memo: dict = {}  # (subject, function, mode or _ANY) -> _Entry valid at any depth its height allows
+        self._deep: dict = {}  # (subject, function, mode, depth) -> _Entry cut by MAX_DEPTH at that depth
         self.unfollowed: dict[str, set[str]] = {}  # subject key -> texts of calls on children of unknown class
-        self._syncs: dict = {}  # memo key -> the host sync a function always performs, or None
         self.functions: dict[str, tuple] = {}  # qualified name -> (def node, file) of every function walked
-        self._mode_free: set = set()  # (subject, function) whose walk no mode decided
+        self.walks = 0  # function bodies walked (MAX_WALKS)
+        self._reach: dict = {}  # (subject, function) -> may_read
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
+        return self.method_walk(subject, name, mode)[0]
+
+    def method_walk(self, subject: ClassInfo, name: str, mode: str | None) -> tuple[list[Read], list[Cut]]:
+        """The reads under ``subject``'s method ``name`` in ``mode`` (None: no mode decides a test) and the calls
+        on their paths a limit kept from being followed."""
         hit = self.tree.lookup(subject, name)
         if hit is None:
-            return []
+            return [], []
         owner, node = hit
-        return list(self._fn_reads(self._fn(subject, owner, node), mode, 0, ()))
+        fn = self._fn(subject, owner, node)
+        try:
+            e = self._fn_reads(fn, mode, 0, ())
+        except RecursionError:
+            self.tree.note(fn.file, node.lineno, f"{fn.label}: nested too deeply to walk its reads (Python's "
+                                                 "recursion limit)")
+            return [], [Cut(LIMIT_NESTING, fn.file, node.lineno, fn.label, ())]
+        if e is None:  # the walk budget was spent before this entry
+            return [], [Cut(LIMIT_WALKS, fn.file, node.lineno, fn.label, ())]
+        return list(e.reads), list(e.cuts)
 
     # internals -----------------------------------------------------------------------------------------------------
     def _fn(self, subject, owner, node, module=None) -> _Fn:
@@ -104,15 +181,95 @@ class ReadWalker:
         return _Fn(f"{module.name}.{node.name}", f"{module.name.rsplit('.', 1)[-1]}.{node.name}", module.rel, node,
                    module, None, None)
 
-    def _fn_reads(self, fn: _Fn, mode, depth, stack) -> tuple[Read, ...]:
+    def target(self, fn: _Fn, c: ast.Call, note: bool = True) -> _Fn | None:
+        """The function the call ``c`` in ``fn`` enters, when the reader can tell (a ``self`` or ``super()`` call on
+        the subject's MRO, a method of a child of known class, a helper function resolved through imports); a
+        backend entry method called on a child of unknown class is noted under ``unfollowed``."""
+        rw, tree = self, self.tree
+        f = c.func
+        target = None
+        if isinstance(f, ast.Attribute):
+            v = f.value
+            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super" and fn.subject:
+                hit = tree.lookup(fn.subject, f.attr, fn.owner)
+                if hit:
+                    target = rw._fn(fn.subject, hit[0], hit[1])
+            elif isinstance(v, ast.Name) and v.id == "self" and fn.subject is not None:
+                hit = tree.lookup(fn.subject, f.attr)
+                if hit:
+                    target = rw._fn(fn.subject, hit[0], hit[1])
+            elif isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" \
+                    and fn.subject is not None:
+                cls = rw.attr_types(fn.subject).get(v.attr)
+                if cls is not None:
+                    hit = tree.lookup(cls, f.attr)
+                    if hit:
+                        target = rw._fn(cls, hit[0], hit[1])
+                elif f.attr in CHILD_ENTRY_METHODS and note:
+                    rw.unfollowed.setdefault(fn.subject.key, set()).add(
+                        f"{ast.unparse(f)} ({fn.file}:{c.lineno})")
+            elif isinstance(v, ast.Name):
+                r = tree.resolve(fn.module, v.id)
+                if isinstance(r, tuple) and r[0] == "module":
+                    m = tree.module(r[1])
+                    fi = m.functions.get(f.attr) if m else None
+                    if fi is not None:
+                        target = rw._fn(None, None, fi.node, fi.module)
+        elif isinstance(f, ast.Name):
+            r = tree.resolve(fn.module, f.id)
+            if isinstance(r, FuncInfo):
+                target = rw._fn(None, None, r.node, r.module)
+        return target
+
+    def may_read(self, fn: _Fn) -> bool:
+        """Whether a function reachable from ``fn`` through the calls a walk follows (every branch, any mode, no depth
+        bound) names a shared map or calls a translator method: what a walk below ``fn`` could find, or more."""
+        k = (fn.subject.key if fn.subject is not None else None, fn.key)
+        if k in self._reach:
+            return self._reach[k]
+        seen, todo = {k}, [fn]
+        while todo:
+            f = todo.pop()
+            for n in _walk_no_defs(f.node):
+                if isinstance(n, ast.Call):
+                    if isinstance(n.func, ast.Attribute) and n.func.attr in TRANSLATOR_READS:
+                        self._reach[k] = True
+                        return True
+                    t = self.target(f, n, note=False)
+                    if t is None:
+                        continue
+                    tk = (t.subject.key if t.subject is not None else None, t.key)
+                    if self._reach.get(tk) is True:
+                        self._reach[k] = True
+                        return True
+                    if tk not in seen and tk not in self._reach:
+                        seen.add(tk)
+                        todo.append(t)
+                elif (isinstance(n, ast.Attribute) and n.attr in SHARED_ATTRS) or \
+                        (isinstance(n, ast.Name) and n.id in SHARED_ATTRS):
+                    self._reach[k] = True
+                    return True
+        for x in seen:  # everything reachable from fn was seen, and none of it reads
+            self._reach[x] = False
+        return False
+
+    def _fn_reads(self, fn: _Fn, mode, depth, stack) -> _Entry | None:
+        """``fn``'s walk at ``depth`` calls below the entry, with ``stack`` the memo keys of the functions above it
+        on the path; None when the walk budget is spent."""
         sk = fn.subject.key if fn.subject is not None else None
-        if (sk, fn.key) in self._mode_free:
-            return self._memo[(sk, fn.key, _ANY)]
         key = (sk, fn.key, mode)
-        if key in self._memo:
-            return self._memo[key]
-        if depth > MAX_DEPTH or key in stack:
-            return ()
+        for k in ((sk, fn.key, _ANY), key):
+            e = self._memo.get(k)
+            if e is not None and depth + e.height <= MAX_DEPTH:
+                return e
+        e = self._deep.get(key + (depth,))
+        if e is not None:
+            return e
+        if key in stack:  # recursion: the reads below are those of the call above, on a shorter path
+            return _Entry((), (), None, 0, False, frozenset((key,)), False, False)
+        if self.walks >= MAX_WALKS:
+            return None
+        self.walks += 1
         self.graph.add_node(fn.key, label=fn.label, file=fn.file, line=fn.node.lineno)
         hop = Hop(fn.label, fn.file, fn.node.lineno, fn.key)
         self.functions[fn.key] = (fn.node, fn.file)
@@ -120,21 +277,32 @@ class ReadWalker:
         synced, _ = w.block(fn.node.body, (), None)
         if synced is not None and len(synced) == 3:
             synced = None  # a capture-mode test holds inside this function's paths only, not after its call
-        out = tuple(Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync)
-                    for r in w.reads)
-        self._memo[key] = out
-        self._syncs[key] = synced
-        if not w.used_mode:  # nothing on its paths was decided by the mode: the same for every mode
-            self._mode_free.add((sk, fn.key))
-            self._memo[(sk, fn.key, _ANY)] = out
-            self._syncs[(sk, fn.key, _ANY)] = synced
-        return out
+        reads = [Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync)
+                 for r in w.reads]
+        cuts = [Cut(c.limit, c.file, c.line, c.what, (hop,) + c.via, c.conditions, c.host_sync) for c in w.cuts]
+        if len(reads) > MAX_PATHS or len(cuts) > MAX_PATHS:
+            reads, cuts = reads[:MAX_PATHS], cuts[:MAX_PATHS - 1]
+            cuts.append(Cut(LIMIT_PATHS, fn.file, fn.node.lineno, fn.label, (hop,)))
+        opened = w.open - {key}
+        mode_free = not w.used_mode and mode is not None and not w.deep and not opened and not w.spent
+        e = _Entry(tuple(reads), tuple(cuts), synced, w.height, w.deep, frozenset(opened), w.spent, mode_free)
+        if e.spent or e.open:
+            return e
+        if e.deep:
+            self._deep[key + (depth,)] = e
+        else:
+            self._memo[key] = e
+            if mode_free:  # nothing on its paths was decided by the mode: the same for every mode
+                self._memo[(sk, fn.key, _ANY)] = e
+        return e
 
 
 class _BodyWalker:
     def __init__(self, rw: ReadWalker, fn: _Fn, mode, depth, stack):
         self.rw, self.fn, self.mode, self.depth, self.stack = rw, fn, mode, depth, stack
         self.reads: list[Read] = []
+        self.cuts: list[Cut] = []
+        self.height, self.deep, self.spent, self.open = 0, False, False, frozenset()
         self.aliases: dict[str, str] = {}
         self.param_names = {a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs}
         self.used_mode = False  # a test on this function's paths (or a callee's) was decided by the mode
@@ -281,57 +449,41 @@ class _BodyWalker:
         f = c.func
         if isinstance(f, ast.Attribute) and f.attr in HOST_SYNC_METHODS:
             return (self.fn.file, c.lineno)
-        rw, tree = self.rw, self.rw.tree
-        target = None
-        if isinstance(f, ast.Attribute):
-            v = f.value
-            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super" and self.fn.subject:
-                hit = tree.lookup(self.fn.subject, f.attr, self.fn.owner)
-                if hit:
-                    target = rw._fn(self.fn.subject, hit[0], hit[1])
-            elif isinstance(v, ast.Name) and v.id == "self" and self.fn.subject is not None:
-                hit = tree.lookup(self.fn.subject, f.attr)
-                if hit:
-                    target = rw._fn(self.fn.subject, hit[0], hit[1])
-            elif isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" \
-                    and self.fn.subject is not None:
-                cls = rw.attr_types(self.fn.subject).get(v.attr)
-                if cls is not None:
-                    hit = tree.lookup(cls, f.attr)
-                    if hit:
-                        target = rw._fn(cls, hit[0], hit[1])
-                elif f.attr in CHILD_ENTRY_METHODS:
-                    rw.unfollowed.setdefault(self.fn.subject.key, set()).add(
-                        f"{ast.unparse(f)} ({self.fn.file}:{c.lineno})")
-            elif isinstance(v, ast.Name):
-                r = tree.resolve(self.fn.module, v.id)
-                if isinstance(r, tuple) and r[0] == "module":
-                    m = tree.module(r[1])
-                    fi = m.functions.get(f.attr) if m else None
-                    if fi is not None:
-                        target = rw._fn(None, None, fi.node, fi.module)
-        elif isinstance(f, ast.Name):
-            r = tree.resolve(self.fn.module, f.id)
-            if isinstance(r, FuncInfo):
-                target = rw._fn(None, None, r.node, r.module)
+        rw = self.rw
+        target = rw.target(self.fn, c)
         if target is None:
             return sync
-        tsk = target.subject.key if target.subject else None
         rw.graph.add_edge(self.fn.key, target.key)
+        what = ast.unparse(f)[:120]
+        if self.depth + 1 > MAX_DEPTH:
+            self.deep = True
+            if not rw.may_read(target):  # nothing below the call reads: the cut loses nothing
+                return sync
+            self.cuts.append(Cut(LIMIT_DEPTH, self.fn.file, c.lineno, what, (), conds, sync))
+            return sync
         sub = rw._fn_reads(target, self.mode, self.depth + 1, self.stack)
-        if (tsk, target.key) in rw._mode_free:
-            child_key = (tsk, target.key, _ANY)
-        else:
-            child_key = (tsk, target.key, self.mode)
+        if sub is None:
+            self.spent = True
+            self.cuts.append(Cut(LIMIT_WALKS, self.fn.file, c.lineno, what, (), conds, sync))
+            return sync
+        if not sub.mode_free:
             self.used_mode = True
-        for r in sub:
+        self.height = max(self.height, sub.height + 1)
+        self.deep |= sub.deep
+        self.spent |= sub.spent
+        self.open |= sub.open
+        for r in sub.reads:
             via = r.via
             # the hop line is the call's line in this function, for the evidence chain
             first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
             self.reads.append(Read(r.location, r.file, r.line, r.what, ((first,) + via[1:]) if first else via,
                                    conds + r.conditions, r.host_sync or sync))
-        synced = rw._syncs.get(child_key)
-        return sync or synced
+        for x in sub.cuts:
+            via = x.via
+            first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
+            self.cuts.append(Cut(x.limit, x.file, x.line, x.what, ((first,) + via[1:]) if first else via,
+                                 conds + x.conditions, x.host_sync or sync))
+        return sync or sub.sync
 
 
 #: Backend methods whose call on a child of unknown class leaves that child's reads unfollowed.

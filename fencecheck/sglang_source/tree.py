@@ -13,7 +13,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fencecheck.files.inputs import MAX_INPUT_BYTES
+
 from ..errors import InputError
+from .tree_files import (
+    MAX_NESTING,
+    Note,
+    Skipped,
+    nul_error,
+    read_module,
+    scan,
+    too_deep,
+)
 
 
 class NotSGLang(InputError):
@@ -73,6 +84,11 @@ class Module:
     imports: dict[str, tuple] = field(default_factory=dict)
 
 
+#: A name is followed through at most this many ``from X import name`` re-exports.
+MAX_REEXPORTS = 8
+#: A class's method resolution order holds at most this many classes (SGLang 0.5.23's backends hold 7 at most).
+MAX_MRO = 64
+
 _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.M)
 _IDENT_RE = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -105,16 +121,19 @@ def find_installed() -> Path:
 
 
 class Tree:
-    """The package's modules, parsed on demand."""
+    """The package's modules, parsed on demand. ``notes``: what the reader skipped (``files.Note``).
+    ``max_module_bytes``: the size limit of one module (that of every input file)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_module_bytes: int = MAX_INPUT_BYTES):
         self.root = root
         self.base = root.parent
+        self.max_module_bytes = max_module_bytes
         self.paths: dict[str, Path] = {}
         self.texts: dict[str, str] = {}
         self._modules: dict[str, Module | None] = {}
         self._class_index: dict[str, list[tuple[str, str]]] = {}  # base name -> [(module, class name)]
-        for f in sorted(root.rglob("*.py")):
+        files, self.notes = scan(root, self.base)
+        for f in files:
             rel = f.relative_to(self.base)
             parts = list(rel.with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -122,12 +141,30 @@ class Tree:
             self.paths[".".join(parts)] = f
         self.parsed = 0
 
+    def rel(self, mod: str) -> str:
+        return self.paths[mod].relative_to(self.base).as_posix()
+
+    def note(self, file: str, line: int | None, what: str, unresolved: bool = True) -> None:
+        self.notes.append(Note(file, line, what, unresolved))
+
+    def skipped_text(self) -> str:
+        """`` (N modules not read; FILE: WHY)`` naming the first module the reader skipped, or ``""``."""
+        skipped = sorted({n for n in self.notes if n.unresolved}, key=lambda n: n.file)
+        if not skipped:
+            return ""
+        return f" ({len(skipped)} modules or folders not read; {skipped[0].file}: {skipped[0].what})"
+
     # --- text ---------------------------------------------------------------------------------------------------
     def text(self, mod: str) -> str:
+        """The module's text; empty for a module skipped (too large, no longer a regular file), with its note."""
         t = self.texts.get(mod)
         if t is None:
             try:
-                t = self.paths[mod].read_text(encoding="utf-8", errors="replace")
+                t = read_module(self.paths[mod], self.rel(mod), self.max_module_bytes)
+            except Skipped as s:
+                self.notes.append(s.note)
+                self._modules[mod] = None
+                t = ""
             except OSError as e:
                 raise NotSGLang(str(self.paths[mod]), "", f"cannot read: {e.strerror or e}") from None
             self.texts[mod] = t
@@ -156,12 +193,29 @@ class Tree:
         if path is None:
             self._modules[name] = None
             return None
+        text = self.text(name)
+        if name in self._modules:  # skipped when read
+            return None
+        rel = self.rel(name)
+        nul = nul_error(text)
+        if nul is not None:
+            raise NotSGLang(str(path), f"line {nul[0]}", f"not valid Python: {nul[1]}")
         try:
-            tree = ast.parse(self.text(name), filename=str(path))
+            tree = ast.parse(text, filename=str(path))
         except SyntaxError as e:
             raise NotSGLang(str(path), f"line {e.lineno}", f"not valid Python: {e.msg}") from None
+        except (RecursionError, MemoryError) as e:
+            what = "nested too deeply" if isinstance(e, RecursionError) else "too large"
+            self.note(rel, None, f"{what} for Python's ast to parse: not read")
+            self._modules[name] = None
+            return None
+        deep = too_deep(tree, text)
+        if deep is not None:
+            self.note(rel, deep, f"nested deeper than {MAX_NESTING} syntax-tree levels (files.MAX_NESTING): not read")
+            self._modules[name] = None
+            return None
         self.parsed += 1
-        m = Module(name, path, path.relative_to(self.base).as_posix(), tree)
+        m = Module(name, path, rel, tree)
         is_pkg = path.name == "__init__.py"
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
@@ -195,7 +249,9 @@ class Tree:
     # --- names --------------------------------------------------------------------------------------------------
     def resolve(self, mod: Module, name: str, _depth: int = 0):
         """What ``name`` means at the top level of ``mod``: a ClassInfo, a FuncInfo, ("module", dotted) or None."""
-        if _depth > 8:
+        if _depth > MAX_REEXPORTS:
+            self.note(mod.rel, None, f"`{name}` imported through more than {MAX_REEXPORTS} modules re-exporting it "
+                                     "(tree.MAX_REEXPORTS), or a cycle of imports: not resolved")
             return None
         if name in mod.classes:
             return mod.classes[name]
@@ -254,12 +310,30 @@ class Tree:
         return out
 
     def mro(self, ci: ClassInfo) -> list[ClassInfo]:
-        """C3 linearisation over the bases that resolve inside the tree (others, such as ``ABC``, are left out)."""
+        """C3 linearisation over the bases that resolve inside the tree (others, such as ``ABC``, are left out), at
+        most ``MAX_MRO`` classes (a longer one is cut there, with a note). Computed bases first, without recursion, so
+        a hierarchy of any depth is fine; a cycle of bases (broken code) ends at the class met again."""
         memo: dict[int, list[ClassInfo]] = self.__dict__.setdefault("_mro", {})
         if id(ci) in memo:
             return memo[id(ci)]
-        memo[id(ci)] = [ci]  # a cycle (broken code) ends here
-        seqs = [list(self.mro(b)) for b in self.bases(ci)] + [self.bases(ci)]
+        todo, open_ = [(ci, False)], set()
+        while todo:
+            c, ready = todo.pop()
+            if id(c) in memo:
+                continue
+            if ready:
+                memo[id(c)] = self._linearize(c, memo)
+                continue
+            if id(c) in open_:
+                continue
+            open_.add(id(c))
+            todo.append((c, True))
+            todo.extend((b, False) for b in reversed(self.bases(c)) if id(b) not in memo and id(b) not in open_)
+        return memo[id(ci)]
+
+    def _linearize(self, ci: ClassInfo, memo) -> list[ClassInfo]:
+        bases = self.bases(ci)
+        seqs = [list(memo.get(id(b), [b])) for b in bases] + [bases]
         out = [ci]
         while True:
             seqs = [s for s in seqs if s]
@@ -279,7 +353,10 @@ class Tree:
             for t in seqs:
                 if t and t[0] is head:
                     t.pop(0)
-        memo[id(ci)] = out
+        if len(out) > MAX_MRO:
+            self.note(ci.file, ci.line, f"{ci.name}: a hierarchy of more than {MAX_MRO} classes (tree.MAX_MRO): its "
+                                        f"method resolution order is cut after {MAX_MRO}")
+            out = out[:MAX_MRO]
         return out
 
     def lookup(self, ci: ClassInfo, method: str, after: ClassInfo | None = None, _depth: int = 0):
