@@ -135,7 +135,17 @@ def test_findings_in_json(tmp_path):
 def test_a_met_expectation_says_so(tmp_path):
     code, out, _ = run("check", PATHS["eagle-v2"])
     assert code == 0
-    assert out.endswith("  expect: as expected: proved\n")
+    assert out.endswith("  expect: as expected: proved\ncheck: 1 run: race-free, honest and as expected\n")
+
+
+def test_the_last_line_is_the_verdict_over_every_run():
+    code, out, _ = run("check", PATHS["eagle-v2"], PATHS["plain-decode"])
+    assert code == 0 and out.splitlines()[-1] == "check: 2 runs: all race-free, honest and as expected"
+    racy = str(Path(PATHS["plain-decode"]).parents[1] / "sglang-0.5.23" / "race-minimax-sparse-decode.toml")
+    code, out, _ = run("check", PATHS["plain-decode"], racy)
+    assert code == 1
+    assert out.splitlines()[-1] == ("check: 2 runs: 1 with a race (race-minimax-sparse-decode); 1 with a dishonest "
+                                    "declaration (race-minimax-sparse-decode)")
 
 
 def test_a_differing_expectation_is_exit_1_with_one_line(tmp_path):

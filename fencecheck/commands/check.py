@@ -220,7 +220,35 @@ def cmd_check(args, out: TextIO) -> int:
             if line is not None:
                 out.write(line + "\n")
     ok = all(report.clean and agrees for _, _, report, _, agrees in results)
+    if not args.json:
+        out.write(verdict_line([(report, agrees) for _, _, report, _, agrees in results]) + "\n")
     return EXIT_OK if ok else EXIT_RACE
+
+
+def verdict_line(results: list) -> str:
+    """The last line of ``check``'s text: the verdict over every scenario and trace checked ((report, agrees)
+    each), naming those that race, are dishonest, are unknown or differ from their expectation."""
+    def names(pick) -> str:
+        picked = [r.scenario for r, a in results if pick(r, a)]
+        return f" ({', '.join(picked[:6])}{', ...' if len(picked) > 6 else ''})" if picked else ""
+
+    parts = []
+    racing = sum(1 for r, _ in results if not r.safe and r.verdict.value == "counterexample")
+    unknown = sum(1 for r, _ in results if r.verdict.value == "unknown")
+    dishonest = sum(1 for r, _ in results if r.findings)
+    differ = sum(1 for _, a in results if not a)
+    if racing:
+        parts.append(f"{racing} with a race{names(lambda r, a: r.verdict.value == 'counterexample')}")
+    if unknown:
+        parts.append(f"{unknown} unknown{names(lambda r, a: r.verdict.value == 'unknown')}")
+    if dishonest:
+        parts.append(f"{dishonest} with a dishonest declaration{names(lambda r, a: bool(r.findings))}")
+    if differ:
+        parts.append(f"{differ} differing from their expectation{names(lambda r, a: not a)}")
+    n = f"{len(results)} run{'s' if len(results) != 1 else ''}"
+    if not parts:
+        return f"check: {n}: {'all ' if len(results) > 1 else ''}race-free, honest and as expected"
+    return f"check: {n}: " + "; ".join(parts)
 
 
 def check_witness_text(path: Path) -> tuple[str, int]:

@@ -20,6 +20,8 @@ def cmd_trace(args, out: TextIO) -> int:
     text = trace.to_json(indent=1) + "\n"
     if args.out:
         write_text_atomic(Path(args.out), text)
+        out.write(f"trace {trace.scenario}: {trace.steps} steps, {len(trace.ops)} ops written to {args.out} "
+                  f"(check it: fencecheck check {args.out})\n")
     else:
         out.write(text)
     return EXIT_OK
