@@ -164,7 +164,8 @@ DOC_TABLES = {"scenario": Scenario, "runner": RunnerSpec, "backend": BackendSpec
 
 def docs_tables(text: str) -> str:
     """``text`` with each block between ``<!-- fields:NAME -->`` and ``<!-- /fields -->`` replaced by the field
-    table of ``DOC_TABLES[NAME]`` (``fields.markdown_table``)."""
+    table of ``DOC_TABLES[NAME]`` (``fields.markdown_table``), and the list between ``<!-- keys:backend-file -->``
+    and ``<!-- /keys -->`` by the keys of a backend file (the backend schema's)."""
     import re
 
     from .fields import markdown_table
@@ -172,6 +173,9 @@ def docs_tables(text: str) -> str:
     def table(m: re.Match) -> str:
         return f"<!-- fields:{m.group(1)} -->\n{markdown_table(DOC_TABLES[m.group(1)])}\n<!-- /fields -->"
 
+    keys = ", ".join(f"`{k}`" for k in BACKEND_SCHEMA["properties"])
+    text = re.sub(r"<!-- keys:backend-file -->.*?<!-- /keys -->",
+                  lambda m: f"<!-- keys:backend-file -->{keys}<!-- /keys -->", text, flags=re.S)
     return re.sub(r"<!-- fields:(\w+) -->.*?<!-- /fields -->", table, text, flags=re.S)
 
 

@@ -438,3 +438,15 @@ def test_the_document_lists_the_assumptions_the_output_names():
     para = doc.split("**Symbolic contexts.**", 1)[1].split("\n\n", 1)[0]
     listed = re.findall(r"`(\w+)`", para.split("other than", 1)[1].split("(a test", 1)[0])
     assert listed[0] == "honest_declarations" and tuple(listed[1:]) == ASSUMED
+
+
+def test_the_documented_backend_file_keys_are_the_schema_s():
+    """docs/verify.md's table of backend file keys names exactly the keys the backend schema allows."""
+    import re
+
+    from fencecheck.schema import BACKEND_SCHEMA
+
+    doc = (EXAMPLES.parent / "docs" / "verify.md").read_text(encoding="utf-8")
+    table = doc.split("## The backend file", 1)[1].split("\n\n", 3)[2]
+    keys = [re.match(r"\| `\[?(\w+)", row).group(1) for row in table.splitlines()[2:]]
+    assert sorted(keys) == sorted(BACKEND_SCHEMA["properties"])
