@@ -33,7 +33,8 @@ def catalog():
 @pytest.fixture(scope="session")
 def release_extraction():
     """The static reader's extraction of the released SGLang 0.5.23 sources, read once for the whole run (reading
-    takes tens of seconds); tests take a deep copy of its document before changing it. Skipped without the sources."""
+    takes tens of seconds); its records are frozen, and ``to_json`` builds a new document each call. Skipped without the
+    sources."""
     from sglang_release import WHY, release_tree
 
     from fencecheck.sglang_source import read_path
