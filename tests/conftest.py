@@ -42,8 +42,8 @@ def release_root():
 @pytest.fixture(scope="session")
 def release_extraction(release_root):
     """The static reader's extraction of the released SGLang 0.5.23 sources, read once for the whole run (reading
-    takes tens of seconds); tests take a deep copy of its document before changing it. Without the sources: as
-    ``release_root``."""
+    takes tens of seconds); its records are frozen, and ``to_json`` builds a new document each call. Without the
+    sources: as ``release_root``."""
     from fencecheck.sglang_source import read_path
 
     return read_path(release_root)

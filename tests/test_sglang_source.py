@@ -30,7 +30,12 @@ def _tree(tmp_path: Path, case: str | None, layout: str = "package") -> Path:
 
 
 def _doc(tmp_path, case):
-    return read_path(_tree(tmp_path, case)).to_dict()
+    return read_path(_tree(tmp_path, case)).to_json()
+
+
+def _decided(tmp_path, case, **kw):
+    """The document of the case's extraction with its findings decided (``decide``)."""
+    return decide(read_path(_tree(tmp_path, case)), **kw)[0].to_json()
 
 
 def _findings(doc, kind="read_outside_declaration"):
@@ -339,16 +344,30 @@ def test_a_prefill_snapshot_claiming_pre_replay_is_checked_against_the_forward(t
     # the in-graph prep runs before a snapshot's publish (line 17): only the forward's read (line 23) is outside
     assert [(e["line"], e["what"].split(" via ")[0]) for e in f["evidence"][1:]] == [
         (23, "reads req_to_token at in_graph_after_marker")]
-    decide(doc)
+    (f,) = [f for f in _decided(tmp_path, "snapshot")["findings"]
+            if f.get("declared_by") == "_snapshot_prefill_shared_reads"]
     assert f["scenario"] == "sglang-snapshot-backend-extend-snapshot"
     assert f["races"] == ["req_to_token@extend/in_graph_after_marker"] and f["oracles_agree"] is True
 
 
+def test_deciding_builds_new_records_and_leaves_the_extraction_as_read(tmp_path):
+    import dataclasses
+
+    ex = read_path(_tree(tmp_path, "after_marker"))
+    before = ex.to_json()
+    decided, built = decide(ex, contexts=False)
+    assert ex.to_json() == before and ex.findings[0].decision is None  # the extraction as read
+    (f,) = decided.findings
+    assert f.decision.scenario == built[0].name and f.decision.verdict == "counterexample"
+    assert decided.to_json()["findings"][0] == {**before["findings"][0], **f.decision.to_json()}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.status = "confirmed"
+
+
 @pytest.mark.slow
 def test_each_finding_is_decided_in_the_release_contexts_of_its_mode(tmp_path):
-    doc = _doc(tmp_path, "after_marker")
-    decide(doc)
-    (f,) = doc["findings"]
+    ex, _ = decide(read_path(_tree(tmp_path, "after_marker")))
+    (f,) = ex.to_json()["findings"]
     rows = {r["context"]: r for r in f["contexts"]}
     assert [r["context"] for r in f["contexts"]] == sorted(rows)
     # only contexts that run a DECODE phase
@@ -363,7 +382,7 @@ def test_each_finding_is_decided_in_the_release_contexts_of_its_mode(tmp_path):
         assert rows[safe] == {"context": safe, "verdict": "proved", "races": [], "oracles_agree": None}, safe
     from fencecheck.commands.sglang import contexts_text
 
-    line = contexts_text(f["contexts"])
+    line = contexts_text(ex.findings[0].decision.contexts)
     racing = [r["context"] for r in f["contexts"] if r["verdict"] == "counterexample"]
     assert line == f"in {len(racing)} of {len(rows)} release contexts: races in {', '.join(racing)}"
 
@@ -385,9 +404,7 @@ def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read():
 
 
 def test_without_cross_check_the_contexts_are_the_simulators_alone(tmp_path):
-    doc = _doc(tmp_path, "after_marker")
-    decide(doc, context_model="none")
-    (f,) = doc["findings"]
+    (f,) = _decided(tmp_path, "after_marker", context_model="none")["findings"]
     assert f["oracles_agree"] is True  # the finding's own scenario: both oracles, always
     assert f["contexts"] and all(r["oracles_agree"] is None for r in f["contexts"])
     assert "counterexample" in {r["verdict"] for r in f["contexts"]}
@@ -399,7 +416,7 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
     not a finding, with why citing each fact; bound to no device it stays a finding. Once the NPU runner publishes,
     the NPU backend's read is a finding again."""
     root = _tree(tmp_path, "device")
-    doc = read_path(root).to_dict()
+    doc = read_path(root).to_json()
     assert set(_findings(doc)) == {("CudaLateBackend", "DECODE")}
     moved = {(n["subject"], n["mode"]): n for n in doc["not_findings"] if n["why"].startswith("never resolved")}
     assert set(moved) == {("NpuLateBackend", "DECODE"), ("CpuLateBackend", "DECODE")}
@@ -421,7 +438,7 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
         "        return self.backend.replay(forward_batch)",
         "        self.backend.shared_read_ends(forward_batch.forward_mode)\n        self._publish_read_done(False)\n"
         "        return self.backend.replay(forward_batch)"), "utf-8")
-    doc = read_path(root).to_dict()
+    doc = read_path(root).to_json()
     assert set(_findings(doc)) == {("CudaLateBackend", "DECODE"), ("NpuLateBackend", "DECODE")}
 
 
@@ -431,7 +448,7 @@ def test_children_passed_to_a_constructor_are_resolved_from_the_calls_that_const
     on the row that picks the late child); a caller's own parameter (unresolved, with the reason)."""
     root = _tree(tmp_path, "passed")
     ex = read_path(root)
-    doc = ex.to_dict()
+    doc = ex.to_json()
     factory = "sglang/srt/model_executor/backend_factory.py"
     # drift covers the constructing calls
     prints = ex.fingerprints.entries["sglang.srt.model_executor.backend_factory.build_composite"]
@@ -459,8 +476,9 @@ def test_children_passed_to_a_constructor_are_resolved_from_the_calls_that_const
     assert (sw["status"], sw["condition"]) == ("plausible", f"model_runner.server_args.late_decode and {pick}")
     assert sw["evidence"][-1] == {"file": factory, "line": 24, "what": "constructs SwitchBackend with self.inner = "
                                   "LateChildBackend when model_runner.server_args.late_decode"}
-    decide(doc, contexts=False)
-    assert sw["races"] == f["races"] == ["req_to_token@decode/in_graph_after_marker"]
+    decided = _findings(decide(ex, contexts=False)[0].to_json())
+    assert decided["SwitchBackend", "DECODE"]["races"] == decided["PassedCompositeBackend", "DECODE"]["races"] == [
+        "req_to_token@decode/in_graph_after_marker"]
     assert _backend(doc, "OpenBackend")["passed_children"] == {"inner": [
         {"class": None, "condition": None, "file": factory, "line": 28,
          "reason": f"a parameter of build_open ({factory}:27), chosen by its callers"}]}

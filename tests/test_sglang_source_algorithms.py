@@ -6,9 +6,9 @@ against tests/sglang_0_5_23_algorithms.json (audited by hand)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,14 +22,16 @@ COMPONENTS = "sglang/srt/speculative/components.py"
 
 
 @pytest.fixture(scope="module")
-def synthetic_doc(tmp_path_factory):
+def synthetic_ex(tmp_path_factory):
     dest = tmp_path_factory.mktemp("algorithms") / "wheel"
     shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
     shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
-    ex = read_path(dest / "sglang")
-    doc = ex.to_dict()
-    decide_worker_reads(doc, ex.algorithm_scenarios)
-    return doc
+    return decide_worker_reads(read_path(dest / "sglang"))[0]
+
+
+@pytest.fixture(scope="module")
+def synthetic_doc(synthetic_ex):
+    return synthetic_ex.to_json()
 
 
 @pytest.fixture(scope="module")
@@ -139,16 +141,21 @@ def test_a_read_stays_unresolved_until_decided_and_the_model_agrees_on_a_racing_
     shutil.copytree(TREES / "common", dest)
     shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
     ex = read_path(dest / "sglang")
-    doc = ex.to_dict()
-    doc["algorithms"] = [a for a in doc["algorithms"] if a["name"] in ("DELTA", "ZETA")]
-    pending = [r["finding"] for a in doc["algorithms"] for r in a["reads_after_publisher"]]
-    assert [(f["status"], f["scenario"]) for f in pending] == [
-        ("unresolved", "sglang-delta-worker-reads-req-to-token-40"),
-        ("unresolved", "sglang-zeta-worker-reads-req-to-token-12")]
+    ex = replace(ex, algorithms=tuple(a for a in ex.algorithms if a.name in ("DELTA", "ZETA")))
+    doc = ex.to_json()
+    pending = [r for a in doc["algorithms"] for r in a["reads_after_publisher"]]
+    assert [(r["finding"]["status"], r["finding"]["scenario"], r["why"].startswith("not decided yet"))
+            for r in pending] == [("unresolved", None, True)] * 2
     assert doc["findings"] == []  # the extraction decides nothing
-    decide_worker_reads(doc, ex.algorithm_scenarios, model=True)
+    decided, built = decide_worker_reads(ex, model=True)
+    assert ex.to_json() == doc  # deciding builds new records: the extraction stays as read
+    doc = decided.to_json()
+    assert [(r.outcome.decision.scenario, r.outcome.decision.verdict) for a in decided.algorithms
+            for r in a.reads_after_publisher] == [("sglang-delta-worker-reads-req-to-token-40", "proved"),
+                                                  ("sglang-zeta-worker-reads-req-to-token-12", "counterexample")]
     (f,) = doc["findings"]
     assert f["subject"] == "ZetaWorker" and f["model_verdict"] == "counterexample" and f["oracles_agree"] is True
+    assert [s.name for s in built] == ["sglang-zeta-worker-reads-req-to-token-12"]  # the findings' scenarios
     (covered,) = doc["algorithms"][0]["reads_after_publisher"]  # proved by both
     assert covered["model_verdict"] == "proved" and covered["oracles_agree"] is True
     jsonschema = pytest.importorskip("jsonschema")
@@ -174,16 +181,16 @@ def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_rea
                                    "(known only at run time)"]
 
 
-def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthetic_doc):
+def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthetic_ex):
     from fencecheck.commands.sglang import render
     from fencecheck.commands.reader_audit import algorithms_markdown
 
-    text = render(synthetic_doc)
+    text = render(synthetic_ex)
     assert f"    DraftWorker.draft_extend_runner DRAFT_EXTEND_V2 ({WORKERS}:21) if not self.skip_draft_extend\n" in text
     assert (f"    PLAUSIBLE: reads req_to_token after the publisher's runner ({WORKERS}:52); "
             "scenario sglang-alpha-worker-reads-req-to-token-52: counterexample\n") in text
     assert "  PLAUSIBLE AlphaWorker DRAFT_EXTEND_V2: worker read after publish\n" in text
-    rows = [r for r in algorithms_markdown(synthetic_doc["algorithms"]) if r.startswith("| ALPHA ")]
+    rows = [r for r in algorithms_markdown(synthetic_ex.algorithms) if r.startswith("| ALPHA ")]
     assert len(rows) == 1 and "1 findings, 1 not findings" in rows[0]
     assert "`workers.py:52` req_to_token (plausible)" in rows[0]
     assert "DraftWorker.draft_extend_runner: DRAFT_EXTEND_V2 at `workers.py:21` (conditional)" in rows[0]
@@ -192,7 +199,7 @@ def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthet
 def test_a_tree_without_speculative_algorithms_has_none(tmp_path):
     dest = tmp_path / "wheel"
     shutil.copytree(TREES / "common", dest)
-    assert read_path(dest / "sglang").to_dict()["algorithms"] == []
+    assert read_path(dest / "sglang").to_json()["algorithms"] == []
 
 
 # --- the release ------------------------------------------------------------------------------------------------------
@@ -201,9 +208,7 @@ EXPECTED = json.loads((Path(__file__).resolve().parent / "sglang_0_5_23_algorith
 
 @pytest.fixture(scope="module")
 def release(release_extraction):
-    ex = release_extraction
-    doc = copy.deepcopy(ex.to_dict())
-    decide_worker_reads(doc, ex.algorithm_scenarios)
+    doc = decide_worker_reads(release_extraction)[0].to_json()
     return doc["algorithms"], doc["findings"]
 
 

@@ -160,10 +160,11 @@ def _sources(spec) -> tuple[dict[str, str], str, int]:
 def _check(spec):
     files, read_file, read_line = _sources(spec)
     with tempfile.TemporaryDirectory() as tmp:
-        doc = read_path(build(Path(tmp), files)).to_dict()
+        ex = read_path(build(Path(tmp), files))
+    doc = ex.to_json()
     validate(doc)
-    render(doc)
-    code = exit_code(doc)
+    render(ex)
+    code = exit_code(ex)
     mine = [f for f in doc["findings"] if f["subject"] == "Planted" and f["mode"] == "DECODE"]
     rows = spec["rows"]
     if ODD_ROW in rows:

@@ -28,9 +28,14 @@ MODULE = f"sglang/{ATTN}/x.py"
 
 
 def _doc(root):
-    doc = read_path(root).to_dict()
-    validate(doc)
-    return doc
+    return _read(root).to_json()
+
+
+def _read(root):
+    """The extraction of the tree at ``root``, its document checked against the schema."""
+    ex = read_path(root)
+    validate(ex.to_json())
+    return ex
 
 
 def _run(root, *argv):
@@ -121,11 +126,11 @@ def test_read_paths_past_the_path_limit_are_replaced_by_one_cut(tmp_path):
     src = HEAD + backend("X", [decode_calls("d1"), *levels, method("d7", f"return {READ}")])
     root = build(tmp_path, {f"{ATTN}/x.py": src})
     walker = read_tree(Tree(root))
-    assert _found(walker.to_dict()).keys() == {"read_outside_declaration"}
+    assert _found(walker.to_json()).keys() == {"read_outside_declaration"}
     old = reads.MAX_PATHS
     reads.MAX_PATHS = 10
     try:
-        doc = read_tree(Tree(root)).to_dict()
+        doc = read_tree(Tree(root)).to_json()
     finally:
         reads.MAX_PATHS = old
     found = _found(doc)
@@ -135,7 +140,7 @@ def test_read_paths_past_the_path_limit_are_replaced_by_one_cut(tmp_path):
 
 def test_the_walk_budget_cuts_calls_once_spent(tmp_path, monkeypatch):
     monkeypatch.setattr(reads, "MAX_WALKS", 3)
-    doc = read_tree(Tree(_chain_tree(tmp_path, 4))).to_dict()
+    doc = read_tree(Tree(_chain_tree(tmp_path, 4))).to_json()
     cut = [r for b in doc["backends"] for r in b["cut_paths"]]
     assert cut and {r["limit"] for r in cut} == {"function walks"}
     assert any(f["kind"] == "unresolved_read_path" and f["subject"] == "X" for f in doc["findings"])
@@ -160,12 +165,13 @@ ODD = [
 def test_an_odd_declaration_is_unresolved_quoting_it(tmp_path, body, reason):
     src = HEAD + backend("X", [method("shared_read_ends", body, "self, fm"), decode_calls("h1"), *chain(1)])
     root = build(tmp_path, {f"{ATTN}/x.py": src})
-    doc = _doc(root)
+    ex = _read(root)
+    doc = ex.to_json()
     x = next(b for b in doc["backends"] if b["class"] == "X")
     (row,) = x["declares"]["DECODE"]
     assert (row["end"], row["reason"]) == ("unresolved", reason)
     assert _found(doc)["unresolved_declaration"]["status"] == "unresolved"
-    assert exit_code(doc) == 3
+    assert exit_code(ex) == 3
 
 
 def test_a_local_assigned_in_both_branches_of_an_if_gives_one_row_per_branch(tmp_path):
@@ -215,12 +221,13 @@ def test_a_module_larger_than_the_input_limit_is_not_read_and_the_limit_is_atomi
     padding = "".join(f"# {i:4} padding to make the module larger than the other modules\n" for i in range(60))
     root = build(tmp_path, {f"{ATTN}/x.py": HEAD + backend("X", [decode_calls("h1"), *chain(1)]) + padding})
     assert Tree(root).max_module_bytes == MAX_INPUT_BYTES
-    doc = read_tree(Tree(root, max_module_bytes=2000)).to_dict()  # the common tree's modules are smaller
+    ex = read_tree(Tree(root, max_module_bytes=2000))  # the common tree's modules are smaller
+    doc = ex.to_json()
     assert "X" not in {b["class"] for b in doc["backends"]}
     assert doc["notes"] == [{"file": MODULE, "line": None, "unresolved": True,
                              "what": "larger than 2000 bytes (the limit of an input file, atomic.MAX_INPUT_BYTES): "
                                      "not read"}]
-    assert exit_code(doc) == 3
+    assert exit_code(ex) == 3
     big = root / ATTN / "big.py"
     with open(big, "wb") as f:
         f.truncate(MAX_INPUT_BYTES + 1)  # sparse: nothing is written, nothing is read
@@ -351,7 +358,7 @@ def test_worker_reads_are_ordered_against_the_last_publishing_phase_not_the_firs
         "TwiceWorker\n\n            return TwiceWorker\n        return load_plugin_worker(self.name)")
     root = build(tmp_path, {"srt/speculative/spec_info.py": spec, "srt/speculative/twice.py": TWICE},
                  case="algorithms")
-    (gamma,) = [a for a in read_path(root).algorithms if a["name"] == "GAMMA"]
+    (gamma,) = [a.to_json() for a in read_path(root).algorithms if a.name == "GAMMA"]
     assert [(p["runner"], p["line"]) for p in gamma["phases"]] == [
         ("TwiceWorker.draft_runner_first", 16), ("TwiceWorker.draft_runner_second", 18)]
     assert [(r["line"], r["after"]["line"]) for r in gamma["reads_after_publisher"]] == [(19, 18)]
@@ -378,10 +385,11 @@ def test_a_helper_re_exported_past_the_bound_is_an_unresolved_note(tmp_path):
         files[f"{ATTN}/r{i}.py"] = f"from sglang.srt.layers.attention.r{i - 1} import helper\n"
     files[f"{ATTN}/x.py"] = (HEAD + "from sglang.srt.layers.attention.r10 import helper\n\n\n"
                              + backend("X", [decode_calls("h1"), *chain(1, last="return helper(self, fb)")]))
-    doc = _doc(build(tmp_path, files))
+    ex = _read(build(tmp_path, files))
+    doc = ex.to_json()
     assert "read_outside_declaration" not in _found(doc)
     (note,) = [n for n in doc["notes"] if "tree.MAX_REEXPORTS" in n["what"]]
-    assert note["unresolved"] and exit_code(doc) == 3
+    assert note["unresolved"] and exit_code(ex) == 3
 
 
 def test_a_composite_whose_other_child_is_of_unknown_class_is_unresolved_where_its_known_child_reads_late(tmp_path):
@@ -435,7 +443,7 @@ def test_a_worker_read_path_past_the_depth_limit_is_listed_as_unresolved(tmp_pat
         "TwiceWorker\n\n            return TwiceWorker\n        return load_plugin_worker(self.name)")
     root = build(tmp_path, {"srt/speculative/spec_info.py": spec, "srt/speculative/twice.py": deep},
                  case="algorithms")
-    (gamma,) = [a for a in read_path(root).algorithms if a["name"] == "GAMMA"]
+    (gamma,) = [a.to_json() for a in read_path(root).algorithms if a.name == "GAMMA"]
     assert [r["line"] for r in gamma["reads_after_publisher"]] == []
     (cut,) = [u for u in gamma["unresolved"] if u.startswith("a read path of TwiceWorker cut")]
     assert "self.c9 (sglang/srt/speculative/twice.py:" in cut and "the call depth limit" in cut

@@ -9,7 +9,6 @@ tests are skipped with the reason.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from pathlib import Path
@@ -33,7 +32,7 @@ def extraction(release_extraction):
 
 @pytest.fixture(scope="module")
 def doc(extraction):
-    return copy.deepcopy(extraction.to_dict())
+    return extraction.to_json()
 
 
 def _at(d, key="file", line="line"):
@@ -204,17 +203,16 @@ def test_a_changed_declaration_flags_exactly_the_entries_that_cite_it(tmp_path, 
     assert all(x["changed"] == [cited] for x in flagged)
 
 
-def test_qsa_sparse_decode_races_in_the_release_contexts_that_replay_decode_in_a_graph(doc):
+def test_qsa_sparse_decode_races_in_the_release_contexts_that_replay_decode_in_a_graph(extraction):
     """QwenSparseAttnBackend's DECODE reads after the marker, decided in each release context that runs a DECODE
     phase: a race wherever a graph runner publishes fine for decode, none where decode is eager, coarse or never
     publishes."""
-    import copy
-
     from fencecheck.commands.reader_findings import decide_contexts, scenario_dict
 
-    backends = {_at(b): b for b in doc["backends"]}
-    (f,) = [copy.deepcopy(f) for f in doc["findings"] if (f["subject"], f["mode"]) == ("QwenSparseAttnBackend", "DECODE")]
-    decide_contexts(doc, [(f, scenario_dict(f, backends[f["subject_at"]], 0))])
+    backends = {b.at: b for b in extraction.backends}
+    (f,) = [f for f in extraction.findings if (f.subject, f.mode) == ("QwenSparseAttnBackend", "DECODE")]
+    (rows,) = decide_contexts([scenario_dict(f, backends[f.subject_at], 0)])
+    f = {"contexts": [r.to_json() for r in rows]}
     late = ["req_to_token@decode/in_graph_after_marker"]
     racing = {r["context"]: r["races"] for r in f["contexts"] if r["verdict"] == "counterexample"}
     assert racing == {

@@ -123,15 +123,14 @@ def reader_part(state: dict) -> Part:
     if installed != RELEASE_VERSION:
         have = f"sglang {installed} is installed" if installed else "sglang is not installed"
         return Part(READER_PART, True, f"not run: {have} (pip install --no-deps sglang=={RELEASE_VERSION})", 0.0)
-    ex = read_path(None, installed=True)
-    doc = ex.to_dict()
-    decide(doc, witness=True)
-    decide_worker_reads(doc, ex.algorithm_scenarios, model=True)
-    state["reader"] = markdown(doc, READER_COMMAND)
-    f = doc["findings"]
-    differ = [x for x in f if (x.get("scenario") and x.get("oracles_agree") is False)
-              or any(c.get("oracles_agree") is False for c in x.get("contexts", ()))]
-    pairs = sum(len(x.get("contexts", ())) for x in f)
+    ex, _ = decide(read_path(None, installed=True), witness=True)
+    ex, _ = decide_worker_reads(ex, model=True)
+    state["reader"] = markdown(ex, READER_COMMAND)
+    f = ex.findings
+    decisions = [x.decision for x in f if x.decision is not None]
+    differ = [d for d in decisions if (d.model and d.model.agree is False)
+              or any(c.oracles_agree is False for c in d.contexts or ())]
+    pairs = sum(len(d.contexts or ()) for d in decisions)
     return Part(READER_PART, not differ, f"{len(f)} findings in {pairs} release contexts, {len(f) - len(differ)} "
                 "decided alike by simulator and model", 0.0)
 

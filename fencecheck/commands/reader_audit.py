@@ -9,17 +9,18 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _decl(v) -> str:
-    if isinstance(v, str):
-        return v
-    return "; ".join(f"{r['end']} if `{r['condition']}`" if r.get("condition") else r["end"] for r in v)
+def _decl(d) -> str:
+    if d.plain:
+        return d.rows[0].end
+    return "; ".join(f"{r.end} if `{r.condition}`" if r.condition else r.end for r in d.rows)
 
 
-def contexts_text(rows: list) -> str:
-    """One line on a finding's release contexts: in how many of them it races, and which."""
-    racing = [r["context"] for r in rows if r["verdict"] == "counterexample"]
-    unknown = [r["context"] for r in rows if r["verdict"] == "unknown"]
-    differ = [r["context"] for r in rows if r["oracles_agree"] is False]
+def contexts_text(rows) -> str:
+    """One line on a finding's release contexts (``ContextVerdict`` records): in how many of them it races, and
+    which."""
+    racing = [r.context for r in rows if r.verdict == "counterexample"]
+    unknown = [r.context for r in rows if r.verdict == "unknown"]
+    differ = [r.context for r in rows if r.oracles_agree is False]
     text = f"in {len(racing)} of {len(rows)} release contexts: " + (
         f"races in {', '.join(racing)}" if racing else "no race")
     if unknown:
@@ -29,11 +30,10 @@ def contexts_text(rows: list) -> str:
     return text
 
 
-def markdown(doc: dict, command: str) -> list[str]:
-    """Lines of the section for the reader's JSON document ``doc`` (read with ``--witness``), produced by
-    ``command``."""
-    f = doc["findings"]
-    by = {s: sum(1 for x in f if x["status"] == s) for s in ("confirmed", "plausible", "unresolved")}
+def markdown(ex, command: str) -> list[str]:
+    """Lines of the section for the decided extraction ``ex`` (decided with witnesses), produced by ``command``."""
+    f = ex.findings
+    by = {s: sum(1 for x in f if x.status == s) for s in ("confirmed", "plausible", "unresolved")}
     out = [
         "## What the static reader finds in the release's sources",
         "",
@@ -48,72 +48,79 @@ def markdown(doc: dict, command: str) -> list[str]:
         "context unchanged, that phase run by the backend as read); the model is asked where the simulator finds a "
         "race. A context listed as racing may race through its own phases: `--json` gives each context's races.",
         "",
-        f"SGLang {doc['sglang_version']}: {len(doc['backends'])} attention backends, "
-        f"{len({w['class'] for w in doc['workers']})} workers, {len(doc['barrier']['calls'])} barrier call sites, "
-        f"{len(doc['runners'])} runners; {len(f)} findings ({by['confirmed']} confirmed, {by['plausible']} plausible, "
+        f"SGLang {ex.version}: {len(ex.backends)} attention backends, "
+        f"{len({w.cls for w in ex.workers})} workers, {len(ex.barrier.calls)} barrier call sites, "
+        f"{len(ex.runners)} runners; {len(f)} findings ({by['confirmed']} confirmed, {by['plausible']} plausible, "
         f"{by['unresolved']} unresolved).",
         "",
         "### Findings",
         "",
     ]
     for x in f:
-        what = (f"declares {x['declared']}" + (f" when `{x['condition']}`" if x.get("condition") else "")
-                + " but reads outside it") if x["kind"] == "read_outside_declaration" else x["kind"].replace("_", " ")
-        where = x.get("subject_at", "")
-        out += [f"#### {x['status'].upper()}: {x['subject']} {x['mode']}"
-                + (" (prefill snapshot)" if x.get("declared_by") == "_snapshot_prefill_shared_reads" else "")
-                + (f" at {where}" if where else "")
-                + (f": {x.get('location', 'a read')} read at {x['evidence'][-1]['file']}:{x['evidence'][-1]['line']}"
-                   if x["kind"] == "worker_read_after_publish" and x["evidence"] else ""), "", what + ".", ""]
-        out += [f"- `{e['file']}:{e['line']}`: {e['what']}" for e in x["evidence"]]
-        out.append("")
-        if x.get("scenario"):
-            races = ", ".join(f"`{r}`" for r in x.get("races", ())) or "no race"
-            model = ("the model agrees" if x.get("oracles_agree")
-                     else f"the model: {x.get('model_verdict') or 'not asked'}")
-            out += [f"Scenario `{x['scenario']}` (written by `--scenarios DIR`): simulator "
-                    f"{x['verdict']} ({races}); {model}.", ""]
-        if x.get("contexts"):
-            out += [f"In the release catalog's contexts (each phase of mode {x['mode']} run by {x['subject']} as "
-                    f"read): {contexts_text(x['contexts'])}.", ""]
-        for w in x.get("witness", ()):
-            o = w["stale_read"]
-            out += [f"Witness for `{w['race']}`: " + (
-                f"the step {o['step']} read of {o['location']} at {o['site']} sees step {o['seen']}'s data."
-                if o else "not reproduced."), ""]
+        out += _finding(x)
     out += ["### Not findings", "",
             "| file:line | location | why not a finding |", "| --- | --- | --- |"]
-    for x in doc["not_findings"]:
-        out.append(f"| `{x.get('file')}:{x.get('line')}` | {_cell(x.get('location', ''))} | {_cell(x['why'])} |")
+    for x in ex.not_findings:
+        out.append(f"| `{x.file}:{x.line}` | {_cell(x.location)} | {_cell(x.why)} |")
     out += ["", "### Declarations that differ from the base rule", "",
             "| class | where | declared in | per mode |", "| --- | --- | --- | --- |"]
-    roots = {x["class"] for x in doc["backends"] if x["kind"] == "base"}
-    for b in doc["backends"]:
-        src = b.get("declared_in")
-        if b["kind"] == "base" or (src and src["class"] in roots):
+    roots = {x.cls for x in ex.backends if x.kind == "base"}
+    for b in ex.backends:
+        src = b.declared_in
+        if b.kind == "base" or (src and src.cls in roots):
             continue
-        modes = "; ".join(f"{m} {_decl(v)}" for m, v in b["declares"].items())
-        where = f"`{src['file']}:{src['line']}` ({src['class']})" if src else "-"
-        out.append(f"| {b['class']} | `{b['file']}:{b['line']}` | {where} | {_cell(modes)} |")
+        modes = "; ".join(f"{m} {_decl(v)}" for m, v in b.declares)
+        where = f"`{src.file}:{src.line}` ({src.cls})" if src else "-"
+        out.append(f"| {b.cls} | `{b.file}:{b.line}` | {where} | {_cell(modes)} |")
     out += ["", "### `last_shared_read_runner` per worker", "",
             "| worker | publisher | condition | defined |", "| --- | --- | --- | --- |"]
-    for w in doc["workers"]:
-        d = w.get("defined_in") or {}
-        out.append(f"| {w['class']} | `{_cell(w['publisher'])}` | {_cell(w.get('condition') or '-')} | "
-                   f"`{d.get('file')}:{d.get('line')}` |")
+    for w in ex.workers:
+        d = w.defined_in
+        out.append(f"| {w.cls} | `{_cell(w.publisher)}` | {_cell(w.condition or '-')} | `{d.file}:{d.line}` |")
     out += ["", "### The barrier and the event loops that apply it", "",
             "| event loop | call site |", "| --- | --- |"]
-    for c in doc["barrier"]["calls"]:
-        out.append(f"| {c['event_loop']} | `{c['file']}:{c['line']}` |")
+    for c in ex.barrier.calls:
+        out.append(f"| {c.event_loop} | `{c.file}:{c.line}` |")
     out += ["", "### Runners and how they publish", "", "| runner | publish | entry |", "| --- | --- | --- |"]
-    for r in doc["runners"]:
-        m = r["method"]
-        out.append(f"| {r['class']} | {r['publish']} | `{m['file']}:{m['line']}` ({m['class']}.{m['name']}) |")
+    for r in ex.runners:
+        m = r.method
+        out.append(f"| {r.cls} | {r.publish} | `{m.file}:{m.line}` ({m.cls}.{m.name}) |")
     out.append("")
-    return out + algorithms_markdown(doc.get("algorithms", []))
+    return out + algorithms_markdown(ex.algorithms)
 
 
-def algorithms_markdown(algorithms: list) -> list[str]:
+def _finding(x) -> list[str]:
+    """A finding's subsection: what it is, its evidence, its scenario's verdicts, its release contexts, its
+    witnesses."""
+    what = (f"declares {x.declared}" + (f" when `{x.condition}`" if x.conditions else "")
+            + " but reads outside it") if x.kind == "read_outside_declaration" else x.kind.replace("_", " ")
+    out = [f"#### {x.status.upper()}: {x.subject} {x.mode}"
+           + (" (prefill snapshot)" if x.kind == "read_outside_declaration"
+              and x.declared_by == "_snapshot_prefill_shared_reads" else "")
+           + (f" at {x.subject_at}" if x.subject_at else "")
+           + (f": {x.location} read at {x.evidence[-1].file}:{x.evidence[-1].line}"
+              if x.kind == "worker_read_after_publish" and x.evidence else ""), "", what + ".", ""]
+    out += [f"- `{e.file}:{e.line}`: {e.what}" for e in x.evidence]
+    out.append("")
+    d = x.decision
+    if d is None:
+        return out
+    races = ", ".join(f"`{r}`" for r in d.races) or "no race"
+    model = "the model agrees" if d.model and d.model.agree else \
+        f"the model: {d.model.verdict if d.model else 'not asked'}"
+    out += [f"Scenario `{d.scenario}` (written by `--scenarios DIR`): simulator {d.verdict} ({races}); {model}.", ""]
+    if d.contexts:
+        out += [f"In the release catalog's contexts (each phase of mode {x.mode} run by {x.subject} as read): "
+                f"{contexts_text(d.contexts)}.", ""]
+    for w in d.witness or ():
+        o = w.stale_read
+        out += [f"Witness for `{w.race}`: " + (
+            f"the step {o.step} read of {o.location} at {o.site} sees step {o.seen}'s data."
+            if o else "not reproduced."), ""]
+    return out
+
+
+def algorithms_markdown(algorithms) -> list[str]:
     """The speculative algorithms table: per algorithm (and the setting that picks its worker) the worker, the phases
     of one decode step in order (runner, mode), the worker reads after the publisher's runner, what is unresolved."""
     if not algorithms:
@@ -122,18 +129,18 @@ def algorithms_markdown(algorithms: list) -> list[str]:
            "| algorithm | worker | phases (runner: mode at file:line) | reads after the publisher | unresolved |",
            "| --- | --- | --- | --- | --- |"]
     for a in algorithms:
-        name = a["name"] + (f" when `{a['condition']}`" if a.get("condition") else "")
-        w = a["worker"]
-        worker = f"{w['class']} (`{w['file']}:{w['line']}`)" if w else "-"
-        phases = "; ".join(f"{p['runner']}: {p['mode'] or 'publish'} at `{p['file'].rsplit('/', 1)[-1]}:{p['line']}`"
-                           + (" (conditional)" if p.get("condition") else "")
-                           + (" (in a loop)" if p.get("repeat") else "") for p in a["phases"]) or "-"
-        reads = a["reads_after_publisher"]
-        found = sum(1 for r in reads if r["finding"])
+        name = a.name + (f" when `{a.condition}`" if a.conditions else "")
+        w = a.worker
+        worker = f"{w.cls} (`{w.file}:{w.line}`)" if w else "-"
+        phases = "; ".join(f"{p.runner}: {p.mode or 'publish'} at `{p.file.rsplit('/', 1)[-1]}:{p.line}`"
+                           + (" (conditional)" if p.conditions else "")
+                           + (" (in a loop)" if p.repeat else "") for p in a.phases) or "-"
+        reads = a.reads_after_publisher
+        found = sum(1 for r in reads if r.outcome.status is not None)
         late = (f"{found} findings, {len(reads) - found} not findings: "
-                + ", ".join(f"`{r['file'].rsplit('/', 1)[-1]}:{r['line']}` {r['location']} "
-                            f"({r['finding']['status'] if r['finding'] else 'covered'})" for r in reads)) \
+                + ", ".join(f"`{r.file.rsplit('/', 1)[-1]}:{r.line}` {r.location} "
+                            f"({r.outcome.status or 'covered'})" for r in reads)) \
             if reads else "none"
-        out.append(f"| {_cell(name)} | {worker} | {_cell(phases)} | {_cell(late)} | {len(a['unresolved'])} |")
+        out.append(f"| {_cell(name)} | {worker} | {_cell(phases)} | {_cell(late)} | {len(a.unresolved)} |")
     out.append("")
     return out

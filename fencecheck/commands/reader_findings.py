@@ -8,45 +8,64 @@ Each scenario cites the source lines it was built from.
 Each finding is also decided in every context of the release catalog (``fencecheck/catalog/sglang-0.5.23``) that
 runs a phase of the finding's mode: the context as it is (its runners, algorithm, scheduler and settings, its other
 phases), with each phase of that mode run by the backend as read (its declaration and reads of that mode). Each
-distinct (context, backend configuration, mode) is decided once by the simulator and the model; the finding records
-``contexts``, one entry per context sorted by name."""
+distinct (context, backend configuration, mode) is decided once by the simulator and the model; the finding's
+decision records ``contexts``, one entry per context sorted by name."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 from fencecheck.files.scenario_io import scenario_from_dict
-from fencecheck.sglang_source.algorithms import slug
+from fencecheck.sglang_source.extract import Extraction
+from fencecheck.sglang_source.findings import (
+    ContextVerdict,
+    Decision,
+    ModelAnswer,
+    ReadOutsideDeclaration,
+    StaleRead,
+    Witness,
+)
+from fencecheck.sglang_source.records import Backend
 from fencecheck.verdict import Verdict, oracles_agree
 from fencecheck.vocab import ForwardMode
 
 
-def scenario_dict(finding: dict, backend: dict, index: int) -> dict | None:
+def slug(text: str) -> str:
+    """A class or map name as a scenario-name fragment: ``DSparkWorkerV2`` -> ``d-spark-worker-v2`` (the reader's
+    scenario names, backend findings' and worker reads' alike)."""
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", text)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int) -> dict | None:
     """The scenario of ``finding`` (None when its mode is not one fencecheck's scenarios model)."""
-    mode = finding["mode"]
+    mode = finding.mode
     if mode not in ForwardMode.__members__:
         return None
     sites: dict[str, set] = {}
-    snapshot = finding.get("declared_by") == "_snapshot_prefill_shared_reads"
-    for r in backend["reads"]:
-        if r["mode"] == mode:
+    snapshot = finding.declared_by == "_snapshot_prefill_shared_reads"
+    for r in backend.reads:
+        if r.mode == mode:
             # a prefill snapshot is published after the whole eager metadata prep, its in-graph part included
-            site = "pre_replay" if snapshot and r["site"] == "in_graph_before_marker" else r["site"]
-            sites.setdefault(site, set()).add(r["location"])
-    name = f"sglang-{slug(finding['subject'])}-{mode.lower().replace('_', '-')}" + ("-snapshot" if snapshot else "") \
+            site = "pre_replay" if snapshot and r.site == "in_graph_before_marker" else r.site
+            sites.setdefault(site, set()).add(r.location)
+    name = f"sglang-{slug(finding.subject)}-{mode.lower().replace('_', '-')}" + ("-snapshot" if snapshot else "") \
         + (f"-{index}" if index else "")
-    cond = f" when {finding['condition']}" if finding.get("condition") else ""
+    cond = f" when {finding.condition}" if finding.conditions else ""
     return {
         "name": name,
-        "description": (f"{finding['subject']} as read from the sources: declares {finding['declared']} for {mode}"
+        "description": (f"{finding.subject} as read from the sources: declares {finding.declared} for {mode}"
                         f"{cond}; its reads of scheduler-shared state in that mode, per site, replayed by a decode "
                         f"graph runner with its marker under the WAR barrier."),
-        "cites": [f"{e['file']}:{e['line']}: {e['what']}" for e in finding["evidence"]],
+        "cites": [f"{e.file}:{e.line}: {e.what}" for e in finding.evidence],
         "resolution": "declaration_only_post_fallback",
-        "backends": {finding["subject"]: {"declares": {mode: finding["declared"]},
-                                          "reads": {mode: {s: sorted(v) for s, v in sorted(sites.items())}}}},
+        "backends": {finding.subject: {"declares": {mode: finding.declared},
+                                       "reads": {mode: {s: sorted(v) for s, v in sorted(sites.items())}}}},
         "runners": {"target": {}},
         "algorithm": {"name": "none", "publisher": "target",
                       "steps": {"normal": [{"name": mode.lower(), "runner": "target", "mode": mode,
-                                            "backend": finding["subject"]}]}},
+                                            "backend": finding.subject}]}},
     }
 
 
@@ -87,13 +106,13 @@ def context_dict(context: dict, data: dict) -> dict | None:
     return out
 
 
-def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | None = None,
-                    model: str = "flagged") -> None:
-    """Sets ``contexts`` on each finding of ``built`` (pairs of finding and scenario table): for each catalog context
-    of ``version`` (the release by default) that runs a phase of its mode, the simulator's verdict and races there and
-    whether the model agrees (``oracles_agree``). ``model``: ``"all"`` asks the model about every configuration,
-    ``"flagged"`` only about those where the simulator finds a race (elsewhere ``oracles_agree`` is None: not asked),
-    ``"none"`` about none (the simulator alone; ``fencecheck sglang`` without ``--cross-check``).
+def decide_contexts(built: list[dict], version: str | None = None,
+                    model: str = "flagged") -> list[tuple[ContextVerdict, ...]]:
+    """For each finding's scenario table in ``built``, its release contexts: for each catalog context of ``version``
+    (the release by default) that runs a phase of its mode, the simulator's verdict and races there and whether the
+    model agrees (``oracles_agree``), sorted by context. ``model``: ``"all"`` asks the model about every
+    configuration, ``"flagged"`` only about those where the simulator finds a race (elsewhere ``oracles_agree`` is
+    None: not asked), ``"none"`` about none (the simulator alone; ``fencecheck sglang`` without ``--cross-check``).
     Each distinct configuration is decided once."""
     import json
 
@@ -103,8 +122,9 @@ def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | No
     from fencecheck.reference.sim.races import check_trace
 
     contexts = _contexts(version or RELEASE)
-    cache: dict[str, dict] = {}
-    for f, data in built:
+    cache: dict[str, ContextVerdict] = {}
+    out = []
+    for data in built:
         (backend,) = data["backends"].values()
         mode = data["algorithm"]["steps"]["normal"][0]["mode"]
         rows = []
@@ -121,68 +141,75 @@ def decide_contexts(doc: dict, built: list[tuple[dict, dict]], version: str | No
                     m = model_check(s)
                     agree, _ = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
                     agree = agree if m.verdict is not Verdict.UNKNOWN else None
-                cache[key] = {"context": cname, "verdict": report.verdict.value,
-                              "races": [r.text() for r in sorted({r.key() for r in report.races})],
-                              "oracles_agree": agree}
-            rows.append(dict(cache[key]))
-        f["contexts"] = sorted(rows, key=lambda r: r["context"])
+                cache[key] = ContextVerdict(cname, report.verdict.value, _races(report), agree)
+            rows.append(cache[key])
+        out.append(tuple(sorted(rows, key=lambda r: r.context)))
+    return out
 
 
-def record_model(target: dict, report, m) -> None:
-    """Records on ``target`` (a finding or a read's row) the model's verdict ``m`` beside the simulator's ``report``:
-    ``model_verdict``, ``oracles_agree`` (None when the model answers unknown) and, when they differ, why."""
-    target["model_verdict"] = m.verdict.value
+def _races(report) -> tuple[str, ...]:
+    """The distinct races of a simulator ``report``, as ``location@phase/site``, sorted."""
+    return tuple(r.text() for r in sorted({r.key() for r in report.races}))
+
+
+def model_answer(report, m) -> ModelAnswer:
+    """The model's verdict ``m`` beside the simulator's ``report``: whether they agree (None when the model answers
+    unknown) and, when they differ, why."""
     agree, why = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
-    target["oracles_agree"] = agree if m.verdict is not Verdict.UNKNOWN else None
-    if not agree and m.verdict is not Verdict.UNKNOWN:
-        target["oracles_differ"] = why
+    unknown = m.verdict is Verdict.UNKNOWN
+    return ModelAnswer(m.verdict.value, None if unknown else agree, why if not agree and not unknown else None)
 
 
-def decide(doc: dict, witness: bool = False, contexts: bool = True, context_model: str = "flagged") -> list:
-    """Builds and decides a scenario for each finding it can model; sets the finding's ``scenario``, ``verdict`` and
-    ``races`` (and ``witness`` when asked) and, unless ``contexts`` is false, ``contexts`` (``decide_contexts``).
-    Returns the scenarios built, in the findings' order."""
+def _witnesses(trace, report) -> tuple[Witness, ...]:
+    """Each distinct race of ``report`` replayed under its witness interleaving, with the stale read it shows."""
+    from fencecheck.reference.sim.hb import analyze
+    from fencecheck.reference.sim.interleave import witnesses
+
+    races = report.distinct()
+    return tuple(Witness(race.key().text(), tuple(schedule),
+                         None if o is None else StaleRead(o.step, o.phase, o.site, o.location, o.seen))
+                 for race, (schedule, o) in zip(races, witnesses(analyze(trace), races)))
+
+
+def decide(ex: Extraction, witness: bool = False, contexts: bool = True,
+           context_model: str = "flagged") -> tuple[Extraction, list]:
+    """``ex`` with a decision on each ``read_outside_declaration`` finding whose scenario it can model: the scenario's
+    name, the simulator's verdict and races, the model's answer (and the witnesses when asked) and, unless
+    ``contexts`` is false, its release contexts (``decide_contexts``), or, when its mode is not one fencecheck's
+    vocabulary knows, why it has no scenario (``why``); and the scenarios built, in the findings' order."""
     import json
 
     from fencecheck.model.check import model_check
     from fencecheck.reference.run import run_scenario
     from fencecheck.reference.sim.races import check_trace
 
-    backends = {f"{b['file']}:{b['line']}": b for b in doc["backends"]}
-    built, used, models, pairs = [], {}, {}, []
-    for f in doc["findings"]:
-        if f["kind"] != "read_outside_declaration":
+    backends = {b.at: b for b in ex.backends}
+    built, used, models, tables, decided, unmodelled = [], {}, {}, [], {}, {}
+    for i, f in enumerate(ex.findings):
+        if f.kind != "read_outside_declaration":
             continue
-        key = (f["subject"], f["mode"])
-        data = scenario_dict(f, backends[f["subject_at"]], used.get(key, 0))
+        key = (f.subject, f.mode)
+        data = scenario_dict(f, backends[f.subject_at], used.get(key, 0))
         used[key] = used.get(key, 0) + 1
         if data is None:
-            f["why"] = (f"no scenario: forward mode {f['mode']} is not one fencecheck's vocabulary knows "
-                        "(fencecheck/vocab.py ForwardMode)")
+            unmodelled[i] = (f"no scenario: forward mode {f.mode} is not one fencecheck's vocabulary knows "
+                             "(fencecheck/vocab.py ForwardMode)")
             continue
         s = scenario_from_dict(data, data["name"])
         trace = run_scenario(s)
         report = check_trace(trace)
-        f["scenario"] = s.name
-        f["verdict"] = report.verdict.value
-        f["races"] = [r.text() for r in sorted({r.key() for r in report.races})]
         config = json.dumps([list(data["backends"].values()), data["algorithm"]["steps"]["normal"][0]["mode"]],
                             sort_keys=True)  # the backend's name does not change the answer
         if config not in models:
             models[config] = model_check(s)
-        record_model(f, report, models[config])
-        if witness and report.verdict is Verdict.COUNTEREXAMPLE:
-            from fencecheck.reference.sim.hb import analyze
-            from fencecheck.reference.sim.interleave import witnesses
-
-            races = report.distinct()
-            f["witness"] = [
-                {"race": race.key().text(), "schedule": schedule,
-                 "stale_read": None if o is None else {"step": o.step, "phase": o.phase, "site": o.site,
-                                                       "location": o.location, "seen": o.seen}}
-                for race, (schedule, o) in zip(races, witnesses(analyze(trace), races))]
+        decided[i] = Decision(s.name, report.verdict.value, _races(report), model=model_answer(report, models[config]),
+                              witness=_witnesses(trace, report) if witness and report.verdict is Verdict.COUNTEREXAMPLE
+                              else None)
         built.append(s)
-        pairs.append((f, data))
+        tables.append((i, data))
     if contexts:
-        decide_contexts(doc, pairs, model=context_model)
-    return built
+        for (i, _), rows in zip(tables, decide_contexts([data for _, data in tables], model=context_model)):
+            decided[i] = replace(decided[i], contexts=rows)
+    findings = tuple(replace(f, decision=decided[i]) if i in decided else
+                     replace(f, why=unmodelled[i]) if i in unmodelled else f for i, f in enumerate(ex.findings))
+    return replace(ex, findings=findings), built

@@ -67,19 +67,19 @@ def add_parser(sub) -> None:
     p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), inputs=(("path", "tree"), ("against", "file"))))
 
 
-def has_drift(doc: dict) -> bool:
-    """Whether ``--against`` found drift: a function the facts come from that changed, was removed or was added, or
-    a catalog entry whose cited sources changed."""
-    d = doc.get("drift")
-    return bool(d and (d["functions"] or d.get("catalog_entries")))
+def has_drift(drift: dict | None) -> bool:
+    """Whether ``--against`` found drift (``drift``: the document's ``drift``): a function the facts come from that
+    changed, was removed or was added, or a catalog entry whose cited sources changed."""
+    return bool(drift and (drift["functions"] or drift.get("catalog_entries")))
 
 
-def exit_code(doc: dict) -> int:
-    kinds = [f["status"] for f in doc["findings"]]
+def exit_code(ex, drift: dict | None = None) -> int:
+    """The exit status of the decided extraction ``ex`` (and its ``drift``)."""
+    kinds = [f.status for f in ex.findings]
     if any(s in ("confirmed", "plausible") for s in kinds) or \
-            any(f.get("verdict") == "counterexample" for f in doc["findings"]) or has_drift(doc):
+            any(f.decision and f.decision.verdict == "counterexample" for f in ex.findings) or has_drift(drift):
         return EXIT_RACE
-    if "unresolved" in kinds or any(n["unresolved"] for n in doc.get("notes", ())):
+    if "unresolved" in kinds or any(n.unresolved for n in ex.notes):
         return EXIT_UNKNOWN
     return EXIT_OK
 
@@ -101,144 +101,156 @@ def cmd_sglang(args, out: TextIO) -> int:
 
     recorded = load_release(args.against) if args.against else None
     ex = read_path(args.path, installed=args.installed)
-    doc = ex.to_dict()
     current = ex.fingerprints.to_dict(ex.version)
     package = find_installed() if args.installed else find_package_root(args.path)
     if args.fingerprints or recorded is not None:
         from fencecheck.files.catalog import RELEASE
 
         catalog = (recorded[1].get("catalog") or {}).get("version", RELEASE) if recorded is not None else RELEASE
-        current["catalog"] = catalog_fingerprints(package, catalog)
+        current = current | {"catalog": catalog_fingerprints(package, catalog)}
+    drift = None
     if recorded is not None:
         where, data = recorded
-        doc["drift"] = {"against": args.against, "recorded_version": data.get("sglang_version"),
-                        "functions": compare(data, current),
-                        "catalog_entries": compare_catalog(data.get("catalog") or {}, current["catalog"])}
+        drift = {"against": args.against, "recorded_version": data.get("sglang_version"),
+                 "functions": compare(data, current),
+                 "catalog_entries": compare_catalog(data.get("catalog") or {}, current["catalog"])}
     if args.fingerprints:
         from pathlib import Path
 
         from fencecheck.files.outputs import write_text_atomic
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
-    scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
+    ex, scenarios = decide(ex, witness=args.witness, context_model="flagged" if args.cross_check else "none")
     from fencecheck.commands.reader_workers import decide_worker_reads
 
-    scenarios += decide_worker_reads(doc, ex.algorithm_scenarios, model=args.cross_check)
+    ex, more = decide_worker_reads(ex, model=args.cross_check)
+    scenarios += more
     if args.scenarios:
         from fencecheck.files.outputs import write_tree
         from fencecheck.files.scenario_io import dumps
 
         write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in scenarios})  # whole or not at all
     if args.json:
-        json.dump(doc, out, indent=1, sort_keys=False)
+        json.dump(to_json(ex, drift), out, indent=1, sort_keys=False)
         out.write("\n")
     else:
-        out.write(render(doc))
-    return exit_code(doc)
+        out.write(render(ex, drift))
+    return exit_code(ex, drift)
 
 
-def _decl_text(v) -> str:
-    if isinstance(v, str):
-        return v
-    return "; ".join(f"{r['end']} if {r['condition']}" if r.get("condition") else r["end"] for r in v)
+def to_json(ex, drift: dict | None = None) -> dict:
+    """The document of the decided extraction ``ex``, with ``drift`` when ``--against`` asked for it."""
+    return ex.to_json() | ({"drift": drift} if drift is not None else {})
 
 
+def _decl_text(d) -> str:
+    if d.plain:
+        return d.rows[0].end
+    return "; ".join(f"{r.end} if {r.condition}" if r.condition else r.end for r in d.rows)
 
 
-def _algorithms_text(algorithms: list) -> list[str]:
+def _algorithms_text(algorithms) -> list[str]:
     if not algorithms:
         return []
     lines = ["speculative algorithms (worker; phases of one decode step; worker reads after the publisher's runner):"]
     for a in algorithms:
-        cond = f" when {a['condition']}" if a["condition"] else ""
-        w = a["worker"]
-        lines.append(f"  {a['name']}{cond}: " + (f"{w['class']} ({w['file']}:{w['line']})" if w else "no worker class"))
-        for p in a["phases"]:
-            lines.append(f"    {p['runner']} {p['mode'] or 'publish'} ({p['file']}:{p['line']})"
-                         + (f" if {p['condition']}" if p["condition"] else "") + (" [loop]" if p["repeat"] else ""))
-        for r in a["reads_after_publisher"]:
-            lines.append(f"    {r['finding']['status'].upper() if r['finding'] else 'not a finding'}: reads "
-                         f"{r['location']} after the publisher's runner ({r['file']}:{r['line']})"
-                         + (f"; scenario {r['finding']['scenario']}: {r['finding']['verdict']}"
-                            if r["finding"] and r["finding"].get("scenario") else ""))
-        if a["unresolved"]:
-            lines.append(f"    unresolved: {len(a['unresolved'])} (--json lists them)")
+        cond = f" when {a.condition}" if a.conditions else ""
+        w = a.worker
+        lines.append(f"  {a.name}{cond}: " + (f"{w.cls} ({w.file}:{w.line})" if w else "no worker class"))
+        for p in a.phases:
+            lines.append(f"    {p.runner} {p.mode or 'publish'} ({p.file}:{p.line})"
+                         + (f" if {p.condition}" if p.conditions else "") + (" [loop]" if p.repeat else ""))
+        for r in a.reads_after_publisher:
+            o = r.outcome
+            finding = o.status is not None
+            lines.append(f"    {o.status.upper() if finding else 'not a finding'}: reads "
+                         f"{r.location} after the publisher's runner ({r.file}:{r.line})"
+                         + (f"; scenario {o.decision.scenario}: {o.decision.verdict}"
+                            if finding and o.decision else ""))
+        if a.unresolved:
+            lines.append(f"    unresolved: {len(a.unresolved)} (--json lists them)")
     return lines
 
 
-def render(doc: dict) -> str:
+def _model_text(model) -> str:
+    if model is None:
+        return "the model: not asked (--cross-check asks it)"
+    if model.agree is None:
+        return f"the model: {model.verdict}"
+    return "the model agrees" if model.agree else f"the model DIFFERS: {model.differ or ''}"
+
+
+def render(ex, drift: dict | None = None) -> str:
+    """The human summary of the decided extraction ``ex`` (and its ``drift``)."""
     lines = []
-    b, w, f = doc["backends"], doc["workers"], doc["findings"]
-    loops = sorted({c["event_loop"] for c in doc["barrier"]["calls"]})
-    version = doc["sglang_version"] or "(version unknown)"
-    lines.append(f"sglang {version} at {doc['root']}: {len(b)} attention backends, "
-                 f"{len({x['class'] for x in w})} workers, barrier applied in {len(loops)} event loops "
-                 f"({len(doc['barrier']['calls'])} call sites), {len(doc['runners'])} runners")
-    by = {s: sum(1 for x in f if x["status"] == s) for s in ("confirmed", "plausible", "unresolved")}
+    b, w, f = ex.backends, ex.workers, ex.findings
+    loops = sorted({c.event_loop for c in ex.barrier.calls})
+    version = ex.version or "(version unknown)"
+    lines.append(f"sglang {version} at {ex.root}: {len(b)} attention backends, "
+                 f"{len({x.cls for x in w})} workers, barrier applied in {len(loops)} event loops "
+                 f"({len(ex.barrier.calls)} call sites), {len(ex.runners)} runners")
+    by = {s: sum(1 for x in f if x.status == s) for s in ("confirmed", "plausible", "unresolved")}
     lines.append(f"findings: {len(f)} ({by['confirmed']} confirmed, {by['plausible']} plausible, "
                  f"{by['unresolved']} unresolved)")
     for x in f:
-        head = f"  {x['status'].upper()} {x['subject']} {x['mode']}: "
-        if x["kind"] == "read_outside_declaration":
-            head += f"declares {x['declared']}" + (f" when {x['condition']}" if x.get("condition") else "") + \
-                f" but reads outside it"
+        head = f"  {x.status.upper()} {x.subject} {x.mode}: "
+        if x.kind == "read_outside_declaration":
+            head += f"declares {x.declared}" + (f" when {x.condition}" if x.conditions else "") + \
+                " but reads outside it"
         else:
-            head += x["kind"].replace("_", " ")
+            head += x.kind.replace("_", " ")
         lines.append(head)
-        for e in x["evidence"]:
-            lines.append(f"    {e['file']}:{e['line']}: {e['what']}")
-        if x.get("scenario"):
-            races = ", ".join(x["races"]) or "no race"
-            model = {True: "the model agrees", None: f"the model: {x.get('model_verdict') or 'not asked (--cross-check asks it)'}"}.get(
-                x.get("oracles_agree"), f"the model DIFFERS: {x.get('oracles_differ', '')}")
-            lines.append(f"    scenario {x['scenario']}: {x['verdict']} ({races}); {model}")
-        elif x.get("why") and x["kind"] != "worker_read_after_publish":
-            lines.append(f"    {x['why']}")
-        if "contexts" in x:
-            lines.append(f"    {contexts_text(x['contexts'])}")
-        for wit in x.get("witness", ()):
-            o = wit["stale_read"]
-            lines.append(f"    witness: {wit['race']}: " + (
-                f"the step {o['step']} read of {o['location']} at {o['site']} saw step {o['seen']}'s data (stale)"
-                if o else "NOT REPRODUCED (simulator inconsistency)"))
-    if "drift" in doc:
-        d = doc["drift"]
-        lines.append(f"drift against {d['against']} ({d['recorded_version']}): {len(d['functions'])} functions differ")
-        for x in d["functions"]:
+        for e in x.evidence:
+            lines.append(f"    {e.file}:{e.line}: {e.what}")
+        d = x.decision
+        if d is not None:
+            races = ", ".join(d.races) or "no race"
+            lines.append(f"    scenario {d.scenario}: {d.verdict} ({races}); {_model_text(d.model)}")
+            if d.contexts is not None:
+                lines.append(f"    {contexts_text(d.contexts)}")
+            for wit in d.witness or ():
+                o = wit.stale_read
+                lines.append(f"    witness: {wit.race}: " + (
+                    f"the step {o.step} read of {o.location} at {o.site} saw step {o.seen}'s data (stale)"
+                    if o else "NOT REPRODUCED (simulator inconsistency)"))
+        elif x.kind == "read_outside_declaration" and x.why:
+            lines.append(f"    {x.why}")
+    if drift is not None:
+        lines.append(f"drift against {drift['against']} ({drift['recorded_version']}): {len(drift['functions'])} "
+                     f"functions differ")
+        for x in drift["functions"]:
             lines.append(f"  {x['status'].upper()} {x['function']} ({x['file']}:{x['line']}): {'; '.join(x['facts'])}")
-        entries = d.get("catalog_entries", [])
+        entries = drift.get("catalog_entries", [])
         lines.append(f"catalog entries whose cited sources changed: {len(entries)}")
         for x in entries:
             lines.append(f"  {x['entry']}: {', '.join(x['changed'])}")
-    nf = doc["not_findings"]
-    sync = sum(1 for x in nf if x["why"].startswith(("behind a host sync", "behind a capture-mode test")))
-    device = sum(1 for x in nf if x["why"].startswith("never resolved on "))
+    nf = ex.not_findings
+    sync = sum(1 for x in nf if x.why.startswith(("behind a host sync", "behind a capture-mode test")))
+    device = sum(1 for x in nf if x.why.startswith("never resolved on "))
     lines.append(f"not findings: {sync} reads behind a host sync or a capture-mode test, {len(nf) - sync - device} "
                  f"start-up reads, {device} reads on a device whose runners never publish (--json lists them, with why)")
     lines.append("declarations (backends that do not take the base rule unchanged):")
-    roots = {x["class"] for x in b if x["kind"] == "base"}
+    roots = {x.cls for x in b if x.kind == "base"}
     for x in b:
-        if x["kind"] == "base" or (x["declared_in"] and x["declared_in"]["class"] in roots):
+        if x.kind == "base" or (x.declared_in and x.declared_in.cls in roots):
             continue
-        d = x["declares"]
-        modes = ", ".join(f"{m} {_decl_text(v)}" for m, v in d.items())
-        src = x["declared_in"]
-        lines.append(f"  {x['class']} ({x['file']}:{x['line']}; declared in {src['class']} "
-                     f"{src['file']}:{src['line']}): {modes}")
+        modes = ", ".join(f"{m} {_decl_text(v)}" for m, v in x.declares)
+        src = x.declared_in
+        lines.append(f"  {x.cls} ({x.file}:{x.line}; declared in {src.cls} {src.file}:{src.line}): {modes}")
     lines.append("workers (last_shared_read_runner):")
     for x in w:
-        cond = f" if {x['condition']}" if x["condition"] else ""
-        lines.append(f"  {x['class']}: {x['publisher']}{cond} ({x['returns_at']['file']}:{x['returns_at']['line']})")
+        cond = f" if {x.condition}" if x.conditions else ""
+        lines.append(f"  {x.cls}: {x.publisher}{cond} ({x.returns_at.file}:{x.returns_at.line})")
     lines.append("barrier call sites:")
-    for c in doc["barrier"]["calls"]:
-        lines.append(f"  {c['event_loop']} ({c['file']}:{c['line']})")
+    for c in ex.barrier.calls:
+        lines.append(f"  {c.event_loop} ({c.file}:{c.line})")
     lines.append("runners that publish:")
-    for r in doc["runners"]:
-        if r["publish"] != "never":
-            lines.append(f"  {r['class']}: {r['publish']} ({r['method']['file']}:{r['method']['line']})")
-    lines += _algorithms_text(doc.get("algorithms", []))
-    lines += limits_text(doc)
+    for r in ex.runners:
+        if r.publish != "never":
+            lines.append(f"  {r.cls}: {r.publish} ({r.method.file}:{r.method.line})")
+    lines += _algorithms_text(ex.algorithms)
+    lines += limits_text(ex)
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["add_parser", "cmd_sglang", "contexts_text", "exit_code", "render", "EXIT_BAD_INPUT"]
+__all__ = ["add_parser", "cmd_sglang", "contexts_text", "exit_code", "render", "to_json", "EXIT_BAD_INPUT"]

@@ -6,7 +6,7 @@ device in ``capture_decode_graph`` (a ``{"cpu": CPUGraphRunner, "npu": NPUGraphR
 take the CUDA runner). A backend whose code binds it to one of those devices, on a device whose mapped runner never
 publishes (the runners table) and whose eager runner publishes only a prefill ``PRE_REPLAY``, never has its
 declaration for a graph-replayed mode (``DECODE``, ``TARGET_VERIFY``, ``IDLE``) resolved: the barrier waits on the
-whole forward stream there. Each such finding is moved to ``not_findings``, one row per uncovered read, its ``why``
+whole forward stream there. Each such finding becomes ``not_findings`` rows, one per uncovered read, its ``why``
 citing every fact with file:line.
 
 A backend is bound to a device by its code, never by its name:
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from .findings import NotFinding
 from .tree import ClassInfo, Tree
 
 #: A module-level import that binds a module's classes to a device.
@@ -86,45 +87,42 @@ def _barrier_gate(tree: Tree) -> str | None:
     return None
 
 
-def never_published(tree: Tree, reader, ex) -> None:
-    """Moves each ``read_outside_declaration`` finding of ``ex`` whose backend is bound to a device whose runners
-    never resolve its mode's declaration into ``ex.not_findings`` (one row per uncovered read, with why)."""
-    runners = device_runners(tree)
-    if not runners:
-        return
-    table = {(r["class"], r["file"], r["line"]): r for r in ex.runners}
-    eager = [r for r in ex.runners if r["class"] == "EagerRunner"]
-    if len(eager) != 1 or eager[0]["publish"] not in ("never", "prefill_publish"):
-        return
-    em = eager[0]["method"]
+def never_published(tree: Tree, reader, findings: list, runners: tuple) -> tuple[list, list]:
+    """``findings`` without each ``read_outside_declaration`` finding whose backend is bound to a device whose
+    runners never resolve its mode's declaration, and the not findings those become (one per uncovered read, with
+    why). ``reader``: the ``backend_reader.Reader`` of ``tree``; ``runners``: the ``runners`` rows."""
+    device_map = device_runners(tree)
+    if not device_map:
+        return findings, []
+    table = {(r.cls, r.file, r.line): r for r in runners}
+    eager = [r for r in runners if r.cls == "EagerRunner"]
+    if len(eager) != 1 or eager[0].publish not in ("never", "prefill_publish"):
+        return findings, []
+    em = eager[0].method
     gate = _barrier_gate(tree)
     classes = {f"{c.file}:{c.line}": c for c in reader.backends}
     memo: dict[str, object] = {}
-    keep = []
-    for f in ex.findings:
-        ci = classes.get(f.get("subject_at", ""))
-        moved = False
-        if f["kind"] == "read_outside_declaration" and ci is not None and f.get("mode") \
-                and reader.modes.predicate("is_cuda_graph", f["mode"]) is True:
-            if f["subject_at"] not in memo:
-                memo[f["subject_at"]] = backend_device(tree, ci, reader.root)
-            bound = memo[f["subject_at"]]
-            hit = runners.get(bound[0]) if bound else None
+    keep, moved = [], []
+    for f in findings:
+        ci = classes.get(f.subject_at)
+        if f.kind == "read_outside_declaration" and ci is not None and f.mode \
+                and reader.modes.predicate("is_cuda_graph", f.mode) is True:
+            if f.subject_at not in memo:
+                memo[f.subject_at] = backend_device(tree, ci, reader.root)
+            bound = memo[f.subject_at]
+            hit = device_map.get(bound[0]) if bound else None
             row = table.get((hit[0].name, hit[0].file, hit[0].line)) if hit else None
-            if bound and row is not None and row["publish"] not in PUBLISHING:
+            if bound and row is not None and row.publish not in PUBLISHING:
                 device, bfile, bline, what = bound
                 runner, mfile, mline = hit
-                m = row["method"]
+                m = row.method
                 why = (f"never resolved on {device}: {what} ({bfile}:{bline}); {device}'s decode graph runner is "
-                       f"{runner.name} ({mfile}:{mline}), whose {m['class']}.{m['name']} never publishes "
-                       f"({m['file']}:{m['line']}), and the eager runner publishes only a prefill PRE_REPLAY "
-                       f"({em['file']}:{em['line']}): the barrier waits on the whole forward stream after a "
-                       f"{f['mode']} step" + (f"; the barrier applies at all only when {gate}" if gate else ""))
-                for s, r in ex.uncovered.get(id(f), ()):
-                    ex.not_findings.append({"subject": f["subject"], "mode": f["mode"], "location": r.location,
-                                            "file": r.file, "line": r.line, "via": [h.text() for h in r.via],
-                                            "why": why})
-                moved = True
-        if not moved:
-            keep.append(f)
-    ex.findings = keep
+                       f"{runner.name} ({mfile}:{mline}), whose {m.cls}.{m.name} never publishes "
+                       f"({m.file}:{m.line}), and the eager runner publishes only a prefill PRE_REPLAY "
+                       f"({em.file}:{em.line}): the barrier waits on the whole forward stream after a "
+                       f"{f.mode} step" + (f"; the barrier applies at all only when {gate}" if gate else ""))
+                moved += [NotFinding(f.subject, f.mode, r.location, r.file, r.line, tuple(h.text() for h in r.via),
+                                     why) for _, r in f.uncovered]
+                continue
+        keep.append(f)
+    return keep, moved

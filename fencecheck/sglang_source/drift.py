@@ -106,9 +106,9 @@ def collect(tree: Tree, reader, ex) -> Fingerprints:
                 fp.add_method(hit[0], hit[1], f"declaration of {ci.name}")
     walked = reader.walker.functions
     for b in ex.backends:
-        for key in sorted(ex.via_keys.get(f"{b['file']}:{b['line']}", ())):
+        for key in sorted(b.chain_keys):
             node, file = walked[key]
-            fp.add(key, node, file, f"reads of {b['class']}")
+            fp.add(key, node, file, f"reads of {b.cls}")
     for ci in reader.backends:
         for key, fn, mod in reader.passed.calling_functions(ci):
             fp.add(key, fn, mod.rel, f"children passed to {ci.name}")
@@ -118,25 +118,25 @@ def collect(tree: Tree, reader, ex) -> Fingerprints:
     if hit is not None:
         fp.add(f"{hit[1].name}.{hit[0].name}", hit[0], hit[1].rel, "decode graph runner per device")
     for w in ex.workers:
-        mod = tree.module(_module_of(tree, w["defined_in"]["file"]))
-        owner = mod.classes[w["defined_in"]["class"]]
-        fp.add_method(owner, owner.methods["last_shared_read_runner"], f"worker {w['class']}")
-    for entry in ex.barrier["defined"] + [c for c in ex.barrier["calls"]]:
-        mod = tree.module(_module_of(tree, entry["file"]))
-        cls = mod.classes.get(entry["class"]) if entry["class"] else None
-        name = entry.get("event_loop", "_apply_war_barrier")
+        mod = tree.module(_module_of(tree, w.defined_in.file))
+        owner = mod.classes[w.defined_in.cls]
+        fp.add_method(owner, owner.methods["last_shared_read_runner"], f"worker {w.cls}")
+    for entry, name in [(d, "_apply_war_barrier") for d in ex.barrier.defined] + \
+            [(c, c.event_loop) for c in ex.barrier.calls]:
+        mod = tree.module(_module_of(tree, entry.file))
+        cls = mod.classes.get(entry.cls) if entry.cls else None
         node = cls.methods.get(name) if cls else mod.functions[name].node
         if cls is not None:
             fp.add_method(cls, node, "barrier")
         else:
             fp.add(f"{mod.name}.{name}", node, mod.rel, "barrier")
     for r in ex.runners:
-        if r["publish"] == "never":
+        if r.publish == "never":
             continue
-        m = r["method"]
-        mod = tree.module(_module_of(tree, m["file"]))
-        owner = mod.classes[m["class"]]
-        fp.add_method(owner, owner.methods[m["name"]], f"runner {r['class']}")
+        m = r.method
+        mod = tree.module(_module_of(tree, m.file))
+        owner = mod.classes[m.cls]
+        fp.add_method(owner, owner.methods[m.name], f"runner {r.cls}")
     return fp
 
 

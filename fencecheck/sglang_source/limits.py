@@ -16,7 +16,10 @@ from __future__ import annotations
 from ..errors import one_line
 from ..vocab import COVERED_SITES, SharedReadEnds
 from .declare import Child, End, MaxOf, max_end
+from .findings import UnknownChildDeclaration, UnresolvedReadPath
 from .reads import Cut
+from .records import CutPath, Evidence, condition_text
+from .tree_files import Note
 
 _MIN = "PRE_REPLAY"  # every end covers the pre-replay site
 
@@ -25,15 +28,14 @@ def via_text(c: Cut) -> str:
     return " -> ".join(h.func for h in c.via)
 
 
-def cut_rows(rd, ci) -> list[dict]:
-    """The ``cut_paths`` rows of backend ``ci``: every path a limit cut, in every mode, sorted."""
+def cut_rows(rd, ci) -> tuple[CutPath, ...]:
+    """The ``cut_paths`` of backend ``ci``: every path a limit cut, in every mode, sorted."""
     out = set()
     for mode in rd.modes.members:
         for site, c in rd.cuts(ci, mode):
             out.add((mode, site.value, c.limit, c.file, c.line, c.what, tuple(h.text() for h in c.via),
                      tuple(c.conditions), _behind(c)))
-    return [{"mode": m, "site": s, "limit": lim, "file": f, "line": ln, "what": w, "via": list(v),
-             "conditions": list(cs), "behind": b} for m, s, lim, f, ln, w, v, cs, b in sorted(out, key=_key)]
+    return tuple(CutPath(*row) for row in sorted(out, key=_key))
 
 
 def _key(row) -> tuple:
@@ -48,45 +50,44 @@ def _behind(c: Cut) -> str | None:
     return f"{kind} at {c.host_sync[0]}:{c.host_sync[1]}"
 
 
-def cut_finding(ci, mode: str, end: str, cond: str | None, decl, bad: list) -> dict:
+def cut_finding(ci, mode: str, end: str, conds: tuple[str, ...], decl, bad: list) -> UnresolvedReadPath:
     """The ``unresolved_read_path`` finding of ``ci`` in ``mode`` for a declaration row declaring ``end`` (under
-    ``cond``) of ``decl`` (owner, def), whose covered sites miss the sites of the cut paths ``bad`` [(site, Cut)]."""
+    ``conds``) of ``decl`` (owner, def), whose covered sites miss the sites of the cut paths ``bad`` [(site, Cut)]."""
     owner, node = decl
-    evidence = [{"file": owner.file, "line": node.lineno,
-                 "what": f"{owner.name}.{node.name} declares {end} for {mode}" + (f" when {cond}" if cond else "")}]
+    cond = condition_text(conds)
+    evidence = [Evidence(owner.file, node.lineno,
+                         f"{owner.name}.{node.name} declares {end} for {mode}" + (f" when {cond}" if cond else ""))]
     seen = set()
     for s, c in sorted(bad, key=lambda x: (x[1].file, x[1].line, x[0].value, x[1].what)):
         k = (c.file, c.line, s, c.what)
         if k in seen:
             continue
         seen.add(k)
-        evidence.append({"file": c.file, "line": c.line,
-                         "what": f"a read path at {s.value} cut: {c.text()}; via {via_text(c)}"
-                                 + (f" (when {' and '.join(c.conditions)})" if c.conditions else "")})
-    return {"kind": "unresolved_read_path", "subject": ci.name, "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
-            "declared": end, "declared_by": node.name, "condition": cond, "status": "unresolved",
-            "evidence": evidence, "scenario": None}
+        evidence.append(Evidence(c.file, c.line, f"a read path at {s.value} cut: {c.text()}; via {via_text(c)}"
+                                 + (f" (when {condition_text(c.conditions)})" if c.conditions else "")))
+    return UnresolvedReadPath(ci.name, f"{ci.file}:{ci.line}", mode, node.name, tuple(conds), tuple(evidence),
+                              declared=end)
 
 
-def notes_json(tree) -> list[dict]:
-    """The document's ``notes``: what the reader skipped or could not read, sorted."""
-    return [n.to_json() for n in sorted(set(tree.notes), key=lambda n: (n.file, n.line or 0, n.what))]
+def notes(tree) -> tuple[Note, ...]:
+    """The document's ``notes``: what the reader skipped or could not read, each once, sorted."""
+    return tuple(sorted(set(tree.notes), key=lambda n: (n.file, n.line or 0, n.what)))
 
 
-def limits_text(doc: dict) -> list[str]:
-    """The summary's lines on the reader's limits: the read paths a limit cut and the notes."""
-    cut = [c for b in doc["backends"] for c in b.get("cut_paths", ())]
+def limits_text(ex) -> list[str]:
+    """The summary's lines on the reader's limits in the extraction ``ex``: the read paths a limit cut and the
+    notes."""
+    cut = [c for b in ex.backends for c in b.cut_paths]
     lines = []
     if cut:
-        found = sum(1 for f in doc["findings"] if f["kind"] == "unresolved_read_path")
+        found = sum(1 for f in ex.findings if f.kind == "unresolved_read_path")
         lines.append(f"read paths cut by a limit of the reader: {len(cut)} ({found} unresolved findings; --json lists "
                      "them under cut_paths)")
-    notes = doc.get("notes", ())
-    if notes:
-        lines.append(f"notes ({sum(1 for n in notes if n['unresolved'])} unresolved):")
-    for n in notes:  # a file name may hold any character: one line each
-        at = f"{one_line(n['file'])}:{n['line']}" if n["line"] else one_line(n["file"])
-        lines.append(f"  {'UNRESOLVED ' if n['unresolved'] else ''}{at}: {one_line(n['what'])}")
+    if ex.notes:
+        lines.append(f"notes ({sum(1 for n in ex.notes if n.unresolved)} unresolved):")
+    for n in ex.notes:  # a file name may hold any character: one line each
+        at = f"{one_line(n.file)}:{n.line}" if n.line else one_line(n.file)
+        lines.append(f"  {'UNRESOLVED ' if n.unresolved else ''}{at}: {one_line(n.what)}")
     return lines
 
 
@@ -112,7 +113,8 @@ def floor_end(rd, value, mode: str, subject, depth: int = 0) -> str:
     return min((floor_end(rd, v, mode, value.cls, depth + 1) for _, v in rows), key=SharedReadEnds.parse)
 
 
-def unknown_child_finding(rd, ci, mode: str, conds, value, decl, live, cuts, snapshot: bool = False) -> dict | None:
+def unknown_child_finding(rd, ci, mode: str, conds, value, decl, live, cuts,
+                          snapshot: bool = False) -> UnknownChildDeclaration | None:
     """The ``unresolved_declaration`` finding of a row (``conds``, ``value``) that goes through a child of unknown
     class, when a read of ``live`` [(site, Read)] or a cut path of ``cuts`` [(site, Cut)] lies outside what the row
     covers at the least; else None."""
@@ -127,17 +129,15 @@ def unknown_child_finding(rd, ci, mode: str, conds, value, decl, live, cuts, sna
     if not bad:
         return None
     owner, node = decl
-    cond = " and ".join(conds) if conds else None
-    evidence = [{"file": owner.file, "line": node.lineno,
-                 "what": f"{owner.name}.{node.name} declares {value.text()} for {mode}" + (f" when {cond}" if cond
+    cond = condition_text(tuple(conds))
+    evidence = [Evidence(owner.file, node.lineno,
+                         f"{owner.name}.{node.name} declares {value.text()} for {mode}" + (f" when {cond}" if cond
                                                                                            else "")
                          + f": a child of unknown class (its declaration is not known); the row ends at {floor} at "
-                           "the least"}]
+                           "the least")]
     seen = set()
     for file, line, site, what, via in bad:
         if (file, line, site, what) not in seen:
             seen.add((file, line, site, what))
-            evidence.append({"file": file, "line": line, "what": f"{what} at {site} via {via}"})
-    return {"kind": "unresolved_declaration", "subject": ci.name, "subject_at": f"{ci.file}:{ci.line}", "mode": mode,
-            "declared_by": node.name, "condition": cond, "status": "unresolved", "evidence": evidence,
-            "scenario": None}
+            evidence.append(Evidence(file, line, f"{what} at {site} via {via}"))
+    return UnknownChildDeclaration(ci.name, f"{ci.file}:{ci.line}", mode, node.name, tuple(conds), tuple(evidence))
