@@ -272,6 +272,10 @@ def test_a_class_hierarchy_deeper_than_the_mro_limit_is_cut_with_a_note(tmp_path
     assert cut and all(n["unresolved"] for n in cut)
     assert _found(doc, "C299")["unresolved_declaration"]["evidence"][0]["what"].endswith(
         "shared_read_ends not found on C299's MRO")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", str(build(tmp_path / "again", {f"{ATTN}/x.py": HEAD + "\n".join(classes)}))], out, err)
+    assert code == 1 and err.getvalue() == ""  # the summary names a backend whose declaration is not found too
+    assert "C299 (" in out.getvalue() and "where it is declared is not known" in out.getvalue()
 
 
 # --- 3. forward modes ---------------------------------------------------------------------------------------------

@@ -236,7 +236,8 @@ def render(ex, drift: dict | None = None) -> str:
             continue
         modes = ", ".join(f"{m} {_decl_text(v)}" for m, v in x.declares)
         src = x.declared_in
-        lines.append(f"  {x.cls} ({x.file}:{x.line}; declared in {src.cls} {src.file}:{src.line}): {modes}")
+        where = f"declared in {src.cls} {src.file}:{src.line}" if src else "where it is declared is not known"
+        lines.append(f"  {x.cls} ({x.file}:{x.line}; {where}): {modes}")
     lines.append("workers (last_shared_read_runner):")
     for x in w:
         cond = f" if {x.condition}" if x.conditions else ""

@@ -211,7 +211,7 @@ class Tree:
             return None
         deep = too_deep(tree, text)
         if deep is not None:
-            self.note(rel, deep, f"nested deeper than {MAX_NESTING} syntax-tree levels (files.MAX_NESTING): not read")
+            self.note(rel, deep, f"nested deeper than {MAX_NESTING} syntax-tree levels (tree_files.MAX_NESTING): not read")
             self._modules[name] = None
             return None
         self.parsed += 1
