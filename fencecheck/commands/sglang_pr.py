@@ -1,0 +1,229 @@
+"""Pull-request mode, ``fencecheck sglang HEAD --baseline BASE``: what a change does to the fence.
+
+Both trees are read (the baseline in a second process while HEAD is read here, where a second core exists), with
+the worker reads after the publisher decided in each (they are findings only once decided). The root causes of
+the two documents' findings (``sglang_identity``) are compared by identity: **added** (in HEAD, not in the
+baseline, not suppressed; a root cause whose baseline suppression HEAD removed counts as added), **fixed** (in the
+baseline, gone from HEAD), **unchanged**, and **suppressed** (silenced in HEAD by a ``# fencecheck: ignore``
+comment, ``sglang_suppress``). Only the added findings are decided (their scenarios by the simulator and the
+model, and in the release contexts), so the check costs two reads and the change. The protocol facts are compared
+too (``sglang_facts``). The exit status is that of the added root causes alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from fencecheck.commands.sglang_identity import RootCause, publish_points, root_causes
+from fencecheck.errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN, FencecheckError
+
+
+class _BaselineFailed(FencecheckError):
+    """The baseline's read failed in its process: its one line and exit code, carried back."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.exit_code = code
+
+
+def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple[dict, list, object]:
+    """The tree's document with its worker reads decided, the scenarios of its worker findings and the
+    extraction."""
+    from fencecheck.commands.reader_workers import decide_worker_reads
+    from fencecheck.sglang_source import read_path
+
+    ex = read_path(path, installed=installed)
+    doc = ex.to_dict()
+    scenarios = decide_worker_reads(doc, ex.algorithm_scenarios, model=cross_check)
+    return doc, scenarios, ex
+
+
+def _read_baseline(path: str, cross_check: bool):
+    """In the baseline's process: the document, or the failure's (message, exit code)."""
+    from fencecheck.errors import EXIT_BUG
+
+    try:
+        return read_document(path, False, cross_check)[0], None
+    except FencecheckError as e:
+        return None, (str(e), e.exit_code)
+    except Exception as e:  # noqa: BLE001 - a bug, reported as one line by the parent
+        return None, (f"internal error, a bug in fencecheck: {type(e).__name__}: {e}", EXIT_BUG)
+
+
+def read_both(head: str | None, installed: bool, base: str, cross_check: bool):
+    """(HEAD's document, its worker scenarios, its extraction, the baseline's document), the baseline read in a
+    forked process when this machine has a second core."""
+    import multiprocessing
+    import os
+
+    from fencecheck.errors import worker_ignores_interrupts
+
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        doc, scen, ex = read_document(head, installed, cross_check)
+        return doc, scen, ex, read_document(base, False, cross_check)[0]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                             initializer=worker_ignores_interrupts) as pool:
+        job = pool.submit(_read_baseline, base, cross_check)
+        doc, scen, ex = read_document(head, installed, cross_check)
+        base_doc, failed = job.result()
+    if failed is not None:
+        raise _BaselineFailed(f"the baseline: {failed[0]}", failed[1])
+    return doc, scen, ex, base_doc
+
+
+def _order(rc: RootCause) -> tuple:
+    return (rc.subject, rc.mode or "", rc.kind, rc.site or "", rc.location or "", rc.function or "", rc.id)
+
+
+def compare(head_doc: dict, base_doc: dict, head_supp, base_supp) -> dict[str, list[RootCause]]:
+    """The root causes by state: ``added``, ``fixed`` (baseline's), ``unchanged``, ``suppressed`` (HEAD's)."""
+    head, base = root_causes(head_doc), root_causes(base_doc)
+    base_active = {rc.id for rc in base if rc.id not in base_supp.by_id}
+    head_ids = {rc.id for rc in head}
+    out = {"added": [], "fixed": [], "unchanged": [], "suppressed": []}
+    for rc in head:
+        if rc.id in head_supp.by_id:
+            out["suppressed"].append(rc)
+        else:
+            out["unchanged" if rc.id in base_active else "added"].append(rc)
+    out["fixed"] = [rc for rc in base if rc.id in base_active and rc.id not in head_ids]
+    return {k: sorted(v, key=_order) for k, v in out.items()}
+
+
+def decide_added(doc: dict, added: list[RootCause], witness: bool, cross_check: bool) -> list:
+    """Decides the findings of the added root causes (as ``fencecheck sglang`` does: their scenarios, and the
+    release contexts); returns their scenarios. The findings of the same backend and mode are decided with them,
+    so that each scenario keeps the name it has in a full run."""
+    from fencecheck.commands.reader_findings import decide
+
+    wanted = {rc.finding for rc in added if rc.kind == "read_outside_declaration"}
+    keys = {(doc["findings"][i]["subject"], doc["findings"][i]["mode"]) for i in wanted}
+    subset = [f for f in doc["findings"] if f["kind"] == "read_outside_declaration" and (f["subject"], f["mode"]) in keys]
+    built = decide({"backends": doc["backends"], "findings": subset}, witness=witness,
+                   context_model="flagged" if cross_check else "none")
+    names = {doc["findings"][i].get("scenario") for i in wanted}
+    return [s for s in built if s.name in names]
+
+
+def exit_code(states: dict[str, list[RootCause]], doc: dict) -> int:
+    """1 when the change adds a finding (a read outside a declaration, a worker read after the publisher) or a race;
+    3 when it adds only unresolved ones; 0 otherwise (it fixes some, or changes no finding)."""
+    added = states["added"]
+    if any(rc.status in ("confirmed", "plausible") or doc["findings"][rc.finding].get("verdict") == "counterexample"
+           for rc in added):
+        return EXIT_RACE
+    return EXIT_UNKNOWN if added else EXIT_OK
+
+
+def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp) -> dict:
+    """The pull-request document (docs/sglang-pr.schema.json)."""
+    def rows(state):
+        out = []
+        for rc in states[state]:
+            j = rc.to_json()
+            if state == "added":
+                j["finding"] = head_doc["findings"][rc.finding]
+            if state == "suppressed":
+                j["suppression"] = head_supp.by_id[rc.id].to_json()
+            out.append(j)
+        return out
+
+    from fencecheck.commands.sglang_facts import CATEGORIES
+
+    return {
+        "head": {"root": head_doc["root"], "sglang_version": head_doc["sglang_version"]},
+        "baseline": {"given": baseline.given, "revision": baseline.revision,
+                     "root": None if baseline.revision else base_doc["root"],
+                     "sglang_version": base_doc["sglang_version"]},
+        "counts": {k: len(v) for k, v in states.items()},
+        "findings": {k: rows(k) for k in ("added", "fixed", "unchanged", "suppressed")},
+        "facts": {"changed": {c: [x.to_json() for x in changes if x.category == c] for c in CATEGORIES},
+                  "unchanged": unchanged},
+        "suppressions": {"unused": [s.to_json() for s in head_supp.unused]},
+    }
+
+
+def render(pr: dict, states, changes, head_doc) -> str:
+    """The pull-request report as text."""
+    from fencecheck.commands.reader_audit import contexts_text
+
+    h, b, c = pr["head"], pr["baseline"], pr["counts"]
+    where = f"revision {b['revision'][:12]} ({b['given']})" if b["revision"] else b["root"]
+    lines = [f"sglang {h['sglang_version'] or '(version unknown)'} at {h['root']} against the baseline "
+             f"{b['sglang_version'] or '(version unknown)'} at {where}",
+             f"findings: {c['added']} added, {c['fixed']} fixed, {c['unchanged']} unchanged, "
+             f"{c['suppressed']} suppressed"]
+    for rc in states["added"]:
+        f = head_doc["findings"][rc.finding]
+        lines.append(f"  ADDED {rc.status.upper()} {rc.kind}: {rc.text()}")
+        if f.get("scenario") and f.get("verdict"):
+            lines.append(f"    scenario {f['scenario']}: {f['verdict']} ({', '.join(f.get('races') or ()) or 'no race'})")
+        if "contexts" in f:
+            lines.append(f"    {contexts_text(f['contexts'])}")
+    for rc in states["fixed"]:
+        lines.append(f"  FIXED {rc.kind}: {rc.text()}")
+    for rc, s in ((rc, pr_s) for rc, pr_s in zip(states["suppressed"], pr["findings"]["suppressed"])):
+        sup = s["suppression"]
+        lines.append(f"  SUPPRESSED {rc.kind}: {rc.text()}; {sup['reason']} ({sup['file']}:{sup['line']})")
+    total = sum(pr["facts"]["unchanged"].values())
+    lines.append(f"protocol facts: {len(changes)} changed, {total} unchanged ("
+                 + ", ".join(f"{k} {v}" for k, v in pr["facts"]["unchanged"].items()) + ")")
+    for x in changes:
+        lines.append(f"  {x.category}: {x.text()}")
+    for s in pr["suppressions"]["unused"]:
+        lines.append(f"unused suppression: {s['file']}:{s['line']}: ignore[{','.join(s['kinds'])}] {s['reason']}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args, out: TextIO) -> int:
+    """``fencecheck sglang HEAD --baseline BASE``: read, compare, decide what is added, report."""
+    from pathlib import Path
+
+    from fencecheck.commands.sglang_baseline import baseline as open_baseline
+    from fencecheck.commands.sglang_facts import diff, facts
+    from fencecheck.commands.sglang_suppress import apply, scan, warn_unused
+    from fencecheck.errors import InputError
+
+    if args.against or args.fingerprints:
+        raise InputError("<flags>", "--baseline", "expected no --against or --fingerprints with it (drift is "
+                                                  "against a recorded release; --baseline compares two trees)")
+    with open_baseline(args.baseline, None if args.installed else args.path) as base:
+        head_doc, worker_scen, _, base_doc = read_both(args.path, args.installed, base.path, args.cross_check)
+        head_supp = apply(scan(Path(head_doc["root"])), root_causes(head_doc))
+        base_supp = apply(scan(Path(base_doc["root"]), strict=False), root_causes(base_doc))
+    states = compare(head_doc, base_doc, head_supp, base_supp)
+    built = decide_added(head_doc, states["added"], args.witness, args.cross_check)
+    added_workers = {head_doc["findings"][rc.finding].get("scenario") for rc in states["added"]}
+    built += [s for s in worker_scen if s.name in added_workers]
+    if args.scenarios:
+        from fencecheck.files.outputs import write_tree
+        from fencecheck.files.scenario_io import dumps
+
+        write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in built})
+    changes, unchanged = diff(facts(base_doc), facts(head_doc))
+    pr = document(head_doc, base_doc, base, states, changes, unchanged, head_supp)
+    warn_unused(head_supp, getattr(args, "err", None))
+    fmt = args.format
+    if fmt == "sarif":
+        from fencecheck.commands.sglang_sarif import Item, repo_root_of, sarif, uri_prefix
+
+        prefix = uri_prefix(Path(head_doc["root"]), repo_root_of(None if args.installed else args.path))
+        items = [Item(rc, tuple(publish_points(head_doc, rc)), head_doc["findings"][rc.finding], state)
+                 for state, key in (("new", "added"), ("unchanged", "unchanged")) for rc in states[key]]
+        items += [Item(rc, tuple(publish_points(base_doc, rc)), base_doc["findings"][rc.finding], "absent")
+                  for rc in states["fixed"]]
+        base_ids = {rc.id for rc in root_causes(base_doc)}
+        items += [Item(rc, tuple(publish_points(head_doc, rc)), head_doc["findings"][rc.finding],
+                       "unchanged" if rc.id in base_ids else "new", head_supp.by_id[rc.id])
+                  for rc in states["suppressed"]]
+        json.dump(sarif(items, prefix), out, indent=1)
+        out.write("\n")
+    elif fmt == "json":
+        json.dump(pr, out, indent=1)
+        out.write("\n")
+    else:
+        out.write(render(pr, states, changes, head_doc))
+    return exit_code(states, head_doc)
