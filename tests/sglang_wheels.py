@@ -18,7 +18,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 import sglang_release
 
 CACHE_ENV = "FENCECHECK_RELEASE_CACHE"

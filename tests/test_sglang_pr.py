@@ -1,34 +1,23 @@
 """Pull-request mode (`fencecheck sglang HEAD --baseline BASE`) on a synthetic pair of trees, as folders and as git commits.
 
-The pair (``sglang_trees/pr_base`` and ``pr_head`` over ``common`` and ``after_marker``): the change makes
-``PagedBackend`` gather ``req_to_token`` inside ``forward_decode`` (one finding added) and moves
-``LateReadBackend``'s lines down by three (its finding keeps its identity)."""
+The pair is ``pr_pair.py``'s: the change adds one finding (``PagedBackend`` reads after the marker) and moves another
+(``LateReadBackend``'s, which keeps its identity)."""
 
 from __future__ import annotations
 
 import io
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
+from pr_pair import ADDED, git, lay, repository
 
 from fencecheck.commands.main import main
 from fencecheck.commands.sglang_identity import root_causes
 
-TREES = Path(__file__).resolve().parent / "sglang_trees"
 PR_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-pr.schema.json").read_text("utf-8"))
-ADDED = ("read_outside_declaration", "PagedBackend", "DECODE", "in_graph_after_marker", "req_to_token",
-         "PagedBackend.forward_decode")
-
-
-def lay(dest: Path, side: str) -> Path:
-    """The ``side`` (``base`` or ``head``) of the pair laid out at ``dest`` (a folder holding ``sglang/``)."""
-    for case in ("common", "after_marker", f"pr_{side}"):
-        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
-    return dest
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -118,20 +107,12 @@ def test_identities_ignore_lines_and_name_the_reading_function(tmp_path):
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+    return git(repo, *args)
 
 
 def _repo(tmp_path: Path) -> Path:
     """A git repository whose first commit is the base and second the head (the package at python/sglang)."""
-    repo = tmp_path / "repo"
-    lay(repo / "python", "base")
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
-    lay(repo / "python", "head")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "head")
-    return repo
+    return repository(tmp_path / "repo")
 
 
 def _snapshot(repo: Path) -> dict:
@@ -176,9 +157,9 @@ def test_a_revision_without_the_package_is_one_line_and_exit_2(tmp_path):
     repo = _repo(tmp_path)
     (repo / "README").write_text("x")
     _git(repo, "add", "README")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "readme")
+    _git(repo, "commit", "-q", "-m", "readme")
     _git(repo, "rm", "-r", "-q", "python")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "no package")
+    _git(repo, "commit", "-q", "-m", "no package")
     shutil.rmtree(repo / "python", ignore_errors=True)
     lay(repo / "python", "head")
     code, _, err = run(str(repo), "--baseline", "HEAD")

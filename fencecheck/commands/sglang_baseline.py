@@ -12,9 +12,9 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from fencecheck.errors import InputError
 

@@ -8,8 +8,9 @@ counts for nothing; each unused suppression is a warning line on stderr (and in 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 FORMATS = ("text", "json", "sarif")
 
@@ -43,7 +44,13 @@ def finish(args, doc: dict, out: TextIO, render: Callable[[dict], str], exit_cod
     """Applies the suppressions, writes the report in ``args.format`` and returns the exit status (``exit_code``
     of the document without the suppressed findings)."""
     from fencecheck.commands.sglang_identity import publish_points, root_causes
-    from fencecheck.commands.sglang_suppress import active, annotate, apply, scan, warn_unused
+    from fencecheck.commands.sglang_suppress import (
+        active,
+        annotate,
+        apply,
+        scan,
+        warn_unused,
+    )
 
     causes = root_causes(doc)
     applied = apply(scan(Path(doc["root"])), causes)
@@ -51,7 +58,12 @@ def finish(args, doc: dict, out: TextIO, render: Callable[[dict], str], exit_cod
     warn_unused(applied, getattr(args, "err", None))
     view = active(doc)
     if args.format == "sarif":
-        from fencecheck.commands.sglang_sarif import Item, repo_root_of, sarif, uri_prefix
+        from fencecheck.commands.sglang_sarif import (
+            Item,
+            repo_root_of,
+            sarif,
+            uri_prefix,
+        )
 
         prefix = uri_prefix(Path(doc["root"]), repo_root_of(None if args.installed else args.path))
         items = [Item(rc, tuple(publish_points(doc, rc)), doc["findings"][rc.finding],

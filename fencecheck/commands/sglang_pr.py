@@ -208,7 +208,12 @@ def run(args, out: TextIO) -> int:
     warn_unused(head_supp, getattr(args, "err", None))
     fmt = args.format
     if fmt == "sarif":
-        from fencecheck.commands.sglang_sarif import Item, repo_root_of, sarif, uri_prefix
+        from fencecheck.commands.sglang_sarif import (
+            Item,
+            repo_root_of,
+            sarif,
+            uri_prefix,
+        )
 
         prefix = uri_prefix(Path(head_doc["root"]), repo_root_of(None if args.installed else args.path))
         items = [Item(rc, tuple(publish_points(head_doc, rc)), head_doc["findings"][rc.finding], state)
