@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import sglang_release
+from sglang_release import in_ci
 
 CACHE_ENV = "FENCECHECK_RELEASE_CACHE"
 
@@ -86,7 +87,7 @@ def require(version: str) -> Path:
     root, why = release_package(version)
     if root is None:
         msg = f"the sglang {version} sources are not here ({why}); set FENCECHECK_SGLANG_{version.replace('.', '_')}"
-        if sglang_release.in_ci():
+        if in_ci():
             pytest.fail(f"{sglang_release.CI} is set, so the tests that need the release must run: {msg}",
                         pytrace=False)
         pytest.skip(msg)

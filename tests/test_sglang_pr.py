@@ -184,3 +184,12 @@ def test_scenarios_of_the_added_findings_are_written(tmp_path):
     code, _, _ = run(str(head), "--baseline", str(base), "--scenarios", str(tmp_path / "sc"))
     assert code == 1
     assert sorted(p.name for p in (tmp_path / "sc").iterdir()) == ["sglang-paged-backend-decode.toml"]
+
+
+def test_the_example_pair_is_the_test_pair(tmp_path):
+    examples = Path(__file__).resolve().parents[1] / "examples" / "sglang-pr"
+    for side in ("base", "head"):
+        laid = lay(tmp_path / side, side)
+        files = {p.relative_to(laid).as_posix(): p.read_bytes() for p in laid.rglob("*") if p.is_file()}
+        ex = examples / side
+        assert {p.relative_to(ex).as_posix(): p.read_bytes() for p in ex.rglob("*") if p.is_file()} == files

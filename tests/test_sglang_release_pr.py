@@ -1,4 +1,4 @@
-"""Pull-request mode on two releases: sglang 0.5.23 against 0.5.22 as its baseline (each release's sources via `sglang_wheels`).
+"""Pull-request mode on two releases: sglang 0.5.23 (`sglang_release`) against 0.5.22 as its baseline (`sglang_wheels`).
 
 What the release adds and removes is checked against the two trees' own files: the class ``CuteDslMLAPrefillBackend``
 (in ``srt/layers/attention/cutedsl_mla_backend.py``) is new in 0.5.23, ``TokenspeedMLABackend``
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from sglang_release import require_release
 from sglang_wheels import require
 
 from fencecheck.commands.main import main
@@ -22,7 +23,7 @@ PR_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-p
 
 @pytest.fixture(scope="module")
 def pr():
-    head, base = require("0.5.23"), require("0.5.22")
+    head, base = require_release(), require("0.5.22")
     out, err = io.StringIO(), io.StringIO()
     code = main(["sglang", str(head), "--baseline", str(base), "--format", "json"], out=out, err=err)
     return code, json.loads(out.getvalue()), head, base

@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from pr_pair import ADDED, lay, repository
-from sglang_release import in_ci
+from sglang_wheels import in_ci
 
 from fencecheck.commands.main import main
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from pr_pair import git, lay, repository
-from sglang_release import in_ci
+from sglang_wheels import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "docs" / "ci" / "fencecheck.yml"
@@ -52,7 +52,7 @@ def test_the_workflow_gates_on_the_merge_base_and_uploads_sarif():
 
 def test_docs_ci_holds_the_workflow_file_as_it_is():
     page = (ROOT / "docs" / "ci.md").read_text()
-    blocks = re.findall(r"```yaml\n(.*?)```", page, re.S)
+    blocks = re.findall(r"```yaml\n(.*?)```", page, re.DOTALL)
     assert WORKFLOW.read_text() in blocks
 
 

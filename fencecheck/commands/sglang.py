@@ -34,10 +34,16 @@ EXIT_HELP = """exit codes:
      publisher that races), a race, or drift: with --against, a function the facts
      come from or a catalog entry's cited source changed since the recorded release
      (to review before merge)
-  2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
+  2  bad input (not an SGLang tree, an unreadable or unparsable file, a suppression
+     without a reason or of an unknown kind, a baseline that is no folder nor revision):
+     one line naming it
   3  unresolved facts and nothing wrong
   4  I/O failure
-  70 a bug in fencecheck (one line, please report it)"""
+  70 a bug in fencecheck (one line, please report it)
+  A finding all of whose root causes a `# fencecheck: ignore[KIND] reason` comment
+  silences counts for nothing. With --baseline, only what the change adds counts:
+  1 when it adds a finding or a race, 3 when it adds only unresolved ones, 0 when it
+  only fixes findings, changes facts or changes nothing."""
 
 
 def add_parser(sub) -> None:
