@@ -2,12 +2,14 @@
 repository, read from git's objects (``git archive``) into a temporary folder; the working tree is never touched.
 
 For a revision, the ``sglang`` package is taken at the same path inside the repository as HEAD's (``python/sglang``
-in an SGLang checkout); only its Python files are unpacked (the reader reads nothing else).
+in an SGLang checkout); only its Python files are unpacked (the reader reads nothing else), into ``/dev/shm`` where
+it can (else the temporary folder).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tarfile
@@ -21,12 +23,14 @@ from fencecheck.errors import InputError
 
 @dataclass(frozen=True)
 class Baseline:
-    """The baseline as read: ``path`` (a folder ``read_path`` takes), what was given, and the commit when a
-    revision was given (``path`` is then a temporary folder, removed when the run ends)."""
+    """The baseline as given, checked: a folder (``path``), or a revision (``commit`` of the repository at ``top``,
+    the package at ``inside`` there; ``path`` is None until ``unpacked``)."""
 
-    path: str
     given: str
-    revision: str | None
+    path: str | None
+    revision: str | None = None
+    top: str | None = None
+    inside: str | None = None
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -43,13 +47,21 @@ def repository_root(path: Path) -> Path | None:
 
 def _unpack(top: Path, commit: str, inside: PurePosixPath, into: Path, given: str) -> None:
     """The Python files under ``inside`` at ``commit`` of the repository at ``top``, unpacked into ``into``."""
-    with subprocess.Popen(["git", "archive", "--format=tar", commit, "--", str(inside)], cwd=top,
+    spec = f"{inside}/*.py"  # a pathspec's * matches across folders: every Python file of the package
+    with subprocess.Popen(["git", "archive", "--format=tar", commit, "--", spec], cwd=top,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         try:
             with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                made: set[Path] = set()
                 for member in tar:
-                    if member.isfile() and member.name.endswith(".py"):
-                        tar.extract(member, into, filter="data")
+                    name = PurePosixPath(member.name)
+                    if not member.isfile() or name.suffix != ".py" or name.is_absolute() or ".." in name.parts:
+                        continue
+                    dest = into.joinpath(*name.parts)
+                    if dest.parent not in made:
+                        dest.parent.mkdir(parents=True, exist_ok=True)
+                        made.add(dest.parent)
+                    dest.write_bytes(tar.extractfile(member).read())  # a plain write: the files are only read
         except tarfile.TarError:
             pass  # git said why on stderr
         err = proc.stderr.read().decode(errors="replace").strip()
@@ -61,13 +73,11 @@ def _unpack(top: Path, commit: str, inside: PurePosixPath, into: Path, given: st
         raise InputError("<flags>", "--baseline", f"{given} ({commit[:12]}): {why}")
 
 
-@contextlib.contextmanager
-def baseline(given: str, head: str | None) -> Iterator[Baseline]:
-    """The baseline ``given`` for the tree at ``head`` (a path; None with ``--installed``): a folder as it is, or a
-    git revision of ``head``'s repository unpacked into a temporary folder for the ``with`` block."""
+def resolve(given: str, head: str | None) -> Baseline:
+    """The baseline ``given`` for the tree at ``head`` (a path; None with ``--installed``), checked: a folder as it
+    is, or a git revision of ``head``'s repository (its commit, and where HEAD's package is in the repository)."""
     if Path(given).is_dir():
-        yield Baseline(given, given, None)
-        return
+        return Baseline(given, given)
     from fencecheck.sglang_source import find_package_root
 
     if head is None:
@@ -81,8 +91,18 @@ def baseline(given: str, head: str | None) -> Iterator[Baseline]:
     r = _git(["rev-parse", "--verify", "--quiet", f"{given}^{{commit}}"], top)
     if r.returncode != 0 or not r.stdout.strip():
         raise InputError("<flags>", "--baseline", f"expected a folder or a git revision of {top}, got {given!r}")
-    commit = r.stdout.strip()
-    inside = PurePosixPath(package.relative_to(top).as_posix())
-    with tempfile.TemporaryDirectory(prefix="fencecheck-baseline-") as tmp:
-        _unpack(top, commit, inside, Path(tmp), given)
-        yield Baseline(str(Path(tmp) / inside), given, commit)
+    return Baseline(given, None, r.stdout.strip(), str(top), package.relative_to(top).as_posix())
+
+
+@contextlib.contextmanager
+def unpacked(b: Baseline) -> Iterator[str]:
+    """The folder to read for ``b``: its own, or its revision's package unpacked into a temporary folder for the
+    ``with`` block."""
+    if b.revision is None:
+        yield b.path
+        return
+    shm = "/dev/shm"  # memory-backed where it exists: thousands of small files are made there many times faster
+    where = shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+    with tempfile.TemporaryDirectory(prefix="fencecheck-baseline-", dir=where) as tmp:
+        _unpack(Path(b.top), b.revision, PurePosixPath(b.inside), Path(tmp), b.given)
+        yield str(Path(tmp) / b.inside)

@@ -39,39 +39,65 @@ def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple
     return doc, scenarios, ex
 
 
-def _read_baseline(path: str, cross_check: bool):
-    """In the baseline's process: the document, or the failure's (message, exit code)."""
+def read_baseline(base, cross_check: bool):
+    """The baseline's document (its revision unpacked first) and its suppressions, read leniently (a malformed one
+    in the baseline is the baseline's own business)."""
+    from pathlib import Path
+
+    from fencecheck.commands import sglang_cache as cache
+    from fencecheck.commands.sglang_baseline import unpacked
+    from fencecheck.commands.sglang_suppress import apply, scan
+
+    k = cache.key(base, cross_check)
+    hit = cache.load(k)
+    if hit is not None:
+        doc, found = hit
+        if base.revision is None:  # the same files may lie elsewhere
+            from fencecheck.sglang_source import find_package_root
+
+            doc["root"] = str(find_package_root(base.path))
+        return doc, apply(found, root_causes(doc))
+    with unpacked(base) as path:
+        doc = read_document(path, False, cross_check)[0]
+        found = scan(Path(doc["root"]), strict=False)
+    cache.store(k, doc, found)
+    return doc, apply(found, root_causes(doc))
+
+
+def _in_child(base, cross_check: bool):
+    """In the baseline's process: ``read_baseline``'s answer, or the failure's (message, exit code)."""
     from fencecheck.errors import EXIT_BUG
 
     try:
-        return read_document(path, False, cross_check)[0], None
+        return read_baseline(base, cross_check), None
     except FencecheckError as e:
         return None, (str(e), e.exit_code)
     except Exception as e:  # noqa: BLE001 - a bug, reported as one line by the parent
         return None, (f"internal error, a bug in fencecheck: {type(e).__name__}: {e}", EXIT_BUG)
 
 
-def read_both(head: str | None, installed: bool, base: str, cross_check: bool):
-    """(HEAD's document, its worker scenarios, its extraction, the baseline's document), the baseline read in a
-    forked process when this machine has a second core."""
+def read_both(head: str | None, installed: bool, base, cross_check: bool):
+    """(HEAD's document, its worker scenarios, the baseline's document and suppressions): the baseline (from the
+    cache, ``sglang_cache``, or unpacked and read) in a forked process while HEAD is read here, when this machine has
+    a second core."""
     import multiprocessing
     import os
 
     from fencecheck.errors import worker_ignores_interrupts
 
     if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        doc, scen, ex = read_document(head, installed, cross_check)
-        return doc, scen, ex, read_document(base, False, cross_check)[0]
+        doc, scen, _ = read_document(head, installed, cross_check)
+        return doc, scen, *read_baseline(base, cross_check)
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
                              initializer=worker_ignores_interrupts) as pool:
-        job = pool.submit(_read_baseline, base, cross_check)
-        doc, scen, ex = read_document(head, installed, cross_check)
-        base_doc, failed = job.result()
+        job = pool.submit(_in_child, base, cross_check)
+        doc, scen, _ = read_document(head, installed, cross_check)
+        got, failed = job.result()
     if failed is not None:
         raise _BaselineFailed(f"the baseline: {failed[0]}", failed[1])
-    return doc, scen, ex, base_doc
+    return doc, scen, *got
 
 
 def _order(rc: RootCause) -> tuple:
@@ -182,7 +208,7 @@ def run(args, out: TextIO) -> int:
     """``fencecheck sglang HEAD --baseline BASE``: read, compare, decide what is added, report."""
     from pathlib import Path
 
-    from fencecheck.commands.sglang_baseline import baseline as open_baseline
+    from fencecheck.commands.sglang_baseline import resolve
     from fencecheck.commands.sglang_facts import diff, facts
     from fencecheck.commands.sglang_suppress import apply, scan, warn_unused
     from fencecheck.errors import InputError
@@ -190,10 +216,9 @@ def run(args, out: TextIO) -> int:
     if args.against or args.fingerprints:
         raise InputError("<flags>", "--baseline", "expected no --against or --fingerprints with it (drift is "
                                                   "against a recorded release; --baseline compares two trees)")
-    with open_baseline(args.baseline, None if args.installed else args.path) as base:
-        head_doc, worker_scen, _, base_doc = read_both(args.path, args.installed, base.path, args.cross_check)
-        head_supp = apply(scan(Path(head_doc["root"])), root_causes(head_doc))
-        base_supp = apply(scan(Path(base_doc["root"]), strict=False), root_causes(base_doc))
+    base = resolve(args.baseline, None if args.installed else args.path)
+    head_doc, worker_scen, base_doc, base_supp = read_both(args.path, args.installed, base, args.cross_check)
+    head_supp = apply(scan(Path(head_doc["root"])), root_causes(head_doc))
     states = compare(head_doc, base_doc, head_supp, base_supp)
     built = decide_added(head_doc, states["added"], args.witness, args.cross_check)
     added_workers = {head_doc["findings"][rc.finding].get("scenario") for rc in states["added"]}
