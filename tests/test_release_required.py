@@ -54,3 +54,14 @@ def test_every_test_needing_the_release_goes_through_the_helper():
             if ("skipif" in line or "pytest.skip(" in line) and ("release" in line.lower() or "WHY" in line):
                 offenders.append(f"{path.name}:{n}: {line.strip()}")
     assert offenders == [], offenders
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_another_release_fetched_by_sglang_wheels_follows_the_same_rule(monkeypatch, tmp_path, ci, outcome):
+    import sglang_wheels
+
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setenv(sglang_wheels.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(sglang_wheels, "_fetch", lambda version, dest: "pip download failed: offline")
+    with pytest.raises(outcome, match="the sglang 0.0.1 sources are not here .pip download failed: offline"):
+        sglang_wheels.require("0.0.1")

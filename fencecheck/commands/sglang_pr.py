@@ -182,17 +182,26 @@ def render(pr: dict, states, changes, head_doc) -> str:
              f"{b['sglang_version'] or '(version unknown)'} at {where}",
              f"findings: {c['added']} added, {c['fixed']} fixed, {c['unchanged']} unchanged, "
              f"{c['suppressed']} suppressed"]
+    shown = set()
     for rc in states["added"]:
         f = head_doc["findings"][rc.finding]
         lines.append(f"  ADDED {rc.status.upper()} {rc.kind}: {rc.text()}")
+        if rc.finding in shown:
+            continue  # its finding's verdict is shown with its first root cause
+        shown.add(rc.finding)
         if f.get("scenario") and f.get("verdict"):
             lines.append(f"    scenario {f['scenario']}: {f['verdict']} ({', '.join(f.get('races') or ()) or 'no race'})")
         if "contexts" in f:
             lines.append(f"    {contexts_text(f['contexts'])}")
+        for wit in f.get("witness", ()):
+            o = wit["stale_read"]
+            lines.append(f"    witness: {wit['race']}: " + (
+                f"the step {o['step']} read of {o['location']} at {o['site']} saw step {o['seen']}'s data (stale)"
+                if o else "NOT REPRODUCED (simulator inconsistency)"))
     for rc in states["fixed"]:
         lines.append(f"  FIXED {rc.kind}: {rc.text()}")
-    for rc, s in ((rc, pr_s) for rc, pr_s in zip(states["suppressed"], pr["findings"]["suppressed"])):
-        sup = s["suppression"]
+    for rc, row in zip(states["suppressed"], pr["findings"]["suppressed"]):
+        sup = row["suppression"]
         lines.append(f"  SUPPRESSED {rc.kind}: {rc.text()}; {sup['reason']} ({sup['file']}:{sup['line']})")
     total = sum(pr["facts"]["unchanged"].values())
     lines.append(f"protocol facts: {len(changes)} changed, {total} unchanged ("
