@@ -166,6 +166,25 @@ def test_a_revision_without_the_package_is_one_line_and_exit_2(tmp_path):
     assert code == 2 and err.count("\n") == 1 and "the revision has no python/sglang" in err, err
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_unpacked_revision_is_removed_also_when_its_read_fails(tmp_path):
+    import tempfile
+
+    def left():
+        return {p for d in ("/dev/shm", tempfile.gettempdir()) if Path(d).is_dir()
+                for p in Path(d).glob("fencecheck-baseline-*")}
+
+    before = left()
+    repo = _repo(tmp_path)
+    assert pr_json(str(repo), "--baseline", "HEAD~1")[0] == 1
+    (repo / "python/sglang/srt/layers/attention/base_attn_backend.py").write_text("class (:\n")
+    _git(repo, "commit", "-q", "-am", "unparsable")
+    lay(repo / "python", "head")
+    code, _, err = run(str(repo), "--baseline", "HEAD")
+    assert code == 2 and "the baseline: " in err
+    assert left() == before
+
+
 def test_a_baseline_folder_that_is_not_sglang_is_one_line_and_exit_2(tmp_path):
     head = lay(tmp_path / "head", "head")
     (tmp_path / "empty").mkdir()

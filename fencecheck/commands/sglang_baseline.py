@@ -24,7 +24,7 @@ from fencecheck.errors import InputError
 @dataclass(frozen=True)
 class Baseline:
     """The baseline as given, checked: a folder (``path``), or a revision (``commit`` of the repository at ``top``,
-    the package at ``inside`` there; ``path`` is None until ``unpacked``)."""
+    the package at ``inside`` there; ``path`` is None: it is unpacked into a ``scratch`` folder)."""
 
     given: str
     path: str | None
@@ -95,14 +95,21 @@ def resolve(given: str, head: str | None) -> Baseline:
 
 
 @contextlib.contextmanager
-def unpacked(b: Baseline) -> Iterator[str]:
-    """The folder to read for ``b``: its own, or its revision's package unpacked into a temporary folder for the
-    ``with`` block."""
+def scratch(b: Baseline) -> Iterator[str | None]:
+    """A temporary folder to unpack revision ``b`` into, removed when the ``with`` block ends (None for a folder).
+    Made by the caller's process, so it goes also when the process reading into it is ended."""
     if b.revision is None:
-        yield b.path
+        yield None
         return
     shm = "/dev/shm"  # memory-backed where it exists: thousands of small files are made there many times faster
     where = shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
     with tempfile.TemporaryDirectory(prefix="fencecheck-baseline-", dir=where) as tmp:
-        _unpack(Path(b.top), b.revision, PurePosixPath(b.inside), Path(tmp), b.given)
-        yield str(Path(tmp) / b.inside)
+        yield tmp
+
+
+def unpack(b: Baseline, into: str | None) -> str:
+    """The folder to read for ``b``: its own, or its revision's package unpacked into ``into`` (``scratch``)."""
+    if b.revision is None:
+        return b.path
+    _unpack(Path(b.top), b.revision, PurePosixPath(b.inside), Path(into), b.given)
+    return str(Path(into) / b.inside)

@@ -39,13 +39,13 @@ def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple
     return doc, scenarios, ex
 
 
-def read_baseline(base, cross_check: bool):
+def read_baseline(base, cross_check: bool, into: str | None = None):
     """The baseline's document (its revision unpacked first) and its suppressions, read leniently (a malformed one
     in the baseline is the baseline's own business)."""
     from pathlib import Path
 
     from fencecheck.commands import sglang_cache as cache
-    from fencecheck.commands.sglang_baseline import unpacked
+    from fencecheck.commands.sglang_baseline import unpack
     from fencecheck.commands.sglang_suppress import apply, scan
 
     k = cache.key(base, cross_check)
@@ -57,29 +57,28 @@ def read_baseline(base, cross_check: bool):
 
             doc["root"] = str(find_package_root(base.path))
         return doc, apply(found, root_causes(doc))
-    with unpacked(base) as path:
-        doc = read_document(path, False, cross_check)[0]
-        found = scan(Path(doc["root"]), strict=False)
+    doc = read_document(unpack(base, into), False, cross_check)[0]
+    found = scan(Path(doc["root"]), strict=False)
     cache.store(k, doc, found)
     return doc, apply(found, root_causes(doc))
 
 
-def _in_child(base, cross_check: bool):
+def _in_child(base, cross_check: bool, into: str | None):
     """In the baseline's process: ``read_baseline``'s answer, or the failure's (message, exit code)."""
     from fencecheck.errors import EXIT_BUG
 
     try:
-        return read_baseline(base, cross_check), None
+        return read_baseline(base, cross_check, into), None
     except FencecheckError as e:
         return None, (str(e), e.exit_code)
     except Exception as e:  # noqa: BLE001 - a bug, reported as one line by the parent
         return None, (f"internal error, a bug in fencecheck: {type(e).__name__}: {e}", EXIT_BUG)
 
 
-def read_both(head: str | None, installed: bool, base, cross_check: bool):
+def read_both(head: str | None, installed: bool, base, cross_check: bool, into: str | None = None):
     """(HEAD's document, its worker scenarios, the baseline's document and suppressions): the baseline (from the
-    cache, ``sglang_cache``, or unpacked and read) in a forked process while HEAD is read here, when this machine has
-    a second core."""
+    cache, ``sglang_cache``, or unpacked into ``into`` and read) in a forked process while HEAD is read here, when
+    this machine has a second core."""
     import multiprocessing
     import os
 
@@ -87,14 +86,16 @@ def read_both(head: str | None, installed: bool, base, cross_check: bool):
 
     if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         doc, scen, _ = read_document(head, installed, cross_check)
-        return doc, scen, *read_baseline(base, cross_check)
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
-                             initializer=worker_ignores_interrupts) as pool:
-        job = pool.submit(_in_child, base, cross_check)
+        return doc, scen, *read_baseline(base, cross_check, into)
+    pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_ignores_interrupts)
+    try:
+        job = pool.apply_async(_in_child, (base, cross_check, into))
         doc, scen, _ = read_document(head, installed, cross_check)
-        got, failed = job.result()
+        got, failed = job.get()
+        pool.close()
+    finally:
+        pool.terminate()  # at once, also on Ctrl-C or a failure here: the baseline's read is not waited for
+        pool.join()
     if failed is not None:
         raise _BaselineFailed(f"the baseline: {failed[0]}", failed[1])
     return doc, scen, *got
@@ -217,7 +218,7 @@ def run(args, out: TextIO) -> int:
     """``fencecheck sglang HEAD --baseline BASE``: read, compare, decide what is added, report."""
     from pathlib import Path
 
-    from fencecheck.commands.sglang_baseline import resolve
+    from fencecheck.commands.sglang_baseline import resolve, scratch
     from fencecheck.commands.sglang_facts import diff, facts
     from fencecheck.commands.sglang_suppress import apply, scan, warn_unused
     from fencecheck.errors import InputError
@@ -226,7 +227,9 @@ def run(args, out: TextIO) -> int:
         raise InputError("<flags>", "--baseline", "expected no --against or --fingerprints with it (drift is "
                                                   "against a recorded release; --baseline compares two trees)")
     base = resolve(args.baseline, None if args.installed else args.path)
-    head_doc, worker_scen, base_doc, base_supp = read_both(args.path, args.installed, base, args.cross_check)
+    with scratch(base) as into:
+        head_doc, worker_scen, base_doc, base_supp = read_both(args.path, args.installed, base, args.cross_check,
+                                                               into)
     head_supp = apply(scan(Path(head_doc["root"])), root_causes(head_doc))
     states = compare(head_doc, base_doc, head_supp, base_supp)
     built = decide_added(head_doc, states["added"], args.witness, args.cross_check)
