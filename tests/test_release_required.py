@@ -54,3 +54,15 @@ def test_every_test_needing_the_release_goes_through_the_helper():
             if ("skipif" in line or "pytest.skip(" in line) and ("release" in line.lower() or "WHY" in line):
                 offenders.append(f"{path.name}:{n}: {line.strip()}")
     assert offenders == [], offenders
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_another_release_whose_fetch_fails_follows_the_same_rule(monkeypatch, tmp_path, ci, outcome):
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setenv(sglang_release.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(sglang_release.env_name("0.0.1"), raising=False)
+    fetched = []
+    monkeypatch.setattr(sglang_release, "fetch", fetched.append)  # as when pip download fails: None
+    with pytest.raises(outcome, match="the sglang 0.0.1 sources are not here"):
+        sglang_release.require_tree("0.0.1", fetching=True)
+    assert fetched == ["0.0.1"]

@@ -70,8 +70,8 @@ def _dependencies() -> set[str]:
 
 def _needs(tree: ast.Module) -> set[str]:
     """What some of the module's tests are skipped without: each ``pytest.importorskip`` of a module that is not a
-    dependency of the package, ``release`` (the module imports ``sglang_release`` or takes the
-    ``release_extraction`` or ``release_root`` fixture), ``gpu`` (the ``gpu`` mark)."""
+    dependency of the package, ``release`` (the module imports from ``sglang_release`` more than its CI switch
+    ``in_ci``, or takes the ``release_extraction`` or ``release_root`` fixture), ``gpu`` (the ``gpu`` mark)."""
     deps, needs = _dependencies(), set()
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "importorskip"
@@ -79,7 +79,8 @@ def _needs(tree: ast.Module) -> set[str]:
             top = node.args[0].value.split(".")[0]
             if top not in deps:
                 needs.add(top)
-        elif isinstance(node, ast.ImportFrom) and node.module == "sglang_release":
+        elif isinstance(node, ast.ImportFrom) and node.module == "sglang_release" and \
+                any(a.name != "in_ci" for a in node.names):
             needs.add("release")
         elif isinstance(node, ast.FunctionDef) and any(a.arg in ("release_extraction", "release_root")
                                                         for a in node.args.args):
@@ -125,6 +126,7 @@ def test_the_readers_of_the_source_tell_the_cases_apart():
     assert _needs(parse(gpu)) == {"torch", "gpu"}
     assert _needs(parse("def test_a():\n    pytest.importorskip('jsonschema')\n")) == set()  # a dependency
     assert _needs(parse("from sglang_release import WHY\n")) == {"release"}
+    assert _needs(parse("from sglang_release import in_ci\n")) == set()  # a missing tool fails under CI too
     assert _needs(parse("def test_a(release_extraction): pass\n")) == {"release"}
 
 

@@ -35,11 +35,17 @@ EXIT_HELP = """exit codes:
      publisher that races), a race, or drift: with --against, a function the facts
      come from or a catalog entry's cited source changed since the recorded release
      (to review before merge)
-  2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
+  2  bad input (not an SGLang tree, an unreadable or unparsable file, a suppression
+     without a reason or of an unknown kind, a baseline that is no folder nor revision):
+     one line naming it
   3  unresolved facts (a declaration or read path not evaluated, a module
      not read) and nothing wrong
   4  I/O failure
-  70 a bug in fencecheck (one line, please report it)"""
+  70 a bug in fencecheck (one line, please report it)
+  A finding all of whose root causes a `# fencecheck: ignore[KIND] reason` comment
+  silences counts for nothing. With --baseline, only what the change adds counts:
+  1 when it adds a finding or a race, 3 when it adds only unresolved ones, 0 when it
+  only fixes findings, changes facts or changes nothing."""
 
 
 def add_parser(sub) -> None:
@@ -49,7 +55,15 @@ def add_parser(sub) -> None:
                    help="an SGLang checkout root, its python/ folder, or a sglang package folder (an unpacked wheel)")
     p.add_argument("--installed", action="store_true",
                    help="read the installed sglang package instead of PATH (located without importing it)")
-    p.add_argument("--json", action="store_true", help="the machine-readable document (docs/sglang-reader.md)")
+    p.add_argument("--json", action="store_true", help="the machine-readable document (docs/sglang-reader.md); "
+                                                        "the same as --format json")
+    p.add_argument("--format", default=None, choices=("text", "json", "sarif"),
+                   help="text (the default), json (the document; with --baseline the pull-request document, "
+                        "docs/sglang-pr.schema.json) or sarif (SARIF 2.1.0 for code scanning, docs/sglang-reader.md)")
+    p.add_argument("--baseline", default=None, metavar="BASE",
+                   help="pull-request mode: compare with BASE, another tree (a folder) or a git revision of PATH's "
+                        "repository (read from git's objects, the working tree untouched); report the findings the "
+                        "change adds, fixes and leaves, and the protocol facts it changes; exit 1 only for what it adds")
     p.add_argument("--scenarios", default=None, metavar="DIR",
                    help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines)")
     p.add_argument("--witness", action="store_true",
@@ -64,7 +78,7 @@ def add_parser(sub) -> None:
                         "cross-checks) and about the scenario of each worker read after the publisher")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
                    help="write the fingerprints of the functions the facts come from (JSON, for --against)")
-    p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), inputs=(("path", "tree"), ("against", "file"))))
+    p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), inputs=(("path", "tree"), ("against", "file"), ("baseline", "tree"))))
 
 
 def has_drift(drift: dict | None) -> bool:
@@ -90,6 +104,13 @@ def cmd_sglang(args, out: TextIO) -> int:
 
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
+    from fencecheck.commands.sglang_output import finish, resolve_format
+
+    args.format = resolve_format(args)
+    if args.baseline:
+        from fencecheck.commands.sglang_pr import run
+
+        return run(args, out)
     from fencecheck.commands.reader_findings import decide
     from fencecheck.sglang_source.drift import (
         catalog_fingerprints,
@@ -130,12 +151,9 @@ def cmd_sglang(args, out: TextIO) -> int:
         from fencecheck.files.scenario_io import dumps
 
         write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in scenarios})  # whole or not at all
-    if args.json:
-        json.dump(to_json(ex, drift), out, indent=1, sort_keys=False)
-        out.write("\n")
-    else:
-        out.write(render(ex, drift))
-    return exit_code(ex, drift)
+    from functools import partial
+
+    return finish(args, ex, to_json(ex, drift), out, partial(render, drift=drift), partial(exit_code, drift=drift))
 
 
 def to_json(ex, drift: dict | None = None) -> dict:

@@ -124,27 +124,74 @@ def verify_json(report, explained: dict) -> dict:
 
 
 def cmd_verify(args, out: TextIO) -> int:
-    """Parse the backend file -> ``model.verify.verify`` -> text or JSON -> exit code: 0 safe everywhere, 1 a race
-    the backend brings, 3 only unknowns."""
+    """Parse the backend file (or, with ``--sglang``, build it from the tree's sources: one per combination of
+    conditional rows) -> ``model.verify.verify`` -> text or JSON -> exit code: 0 safe everywhere, 1 a race the
+    backend brings, 3 only unknowns (or, with ``--sglang``, a declaration the reader leaves unresolved)."""
     import json
-    import sys
 
     from fencecheck.files.catalog import load_catalog
-    from fencecheck.files.scenario_io import dump, load_backend
-    from fencecheck.model.symbolic_contexts import ASSUMED, RULE
-    from fencecheck.model.verify import verify
+    from fencecheck.files.scenario_io import load_backend
 
-    backend = load_backend(args.backend)
-    from fencecheck.commands.check import warn_unknown_locations
+    catalog_version = args.catalog
+    if getattr(args, "sglang", None):
+        from fencecheck.commands.verify_source import load
 
-    warn_unknown_locations(backend, args.backend, getattr(args, "err", None))
+        source, found = load(args.sglang, args.backend)
+        todo = [(v, v.backend) for v in found]
+    else:
+        source = None
+        backend = load_backend(args.backend)
+        from fencecheck.commands.check import warn_unknown_locations
+
+        warn_unknown_locations(backend, args.backend, getattr(args, "err", None))
+        todo = [(None, backend)]
     from fencecheck.errors import ScenarioError
     from fencecheck.model.backend_facts import mode_facts
 
-    if not mode_facts(backend):
+    if source is None and not mode_facts(todo[0][1]):
         raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
                                               "(expected declares, reads, children or delegate)")
-    catalog = load_catalog(args.catalog)
+    catalog = load_catalog(catalog_version)
+    codes, docs = [], []
+    if source is not None and not args.json:
+        out.write(f"sglang {source.version or '(version unknown)'} at {source.root}: {source.cls} "
+                  f"({source.file}:{source.line}) as the reader reads it: {len(todo)} backend file(s), one per "
+                  f"combination of its conditional declaration rows\n")
+    for i, (variant, backend) in enumerate(todo):
+        if variant is not None and not args.json and len(todo) > 1:
+            out.write(f"variant {i + 1} of {len(todo)}: " + "; ".join(r.text() for r in variant.rows) + "\n")
+        if not mode_facts(backend):
+            code, doc = EXIT_OK, None
+            if not args.json:
+                out.write(f"verify {backend.name}: SAFE (it reads no scheduler-shared state in any mode and declares "
+                          f"the base rule)\n")
+        else:
+            code, doc = _verify_one(args, backend, catalog, out)
+        codes.append(code)
+        if doc is not None and variant is not None:
+            doc = {"rows": [{"backend": r.backend, "mode": r.mode, "end": r.end, "condition": r.condition,
+                             "declared_by": r.declared_by} for r in variant.rows], **doc}
+        docs.append(doc)
+    if args.json:
+        if source is None:
+            json.dump(docs[0], out, indent=2)
+        else:
+            json.dump({"sglang": {"root": source.root, "sglang_version": source.version, "class": source.cls,
+                                  "file": source.file, "line": source.line, "catalog": catalog_version},
+                       "variants": [d for d in docs if d is not None],
+                       "safe": all(c == EXIT_OK for c in codes)}, out, indent=2)
+        out.write("\n")
+    return EXIT_RACE if EXIT_RACE in codes else EXIT_UNKNOWN if EXIT_UNKNOWN in codes else EXIT_OK
+
+
+def _verify_one(args, backend, catalog, out: TextIO) -> tuple[int, dict | None]:
+    """Verifies one backend file and writes its text report (with ``--json``: returns its document instead)."""
+    import sys
+
+    from fencecheck.files.scenario_io import dump
+    from fencecheck.model.symbolic_contexts import ASSUMED, RULE
+    from fencecheck.model.verify import verify
+
     bar = None
     err = getattr(args, "err", sys.stderr)
     if getattr(args, "progress", False) or (hasattr(err, "isatty") and err.isatty()):
@@ -160,17 +207,17 @@ def cmd_verify(args, out: TextIO) -> int:
     ce = report.counterexample
     if ce is not None and args.out:
         dump(ce.scenario, args.out)
+    doc = None
     if args.json:
-        json.dump(verify_json(report, explain_contexts(report)), out, indent=2)
-        out.write("\n")
+        doc = verify_json(report, explain_contexts(report))
     else:
         _verify_text(args, report, explain_contexts(report), out, RULE, ASSUMED)
     brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought and not c.safe for c in report.contexts)
     if not args.json:
         out.write(verdict_line(report, args.catalog, brought) + "\n")
     if report.safe:
-        return EXIT_OK
-    return EXIT_RACE if brought else EXIT_UNKNOWN
+        return EXIT_OK, doc
+    return (EXIT_RACE if brought else EXIT_UNKNOWN), doc
 
 
 def verdict_line(report, catalog: str, brought: bool) -> str:
@@ -267,7 +314,11 @@ VERIFY_EXIT_CODES = EXIT_CODES_HELP.replace(
     "  1  race / counterexample / a verdict differs from its expectation",
     "  1  race / counterexample the backend brings (in the symbolic family or a catalog context)").replace(
     "  2  bad input (one line naming the file, the key and what was expected)",
-    "  2  bad input (one line naming the file, the key and what was expected; a backend that speaks for no mode)")
+    "  2  bad input (one line naming the file, the key and what was expected; a backend that speaks for no mode)").replace(
+    "  3  unknown (a solver ran out of budget; never reported as proved)",
+    "  3  unknown (a solver ran out of budget; never reported as proved); with --sglang also a declaration the\n"
+    "     reader leaves unresolved (one line: nothing sound to verify)\n"
+    "  with --sglang, the status is the worst over the backend files of the class's conditional declaration rows")
 
 
 def add_parser(sub) -> None:
@@ -276,8 +327,13 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("verify", help="prove one backend (a backend file) safe in every context, or show the race",
                        description=VERIFY_HELP, epilog=VERIFY_EXIT_CODES)
-    p.add_argument("backend", metavar="BACKEND.toml",
-                   help="the backend file: plain, composite or hybrid (docs/verify.md; fencecheck schema --kind backend)")
+    p.add_argument("backend", metavar="BACKEND.toml | CLASS",
+                   help="the backend file: plain, composite or hybrid (docs/verify.md; fencecheck schema --kind "
+                        "backend); with --sglang, the name of an attention backend class of the tree")
+    p.add_argument("--sglang", default=None, metavar="TREE",
+                   help="verify the class CLASS of the SGLang tree TREE (a checkout, its python/ folder or a sglang "
+                        "package) as fencecheck's reader reads it: its declaration per mode, its reads per site, the "
+                        "children its declaration names (docs/verify.md)")
     p.add_argument("--out", "-o", default=None, metavar="FILE.toml",
                    help="write the symbolic counterexample as a scenario here, if there is one (replay it with "
                         "fencecheck check FILE.toml --witness)")
@@ -289,4 +345,4 @@ def add_parser(sub) -> None:
                    help=f"the catalog whose configurations are the contexts ({', '.join(CATALOG_VERSIONS)}; default "
                         f"{CATALOG_DEFAULT}, SGLang as released)")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
-    p.set_defaults(func=cmd_verify, **outputs(("out", False), inputs=(("backend", "file"),)))
+    p.set_defaults(func=cmd_verify, **outputs(("out", False), inputs=(("backend", "file"), ("sglang", "tree"))))

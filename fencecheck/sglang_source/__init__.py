@@ -14,16 +14,25 @@ from .tree import NotSGLang, Tree, find_installed, find_package_root
 def read_path(path: str | None, installed: bool = False) -> Extraction:
     """The extraction of the tree at ``path`` (a checkout root, its ``python/`` folder or a ``sglang`` package
     folder), or of the installed ``sglang`` when ``installed``."""
+    root = find_installed() if installed else find_package_root(path)
+    with reading(root):
+        return read_tree(Tree(root))
+
+
+@contextlib.contextmanager
+def reading(root):
+    """What a read of the tree at ``root`` runs under: the cyclic collector off (the syntax trees are many small
+    acyclic objects: it only costs time here), the reader's recursion budget, and Python's recursion limit, past
+    every limit the reader checks, as one line (never a traceback)."""
     import gc
 
-    root = find_installed() if installed else find_package_root(path)
     enabled = gc.isenabled()
-    gc.disable()  # the syntax trees are many small acyclic objects: the cyclic collector only costs time here
+    gc.disable()
     try:
         with recursion_budget():
             try:
-                return read_tree(Tree(root))
-            except RecursionError:  # past every limit the reader checks: still one line, never a traceback
+                yield
+            except RecursionError:
                 raise NotSGLang(str(root), "", "nested too deeply for the reader (Python's recursion limit)") \
                     from None
     finally:
@@ -50,4 +59,5 @@ def recursion_budget(frames: int = RECURSION_FRAMES):
         sys.setrecursionlimit(old)
 
 
-__all__ = ["Extraction", "NotSGLang", "Tree", "find_installed", "find_package_root", "read_path", "read_tree"]
+__all__ = ["Extraction", "NotSGLang", "Tree", "find_installed", "find_package_root", "read_path", "read_tree",
+           "reading"]

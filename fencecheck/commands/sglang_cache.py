@@ -1,0 +1,113 @@
+"""The baseline's document, kept between pull-request runs: the same baseline read by the same fencecheck gives the
+same document, so a second check against it (a pre-commit hook run again on the same commit, a merge gate on the
+same merge base) reads HEAD alone.
+
+The key is content-addressed: a revision's package folder by its git tree id (``git rev-parse
+COMMIT:python/sglang``, no unpacking needed), a folder by the SHA-256 of its Python files' names and texts (as the
+reader reads them); with the SHA-256 of fencecheck's own modules (a changed reader misses) and whether the model was
+asked (``--cross-check``). An entry holds the document and the tree's suppressions. The folder is
+``FENCECHECK_CACHE`` (``off`` turns it off), else ``$XDG_CACHE_HOME/fencecheck/baselines`` or
+``~/.cache/fencecheck/baselines``; an entry that cannot be read is read again from the tree, one that cannot be
+written is not kept; neither is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ENV = "FENCECHECK_CACHE"
+_CODE: str | None = None
+
+
+def folder() -> Path | None:
+    """Where entries live (None: off)."""
+    v = os.environ.get(ENV)
+    if v:
+        return None if v.strip().lower() in ("off", "0", "false", "no") else Path(v)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fencecheck" / "baselines"
+
+
+def _files_digest(roots: list[Path], h) -> None:
+    """Hashes the names and texts of the Python files under each of ``roots`` as the reader takes them
+    (``tree_files``: regular files, never a FIFO or a device; one skipped by its name and why)."""
+    from fencecheck.sglang_source.tree_files import Skipped, read_module, scan
+
+    for root in roots:
+        for p in scan(root, root)[0]:
+            rel = p.relative_to(root).as_posix()
+            try:
+                text = read_module(p, rel)
+            except Skipped as s:
+                text = f"\0skipped: {s.note.what}"
+            h.update(rel.encode() + b"\0")
+            h.update(text.encode() + b"\0")
+
+
+def code_digest() -> str:
+    """The SHA-256 of the modules the document depends on: the vocabulary, files, reader and commands
+    (``fencecheck/``) and the simulator deciding the worker reads and the model (``reference/``, ``model/``)."""
+    global _CODE
+    if _CODE is None:
+        import fencecheck
+        import fencecheck.model
+        import fencecheck.reference
+
+        h = hashlib.sha256()
+        _files_digest([Path(p) for m in (fencecheck, fencecheck.reference, fencecheck.model) for p in m.__path__], h)
+        _CODE = h.hexdigest()
+    return _CODE
+
+
+def key(base, cross_check: bool) -> str | None:
+    """The entry's key for the baseline ``base`` (``sglang_baseline.Baseline``), or None when it has none."""
+    h = hashlib.sha256()
+    if base.revision is not None:
+        r = subprocess.run(["git", "rev-parse", f"{base.revision}:{base.inside}"], cwd=base.top, capture_output=True,
+                           text=True, check=False)
+        if r.returncode != 0 or not r.stdout.strip():
+            return None
+        h.update(b"git-tree\0" + r.stdout.strip().encode())
+    else:
+        from fencecheck.sglang_source import find_package_root
+
+        try:
+            _files_digest([find_package_root(base.path)], h)
+        except Exception:  # noqa: BLE001 - the read reports what is wrong with the tree
+            return None
+    h.update(b"\0" + code_digest().encode() + (b"\0model" if cross_check else b"\0sim"))
+    return h.hexdigest()
+
+
+def load(k: str | None):
+    """(document, suppressions) of entry ``k``, or None."""
+    d = folder()
+    if k is None or d is None:
+        return None
+    try:
+        data = json.loads((d / f"{k}.json").read_text(encoding="utf-8"))
+        from fencecheck.commands.sglang_suppress import Suppression
+
+        return data["document"], [Suppression(s["file"], s["line"], tuple(s["kinds"]), s["reason"])
+                                  for s in data["suppressions"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(k: str | None, doc: dict, suppressions: list) -> None:
+    """Keeps entry ``k`` (written whole: a temporary file renamed), when it can."""
+    d = folder()
+    if k is None or d is None:
+        return
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{k}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"document": doc, "suppressions": [s.to_json() for s in suppressions]}),
+                       encoding="utf-8")
+        os.replace(tmp, d / f"{k}.json")
+    except OSError:
+        pass

@@ -1,0 +1,126 @@
+"""The protocol facts of a ``fencecheck sglang --json`` document, keyed so that two trees compare, and their changes.
+
+Five categories, each a map from a key to a value with no line number in it (``file.py:N`` loses its ``:N``):
+``declarations`` (per backend class, its declaration per mode and its prefill snapshot's), ``runners`` (per runner
+class, its publish behaviour), ``phases`` (per speculative algorithm and worker, the phases of one decode step:
+runner, mode, publish policy and execution, condition, loop), ``publishers`` (per worker class, what
+``last_shared_read_runner`` returns under which condition) and ``barrier`` (per class and function, the number of
+``_apply_war_barrier`` call sites, and where the barrier is defined). A key in one tree only is added or removed; a
+key in both with different values is changed; the rest are counted as unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fencecheck.commands.sglang_identity import without_lines
+
+CATEGORIES = ("declarations", "runners", "phases", "publishers", "barrier")
+
+
+def _decl_text(v) -> str:
+    if isinstance(v, str):
+        return v
+    return "; ".join(f"{r['end']} if {without_lines(r['condition'])}" if r.get("condition") else r["end"]
+                     for r in v)
+
+
+def _names(rows) -> dict[tuple, str]:
+    """(class, file) -> the class name, with its file when two rows' classes share the name."""
+    files: dict[str, set] = {}
+    for name, file in rows:
+        files.setdefault(name, set()).add(file)
+    return {(n, f): (n if len(files[n]) == 1 else f"{n} ({f})") for n, f in rows}
+
+
+def facts(doc: dict) -> dict[str, dict]:
+    """The facts of ``doc`` by category."""
+    names = _names([(b["class"], b["file"]) for b in doc["backends"]])
+    declarations = {}
+    for b in doc["backends"]:
+        d = {m: _decl_text(v) for m, v in b["declares"].items()}
+        if b.get("prefill_snapshot"):
+            d["EXTEND (prefill snapshot)"] = _decl_text(b["prefill_snapshot"]["declares"])
+        declarations[names[(b["class"], b["file"])]] = d
+    rnames = _names([(r["class"], r["file"]) for r in doc["runners"]])
+    runners = {rnames[(r["class"], r["file"])]: r["publish"] for r in doc["runners"]}
+    phases = {}
+    for a in doc.get("algorithms", ()):
+        w = a["worker"]["class"] if a.get("worker") else "no worker class"
+        key = f"{a['name']} ({w})" + (f" when {without_lines(a['condition'])}" if a.get("condition") else "")
+        rows = []
+        for p in a["phases"]:
+            pub = p.get("publish")
+            rows.append(f"{p['runner']} {p['mode'] or 'publish'}"
+                        + (f" [{pub['policy']}, {pub['execution']}]" if pub else "")
+                        + (f" if {without_lines(p['condition'])}" if p.get("condition") else "")
+                        + (" [loop]" if p.get("repeat") else ""))
+        phases[key] = rows
+    publishers: dict[str, list] = {}
+    wnames = _names([(w["class"], w["file"]) for w in doc["workers"]])
+    for w in doc["workers"]:
+        publishers.setdefault(wnames[(w["class"], w["file"])], []).append(
+            w["publisher"] + (f" if {without_lines(w['condition'])}" if w.get("condition") else ""))
+    barrier: dict[str, object] = {}
+    for d in doc["barrier"]["defined"]:
+        barrier[f"{d['class']}._apply_war_barrier"] = f"defined in {d['file']}"
+    for loop in doc["barrier"]["event_loops"]:
+        barrier[f"{loop['class']}.{loop['event_loop']}"] = 0
+    for c in doc["barrier"]["calls"]:
+        key = f"{c['class']}.{c['event_loop']}"
+        barrier[key] = (barrier.get(key) or 0) + 1
+    barrier = {k: (v if isinstance(v, str) else f"{v} barrier call site{'s' if v != 1 else ''}")
+               for k, v in barrier.items()}
+    return {"declarations": declarations, "runners": runners, "phases": phases, "publishers": publishers,
+            "barrier": barrier}
+
+
+@dataclass(frozen=True)
+class FactChange:
+    category: str
+    key: str
+    change: str  # added, removed, changed
+    before: object
+    after: object
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "change": self.change, "before": self.before, "after": self.after}
+
+    def text(self) -> str:
+        if self.change == "added":
+            return f"{self.key}: added ({_value_text(self.after)})"
+        if self.change == "removed":
+            return f"{self.key}: removed (was {_value_text(self.before)})"
+        if isinstance(self.before, dict) and isinstance(self.after, dict):
+            parts = [f"{m}: {self.before.get(m, 'none')} -> {self.after.get(m, 'none')}"
+                     for m in sorted(set(self.before) | set(self.after), key=str)
+                     if self.before.get(m) != self.after.get(m)]
+            return f"{self.key}: " + "; ".join(parts)
+        return f"{self.key}: {_value_text(self.before)} -> {_value_text(self.after)}"
+
+
+def _value_text(v) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {x}" for k, x in v.items())
+    if isinstance(v, list):
+        return "; ".join(v) or "none"
+    return str(v)
+
+
+def diff(before: dict[str, dict], after: dict[str, dict]) -> tuple[list[FactChange], dict[str, int]]:
+    """The changes from ``before`` to ``after`` (``facts`` of two documents), sorted by category and key, and the
+    number of unchanged facts per category."""
+    changes, unchanged = [], {}
+    for cat in CATEGORIES:
+        b, a = before[cat], after[cat]
+        unchanged[cat] = 0
+        for key in sorted(set(b) | set(a)):
+            if key not in b:
+                changes.append(FactChange(cat, key, "added", None, a[key]))
+            elif key not in a:
+                changes.append(FactChange(cat, key, "removed", b[key], None))
+            elif a[key] != b[key]:
+                changes.append(FactChange(cat, key, "changed", b[key], a[key]))
+            else:
+                unchanged[cat] += 1
+    return changes, unchanged

@@ -1,0 +1,86 @@
+"""The output of ``fencecheck sglang PATH`` for one tree: the tree's suppressions applied to its findings, then the
+report in the format asked (``text``, ``json``: the document, ``sarif``) and the exit status of what is left.
+
+A finding all of whose root causes a ``# fencecheck: ignore[KIND] reason`` silences is listed as suppressed and
+counts for nothing; each unused suppression is a warning line on stderr (and in the document's ``suppressions``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+FORMATS = ("text", "json", "sarif")
+
+
+def resolve_format(args) -> str:
+    """``--format``, with ``--json`` as ``--format json``; both naming different formats is bad input."""
+    from fencecheck.errors import InputError
+
+    fmt = args.format or ("json" if args.json else "text")
+    if args.json and fmt != "json":
+        raise InputError("<flags>", "--json", f"expected --json or --format {fmt}, not both")
+    return fmt
+
+
+def suppressed_text(doc: dict) -> list[str]:
+    """The text lines listing the suppressed root causes and the unused suppressions."""
+    s = doc.get("suppressions")
+    if not s:
+        return []
+    lines = [f"suppressed: {len(s['suppressed'])} root causes (not counted)"]
+    for x in s["suppressed"]:
+        sup = x["suppression"]
+        lines.append(f"  SUPPRESSED {x['kind']} {x['subject']} {x['mode']}: {x['read']['what']} "
+                     f"({x['read']['file']}:{x['read']['line']}); {sup['reason']} ({sup['file']}:{sup['line']})")
+    for u in s["unused"]:
+        lines.append(f"unused suppression: {u['file']}:{u['line']}: ignore[{','.join(u['kinds'])}] {u['reason']}")
+    return lines
+
+
+def finish(args, ex, doc: dict, out: TextIO, render: Callable[[object], str],
+           exit_code: Callable[[object], int]) -> int:
+    """Applies the tree's suppressions to the decided extraction ``ex`` (whose document is ``doc``), writes the report
+    in ``args.format`` and returns the exit status: ``render`` and ``exit_code`` of ``ex`` without the suppressed
+    findings."""
+    from dataclasses import replace
+
+    from fencecheck.commands.sglang_identity import publish_points, root_causes
+    from fencecheck.commands.sglang_suppress import (
+        annotated,
+        apply,
+        scan,
+        silenced,
+        warn_unused,
+    )
+
+    causes = root_causes(doc)
+    applied = apply(scan(Path(ex.root)), causes)
+    shown = annotated(doc, causes, applied)
+    warn_unused(applied, getattr(args, "err", None))
+    gone = silenced(causes, applied)
+    view = replace(ex, findings=tuple(f for i, f in enumerate(ex.findings) if i not in gone)) if gone else ex
+    if args.format == "sarif":
+        from fencecheck.commands.sglang_sarif import (
+            Item,
+            repo_root_of,
+            sarif,
+            uri_prefix,
+        )
+
+        prefix = uri_prefix(Path(ex.root), repo_root_of(None if args.installed else args.path))
+        items = [Item(rc, tuple(publish_points(doc, rc)), doc["findings"][rc.finding],
+                      suppression=applied.by_id.get(rc.id)) for rc in causes]
+        json.dump(sarif(items, prefix), out, indent=1)
+        out.write("\n")
+    elif args.format == "json":
+        json.dump(shown, out, indent=1, sort_keys=False)
+        out.write("\n")
+    else:
+        out.write(render(view))
+        extra = suppressed_text(shown)
+        if extra:
+            out.write("\n".join(extra) + "\n")
+    return exit_code(view)

@@ -1,0 +1,136 @@
+"""``fencecheck sglang --format sarif``: the findings as SARIF 2.1.0, for code scanning (GitHub's upload-sarif).
+
+One rule per finding kind; one result per root cause (``sglang_identity``) at the read's file and line, with the
+declaration and the publish point as related locations, the scenario's verdict and the advice in the message, and
+the root cause's id as a partial fingerprint (stable when lines move). In pull-request mode each result has a
+``baselineState``: ``new`` (the change adds it), ``unchanged``, or ``absent`` (the change fixes it; at its place in
+the baseline). A suppressed root cause carries an ``inSource`` suppression with its reason. File names are relative
+to the repository root (``uri_prefix`` + the document's ``sglang/...`` names).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fencecheck import __version__
+from fencecheck.commands.sglang_identity import KINDS, RootCause, Where
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+FINGERPRINT = "fencecheckRootCause/v1"
+_LEVEL = {"confirmed": "error", "plausible": "warning", "unresolved": "note"}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One result to write: the root cause, where its step publishes, the finding it belongs to (for the verdict),
+    its baseline state (None outside pull-request mode) and its suppression (None when active)."""
+
+    cause: RootCause
+    publish: tuple[Where, ...]
+    finding: dict
+    state: str | None = None
+    suppression: object = None  # sglang_suppress.Suppression
+
+
+def uri_prefix(package: Path, repo_root: Path | None) -> str:
+    """What goes before the document's ``sglang/...`` names to make them relative to the repository root: the
+    package's parent relative to ``repo_root`` (the git work tree's top, else the current folder), or nothing when
+    the package is outside it."""
+    parent = package.resolve().parent
+    root = (repo_root or Path.cwd()).resolve()
+    try:
+        rel = parent.relative_to(root).as_posix()
+    except ValueError:
+        return ""
+    return "" if rel == "." else rel + "/"
+
+
+def _camel(kind: str) -> str:
+    return "".join(w.capitalize() for w in kind.split("_"))
+
+
+def _rules() -> list[dict]:
+    return [{"id": kind, "name": _camel(kind), "shortDescription": {"text": short},
+             "fullDescription": {"text": full}, "help": {"text": full},
+             "defaultConfiguration": {"level": "note" if kind.startswith("unresolved_") else "error"}}
+            for kind, short, full in KINDS]
+
+
+def _location(w: Where, prefix: str, message: str | None = None, ident: int | None = None) -> dict:
+    loc = {"physicalLocation": {"artifactLocation": {"uri": prefix + w.file}, "region": {"startLine": max(1, w.line)}}}
+    if ident is not None:
+        loc = {"id": ident, **loc}
+    if message is not None:
+        loc["message"] = {"text": message}
+    return loc
+
+
+def _message(item: Item) -> str:
+    rc, f = item.cause, item.finding
+    if rc.kind == "read_outside_declaration":
+        cond = f" when {rc.condition}" if rc.condition else ""
+        text = (f"{rc.subject} reads {rc.location} at {rc.site} in {rc.mode} ({rc.function}), outside what "
+                f"{rc.declared} covers ({rc.declared_by}{cond}): the read-done event is published before it.")
+    elif rc.kind == "worker_read_after_publish":
+        text = f"{rc.subject} reads {rc.location} in {rc.mode} ({rc.function}) after the publisher's runner."
+    else:
+        text = f"{rc.subject} {rc.mode}: {rc.read.what}."
+    if f.get("verdict"):
+        races = ", ".join(f.get("races") or ()) or "no race"
+        text += f" Scenario {f.get('scenario')}: {f['verdict']} ({races})."
+    contexts = f.get("contexts") or ()
+    racing = [c["context"] for c in contexts if c.get("verdict") == "counterexample"]
+    if contexts:
+        text += f" Races in {len(racing)} of {len(contexts)} release contexts."
+    if f.get("why"):
+        text += f" {f['why']}."
+    if rc.kind == "read_outside_declaration":
+        text += (f" Fix: declare an end that covers {rc.site}, or move the read before the publish point; "
+                 f"`fencecheck verify --sglang TREE {rc.subject}` gives verified advice.")
+    return text
+
+
+def _result(item: Item, prefix: str, rule_index: dict) -> dict:
+    rc = item.cause
+    related, n = [], 1
+    if rc.declaration is not None and rc.kind != "worker_read_after_publish":
+        related.append(_location(rc.declaration, prefix, f"the declaration: {rc.declaration.what}", n))
+        n += 1
+    for p in item.publish:
+        related.append(_location(p, prefix, f"the publish point: {p.what}", n))
+        n += 1
+    out = {"ruleId": rc.kind, "ruleIndex": rule_index[rc.kind], "level": _LEVEL.get(rc.status, "warning"),
+           "message": {"text": _message(item)}, "locations": [_location(rc.read, prefix)],
+           "partialFingerprints": {FINGERPRINT: rc.id}}
+    if related:
+        out["relatedLocations"] = related
+    if item.state is not None:
+        out["baselineState"] = item.state
+    if item.suppression is not None:
+        s = item.suppression
+        out["suppressions"] = [{"kind": "inSource", "justification": s.reason,
+                                "location": _location(Where(s.file, s.line, ""), prefix)}]
+    return out
+
+
+def sarif(items: list[Item], prefix: str) -> dict:
+    """The SARIF log of ``items``."""
+    rules = _rules()
+    index = {r["id"]: i for i, r in enumerate(rules)}
+    return {"$schema": SCHEMA_URI, "version": "2.1.0",
+            "runs": [{"tool": {"driver": {"name": "fencecheck", "version": __version__,
+                                          "semanticVersion": __version__, "rules": rules}},
+                      "columnKind": "unicodeCodePoints",
+                      "results": [_result(i, prefix, index) for i in items]}]}
+
+
+def repo_root_of(path: str | None) -> Path | None:
+    """The repository root the URIs are relative to: the git work tree holding ``path``, else None (the current
+    folder)."""
+    if path is None:
+        return None
+    from fencecheck.commands.sglang_baseline import repository_root
+
+    return repository_root(Path(os.path.abspath(path)))

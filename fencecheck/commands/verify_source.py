@@ -1,0 +1,228 @@
+"""``fencecheck verify --sglang TREE CLASS``: the backend file ``verify`` checks, built from the reader's record
+(``records.Backend``) of one attention backend class of an SGLang tree (the backend as the reader reads it).
+
+The tree is read for that class alone (its declaration per forward mode, its reads per mode and site, the children
+its declaration names), not whole. Per mode: a ``SharedReadEnds`` member is ``declares``; ``delegate(self.x)`` with
+``self.x`` of known class is ``delegate`` to that child; ``max_of`` over children all of known class makes the
+backend a composite of them. The reads are every read the reader lists for the mode (under any condition). A child
+is built the same way, as a ``[backends.NAME]`` table. Conditional rows (the reader names their conditions, which
+no scenario setting decides) give one backend file per combination of rows, each verified; a prefill snapshot hook
+(``_snapshot_prefill_shared_reads``) adds its rows to ``EXTEND``'s, with the in-graph prep's reads covered as the
+reader covers them (read before the snapshot's publish). A declaration the reader leaves unresolved (a child of
+unknown class, ``max_of`` over a list, an unevaluated body) cannot be verified: one line, exit 3.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, replace
+
+from fencecheck.errors import EXIT_UNKNOWN, FencecheckError, InputError
+from fencecheck.vocab import ForwardMode, SharedReadEnds, base_shared_read_ends
+
+#: More combinations of conditional rows than this are not verified one by one.
+MAX_VARIANTS = 16
+SNAPSHOT = "_snapshot_prefill_shared_reads"
+
+
+class Unverifiable(FencecheckError):
+    """The reader could not resolve what the backend declares: nothing sound to verify (exit 3)."""
+
+    exit_code = EXIT_UNKNOWN
+
+
+@dataclass(frozen=True)
+class Row:
+    """One declaration row of one backend of the file in one mode."""
+
+    backend: str
+    mode: str
+    end: str
+    condition: str | None
+    declared_by: str
+
+    def text(self) -> str:
+        who = "" if self.condition is None else f" when {self.condition}"
+        return f"{self.backend} {self.mode} {self.end} ({self.declared_by}){who}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A backend file for one combination of conditional rows (``rows``: the chosen rows that had alternatives)."""
+
+    rows: tuple[Row, ...]
+    data: dict  # the backend file's table (its TOML form)
+    backend: object  # scenario_io.BackendFile
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the backend was read: the package folder, the release version, the class statement."""
+
+    root: str
+    version: str | None
+    cls: str
+    file: str
+    line: int
+
+
+def read_entries(tree_path: str, name: str) -> tuple[Source, dict]:
+    """The reader's records (``records.Backend``) of backend ``name`` and of every child its declaration can name,
+    by class."""
+    from fencecheck.sglang_source import reading
+    from fencecheck.sglang_source.tree import find_package_root
+
+    root = find_package_root(tree_path)
+    with reading(root):  # the read's syntax trees are gone (young garbage) before the cyclic collector is back on
+        return _read_entries(root, tree_path, name)
+
+
+def _read_entries(root, tree_path: str, name: str) -> tuple[Source, dict]:
+    from fencecheck.sglang_source.backend_reader import Reader
+    from fencecheck.sglang_source.extract import _backend
+    from fencecheck.sglang_source.tree import Tree
+
+    tree = Tree(root)
+    rd = Reader(tree)
+    by_name: dict[str, list] = {}
+    for ci in rd.backends:
+        by_name.setdefault(ci.name, []).append(ci)
+    found = by_name.get(name, [])
+    if not found:
+        import difflib
+
+        near = difflib.get_close_matches(name, sorted(by_name), n=3)
+        raise InputError(tree_path, "CLASS", f"expected an attention backend class of the tree (a subclass of "
+                                             f"AttentionBackend), got {name!r}"
+                         + (f"; did you mean {', '.join(near)}?" if near else ""))
+    if len(found) > 1:
+        raise InputError(tree_path, "CLASS", f"{name} names {len(found)} classes "
+                                             f"({', '.join(sorted(c.file for c in found))}): expected one")
+    entries: dict = {}
+    todo = [found[0]]
+    while todo:
+        ci = todo.pop()
+        if ci.name in entries:
+            continue
+        entry = _backend(rd, ci)[0]
+        # its passed children's options hold the tree's classes, which would keep their syntax trees alive through
+        # the verification: not needed here
+        entries[ci.name] = replace(entry, passed_children=())
+        for _, child in entry.children:
+            todo += [c for c in by_name.get(child, ()) if c.name not in entries][:1]
+    ci = found[0]
+    return Source(str(tree.root), tree.version(), ci.name, ci.file, ci.line), entries
+
+
+def _rows(entry, mode: str) -> list[Row]:
+    def rows_of(d, by):
+        if d.plain:
+            return [Row(entry.cls, mode, d.rows[0].end, None, by)]
+        return [Row(entry.cls, mode, r.end, None if r.condition == "otherwise" else r.condition, by) for r in d.rows]
+
+    out = rows_of(dict(entry.declares)[mode], "shared_read_ends")
+    snap = entry.prefill_snapshot
+    if mode == "EXTEND" and snap:
+        out += rows_of(snap.declares, SNAPSHOT)
+    return out
+
+
+_CHILD = re.compile(r"^self\.(\w+)$")
+
+
+def _children_of(end: str, entry) -> list[str] | None:
+    """The child classes ``delegate(...)`` or ``max_of(...)`` names, all of known class; None otherwise."""
+    m = re.fullmatch(r"(?:delegate|max_of)\((.*)\)", end)
+    if m is None:
+        return None
+    known, out = dict(entry.children), []
+    for item in (x.strip() for x in m[1].split(",")):
+        c = _CHILD.match(item)
+        if c is None or c[1] not in known:
+            return None
+        out.append(known[c[1]])
+    return out
+
+
+def _table(entry, chosen: dict[tuple[str, str], Row], modes: list[str]) -> tuple[dict, list[str]]:
+    """The backend table of ``entry`` under the ``chosen`` rows, and the children it names."""
+    declares, delegate, reads, children = {}, {}, {}, None
+    for mode in modes:
+        row = chosen[(entry.cls, mode)]
+        if row.end in SharedReadEnds.__members__:
+            if row.end != base_shared_read_ends(ForwardMode(mode)).name:
+                declares[mode] = row.end  # the base rule's own value needs no row (as in a backend file)
+            continue
+        names = _children_of(row.end, entry)
+        if names is None or (row.end.startswith("delegate") and len(names) != 1):
+            raise Unverifiable(f"{entry.cls} ({entry.file}:{entry.line}): {mode} declares {row.end}"
+                               f"{' when ' + row.condition if row.condition else ''}, which the reader does not "
+                               f"resolve to backends of known class (children: {dict(entry.children) or 'none'}): "
+                               f"nothing sound to verify")
+        if row.end.startswith("delegate"):
+            delegate[mode] = names[0]
+        elif children is None or children == names:
+            children = names
+        else:
+            raise Unverifiable(f"{entry.cls}: max_of over {children} in one mode and {names} in another: "
+                               f"a backend file has one list of children")
+    for r in entry.reads:
+        if r.mode not in modes:
+            continue
+        site = r.site
+        if site == "in_graph_before_marker" and chosen[(entry.cls, r.mode)].declared_by == SNAPSHOT:
+            site = "pre_replay"  # published after the whole eager metadata prep, its in-graph part included
+        reads.setdefault(r.mode, {}).setdefault(site, set()).add(r.location)
+    table: dict = {}
+    if declares:
+        table["declares"] = declares
+    if delegate:
+        table["delegate"] = delegate
+    if children:
+        table["children"] = children
+    if reads:
+        table["reads"] = {m: {s: sorted(v) for s, v in sorted(sites.items())} for m, sites in sorted(reads.items())}
+    return table, sorted(set(children or ()) | set(delegate.values()))
+
+
+def variants(source: Source, entries: dict) -> list[Variant]:
+    """One backend file per distinct combination of conditional rows (in the reader's order)."""
+    from fencecheck.files.scenario_io import backend_from_dict
+
+    modes = [m for m, _ in entries[source.cls].declares if m in ForwardMode.__members__]
+    points = {(e.cls, m): _rows(e, m) for e in entries.values() for m in modes}
+    choice_keys = [k for k, rows in points.items() if len(rows) > 1]
+    combos = 1
+    for k in choice_keys:
+        combos *= len(points[k])
+    if combos > MAX_VARIANTS:
+        raise Unverifiable(f"{source.cls}: {combos} combinations of conditional declaration rows (more than "
+                           f"{MAX_VARIANTS}): verify them as backend files")
+    out, seen = [], set()
+    for picks in itertools.product(*(points[k] for k in choice_keys)):
+        chosen = {k: rows[0] for k, rows in points.items()} | dict(zip(choice_keys, picks))
+        tables, todo, done = {}, [source.cls], set()
+        while todo:
+            name = todo.pop(0)
+            if name in done:
+                continue
+            done.add(name)
+            tables[name], kids = _table(entries[name], chosen, modes)
+            todo += kids
+        data = {"name": source.cls, **tables.pop(source.cls)}
+        if tables:
+            data["backends"] = tables
+        key = repr(sorted(data.items(), key=lambda kv: kv[0]))
+        if key in seen:
+            continue
+        seen.add(key)
+        used = [chosen[k] for k in choice_keys if k[0] in done]
+        out.append(Variant(tuple(used), data, backend_from_dict(data, f"{source.root}: {source.cls}")))
+    return out
+
+
+def load(tree_path: str, name: str) -> tuple[Source, list[Variant]]:
+    """The backend ``name`` of the tree at ``tree_path`` as backend files, one per combination of its rows."""
+    source, entries = read_entries(tree_path, name)
+    return source, variants(source, entries)

@@ -1,0 +1,80 @@
+"""Pull-request mode on two releases: sglang 0.5.23 against 0.5.22 as its baseline (`sglang_release.require_tree`).
+
+0.5.22 is fetched once into the cache folder of `sglang_release` when it is not there.
+
+What the release adds and removes is checked against the two trees' own files: the class ``CuteDslMLAPrefillBackend``
+(in ``srt/layers/attention/cutedsl_mla_backend.py``) is new in 0.5.23, ``TokenspeedMLABackend``
+(``srt/layers/attention/tokenspeed_mla_backend.py``) is gone from it."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from sglang_release import require_release, require_tree
+
+from fencecheck.commands.main import main
+
+pytestmark = pytest.mark.slow
+PR_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-pr.schema.json").read_text("utf-8"))
+
+
+@pytest.fixture(scope="module")
+def pr():
+    head, base = require_release(), require_tree("0.5.22", fetching=True)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", str(head), "--baseline", str(base), "--format", "json"], out=out, err=err)
+    return code, json.loads(out.getvalue()), head, base
+
+
+def _keys(rows):
+    return {(r["kind"], r["subject"], r["mode"], r["location"], r["function"]) for r in rows}
+
+
+def test_the_release_adds_findings_so_it_exits_1(pr):
+    code, doc, head, base = pr
+    assert code == 1
+    jsonschema.validate(doc, PR_SCHEMA)
+    assert (doc["head"]["sglang_version"], doc["baseline"]["sglang_version"]) == ("0.5.23", "0.5.22")
+    cute = "srt/layers/attention/cutedsl_mla_backend.py"
+    assert "class CuteDslMLAPrefillBackend(" in (head / cute).read_text()
+    assert "class CuteDslMLAPrefillBackend(" not in (base / cute).read_text()
+    added = _keys(doc["findings"]["added"])
+    assert ("read_outside_declaration", "CuteDslMLAPrefillBackend", "DECODE", "req_to_token",
+            "TRTLLMMLABackend.init_forward_metadata") in added
+    assert ("worker_read_after_publish", "DSparkWorkerV2", "TARGET_VERIFY", "full_to_swa_index_mapping",
+            "TargetHiddenKvInjector.committed_swa_loc") in added
+    for rc in doc["findings"]["added"]:
+        assert rc["finding"]["verdict"] == "counterexample", rc  # each added one decided, and it races
+
+
+def test_the_removed_backend_is_fixed_and_the_rest_unchanged(pr):
+    _, doc, head, base = pr
+    assert (base / "srt/layers/attention/tokenspeed_mla_backend.py").is_file()
+    assert not (head / "srt/layers/attention/tokenspeed_mla_backend.py").exists()
+    fixed = _keys(doc["findings"]["fixed"])
+    assert {k for k in fixed if k[1] == "TokenspeedMLABackend"} == {
+        ("read_outside_declaration", "TokenspeedMLABackend", mode, "req_to_token", fn)
+        for mode in ("DECODE", "TARGET_VERIFY")
+        for fn in ("TRTLLMMLABackend._create_block_kv_indices", "TRTLLMMLABackend._fill_dcp_block_kv_indices",
+                   "TRTLLMMLABackend.init_forward_metadata")}
+    unchanged = _keys(doc["findings"]["unchanged"])
+    assert ("read_outside_declaration", "AiterAttnBackend", "DECODE", "full_to_swa_index_mapping",
+            "AiterAttnBackend.forward_decode") in unchanged
+    assert not (_keys(doc["findings"]["added"]) & unchanged) and not (fixed & unchanged)
+    assert doc["counts"] == {k: len(v) for k, v in doc["findings"].items()}
+
+
+def test_the_protocol_facts_it_changes(pr):
+    _, doc, _, _ = pr
+    decl = {c["key"]: c for c in doc["facts"]["changed"]["declarations"]}
+    assert decl["CuteDslMLAPrefillBackend"]["change"] == "added"
+    assert decl["TokenspeedMLABackend"]["change"] == "removed"
+    v4 = decl["DeepseekV4AttnBackend"]
+    assert v4["change"] == "changed" and "EXTEND (prefill snapshot)" not in v4["before"]
+    assert v4["after"]["EXTEND (prefill snapshot)"].endswith("PRE_REPLAY if not is_cp_active(forward_batch) and not "
+                                                             "(self.hisparse_coordinator is not None)")
+    assert doc["facts"]["unchanged"]["runners"] > 0 and doc["facts"]["unchanged"]["barrier"] > 0

@@ -1,0 +1,117 @@
+"""`fencecheck verify --sglang TREE CLASS`: the backend file built from the reader's reading of one class, then verified as a file is.
+
+The builder is checked against hand-written backend files of the same facts (synthetic trees); the command against
+`fencecheck verify` of that file (the same report), and on the release."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import tomli_w
+from pr_pair import TREES, lay
+
+from fencecheck.commands.main import main
+from fencecheck.commands.verify_source import load
+from fencecheck.files.scenario_io import backend_from_dict
+from fencecheck.vocab import ReadSite
+
+
+def tree(dest: Path, *cases: str) -> Path:
+    for case in ("common", *cases):
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    return dest
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["verify", *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+PRE = {"pre_replay": ["req_to_token"]}
+EVERY_MODE = ("DECODE", "TARGET_VERIFY", "EXTEND", "MIXED", "IDLE", "DRAFT_EXTEND_V2")
+
+
+def test_the_backend_file_is_the_backend_as_read(tmp_path):
+    source, (v,) = load(str(lay(tmp_path / "head", "head")), "PagedBackend")
+    assert (source.cls, source.file, source.line) == ("PagedBackend", "sglang/srt/layers/attention/paged_backend.py", 4)
+    expected = {"name": "PagedBackend",
+                "reads": {m: dict(PRE) for m in EVERY_MODE} | {
+                    "DECODE": {"pre_replay": ["req_to_token"], "in_graph_after_marker": ["req_to_token"]}}}
+    assert v.rows == () and v.backend == backend_from_dict(expected)
+    _, (base,) = load(str(lay(tmp_path / "base", "base")), "PagedBackend")
+    assert base.backend == backend_from_dict({"name": "PagedBackend", "reads": {m: dict(PRE) for m in EVERY_MODE}})
+
+
+def test_a_composite_is_a_composite_of_its_children(tmp_path):
+    _, (v,) = load(str(tree(tmp_path / "t", "composite")), "CompositeBackend")
+    b = v.backend
+    assert b.root.children == ("SneakyChildBackend", "HonestBackend") and not b.root.declares
+    assert dict(b.backends["SneakyChildBackend"].reads["DECODE"]) == {ReadSite.IN_GRAPH_AFTER_MARKER: ("req_to_token",)}
+    from fencecheck.model.backend_facts import child_findings, mode_facts
+
+    facts = mode_facts(b)
+    (decode,) = [f for f in facts if f.mode.value == "DECODE"]
+    assert not decode.honest and decode.declared.name == "IN_REPLAY"  # max_of(base, base)
+    assert any("SneakyChildBackend" in line for line in child_findings(b, facts))
+
+
+def test_conditional_rows_and_the_prefill_snapshot_give_one_file_each(tmp_path):
+    _, vs = load(str(tree(tmp_path / "t", "snapshot")), "SnapshotBackend")
+    assert [r.text() for v in vs for r in v.rows] == [
+        "SnapshotBackend EXTEND UNKNOWN (shared_read_ends)",
+        "SnapshotBackend EXTEND UNKNOWN (_snapshot_prefill_shared_reads) when self.lazy",
+        "SnapshotBackend EXTEND PRE_REPLAY (_snapshot_prefill_shared_reads) when not self.lazy"]
+    extend = [v.data["reads"]["EXTEND"] for v in vs]
+    assert extend[0] == {"in_graph_after_marker": ["req_to_token"], "in_graph_before_marker": ["req_to_token"]}
+    # under the snapshot's publish the in-graph prep has run before it: read at pre_replay
+    assert extend[1] == extend[2] == {"in_graph_after_marker": ["req_to_token"], "pre_replay": ["req_to_token"]}
+    assert vs[2].data["declares"] == {"EXTEND": "PRE_REPLAY"} and "declares" not in vs[0].data
+
+
+def test_an_unresolved_declaration_is_one_line_and_exit_3(tmp_path):
+    t = tree(tmp_path / "t", "unresolved")
+    (name,) = [ln.split()[1].split("(")[0] for ln in
+               (t / "sglang/srt/layers/attention/loop_backend.py").read_text().splitlines() if ln.startswith("class ")]
+    code, out, err = run("--sglang", str(t), name)
+    assert code == 3 and out == "" and err.count("\n") == 1 and "nothing sound to verify" in err, err
+
+
+def test_an_unknown_class_is_one_line_and_exit_2(tmp_path):
+    code, out, err = run("--sglang", str(lay(tmp_path / "head", "head")), "PagedBackends")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "expected an attention backend class" in err and "did you mean PagedBackend" in err
+
+
+@pytest.mark.slow
+def test_verify_sglang_is_verify_of_the_same_backend_file(tmp_path):
+    head = lay(tmp_path / "head", "head")
+    code, out, _ = run("--sglang", str(head), "PagedBackend")
+    assert code == 1
+    assert out.startswith("sglang 0.0.0+synthetic at ") and "PagedBackend (sglang/srt/layers/attention/" in out
+    assert "finding: DECODE: PagedBackend reads req_to_token at in_graph_after_marker, outside what IN_REPLAY" in out
+    _, (v,) = load(str(head), "PagedBackend")
+    f = tmp_path / "paged.toml"
+    f.write_text(tomli_w.dumps(v.data))
+    code2, out2, _ = run(str(f))
+    assert code2 == code and out.split("\n", 1)[1] == out2  # the same report, after the line naming the source
+    doc = json.loads(run("--sglang", str(head), "PagedBackend", "--json")[1])
+    assert doc["sglang"]["class"] == "PagedBackend" and doc["sglang"]["catalog"] == "sglang-0.5.23"
+    (variant,) = doc["variants"]
+    assert variant["rows"] == [] and variant["backend"] == "PagedBackend" and doc["safe"] is False
+
+
+@pytest.mark.slow
+def test_verify_sglang_on_the_release(tmp_path):
+    from sglang_release import require_release
+
+    root = require_release()
+    code, out, _ = run("--sglang", str(root), "FlashInferAttnBackend")
+    assert code == 1
+    assert "FlashInferAttnBackend (sglang/srt/layers/attention/flashinfer_backend.py:" in out
+    assert "finding: DECODE: FlashInferAttnBackend reads req_to_token at in_graph_after_marker" in out
+    assert out.rstrip().split("\n")[-1].startswith("verify FlashInferAttnBackend: RACES in ")
