@@ -484,3 +484,11 @@ def test_children_passed_to_a_constructor_are_resolved_from_the_calls_that_const
          "reason": f"a parameter of build_open ({factory}:27), chosen by its callers"}]}
     assert ("OpenBackend", "DECODE") not in found and _backend(doc, "OpenBackend")["declares"]["DECODE"] == \
         "delegate(self.inner)"
+
+
+def test_the_summary_ends_with_its_verdict_line(tmp_path):
+    code, out, _ = _run(_tree(tmp_path, None))
+    assert code == 0 and out.splitlines()[-1] == "sglang 0.0.0+synthetic: no finding"
+    code, out, _ = _run(_tree(tmp_path / "c", "composite"))
+    last = out.splitlines()[-1]
+    assert code == 1 and last.startswith("sglang 0.0.0+synthetic: ") and "finding(s) to review (" in last

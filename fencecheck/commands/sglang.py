@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from fencecheck.commands.common import outputs
+from fencecheck.commands.common import PROGRESS_HELP, outputs
 from fencecheck.commands.reader_audit import contexts_text
 from fencecheck.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
 from fencecheck.sglang_source.limits import limits_text
@@ -72,6 +72,7 @@ def add_parser(sub) -> None:
                    help="list the functions the facts come from whose code differs from a recorded release "
                         "(sglang-0.5.23) or a fingerprint file (.json), and the catalog entries whose cited sources "
                         "changed; any drift exits 1")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.add_argument("--cross-check", action="store_true",
                    help="also ask the SMT model about every release context where the simulator finds a race (the "
                         "backend findings' own scenarios are always decided by both; fencecheck audit always "
@@ -121,7 +122,16 @@ def cmd_sglang(args, out: TextIO) -> int:
     from fencecheck.sglang_source.tree import find_installed, find_package_root
 
     recorded = load_release(args.against) if args.against else None
-    ex = read_path(args.path, installed=args.installed)
+    from fencecheck.commands.progress import progress_bar
+
+    bar = progress_bar(3, "sglang", args.progress, args.err, unit="stage")
+    bar.set_postfix_str("reading")
+    try:
+        ex = read_path(args.path, installed=args.installed)
+    except BaseException:
+        bar.close()
+        raise
+    bar.update(1)
     current = ex.fingerprints.to_dict(ex.version)
     package = find_installed() if args.installed else find_package_root(args.path)
     if args.fingerprints or recorded is not None:
@@ -141,10 +151,17 @@ def cmd_sglang(args, out: TextIO) -> int:
         from fencecheck.files.outputs import write_text_atomic
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
-    ex, scenarios = decide(ex, witness=args.witness, context_model="flagged" if args.cross_check else "none")
-    from fencecheck.commands.reader_workers import decide_worker_reads
+    try:
+        bar.set_postfix_str("deciding the findings")
+        ex, scenarios = decide(ex, witness=args.witness, context_model="flagged" if args.cross_check else "none")
+        bar.update(1)
+        from fencecheck.commands.reader_workers import decide_worker_reads
 
-    ex, more = decide_worker_reads(ex, model=args.cross_check)
+        bar.set_postfix_str("deciding the worker reads")
+        ex, more = decide_worker_reads(ex, model=args.cross_check)
+        bar.update(1)
+    finally:
+        bar.close()
     scenarios += more
     if args.scenarios:
         from fencecheck.files.outputs import write_tree

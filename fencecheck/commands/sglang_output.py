@@ -83,4 +83,19 @@ def finish(args, ex, doc: dict, out: TextIO, render: Callable[[object], str],
         extra = suppressed_text(shown)
         if extra:
             out.write("\n".join(extra) + "\n")
+        out.write(verdict_line(view, exit_code(view)) + "\n")
     return exit_code(view)
+
+
+def verdict_line(ex, code: int) -> str:
+    """The last line of the one-tree summary: what the exit status says, with the findings that count."""
+    from fencecheck.errors import EXIT_OK, EXIT_RACE
+
+    kinds = [f.status for f in ex.findings]
+    counted = ", ".join(f"{kinds.count(s)} {s}" for s in ("confirmed", "plausible", "unresolved") if s in kinds)
+    head = f"sglang {ex.version or '(version unknown)'}:"
+    if code == EXIT_OK:
+        return f"{head} no finding"
+    if code == EXIT_RACE:
+        return f"{head} {len(kinds)} finding(s) to review ({counted or 'drift'}), each listed above with its evidence"
+    return f"{head} no finding, but facts left unresolved ({counted or 'see the notes'}): nothing is proved there"
