@@ -7,6 +7,7 @@ from typing import TextIO
 
 from fencecheck.commands.common import PROGRESS_HELP, outputs
 from fencecheck.commands.reader_audit import contexts_text
+from fencecheck.commands.sglang_output import decision_lines
 from fencecheck.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
 from fencecheck.sglang_source.limits import limits_text
 
@@ -207,14 +208,6 @@ def _algorithms_text(algorithms) -> list[str]:
     return lines
 
 
-def _model_text(model) -> str:
-    if model is None:
-        return "the model: not asked (--cross-check asks it)"
-    if model.agree is None:
-        return f"the model: {model.verdict}"
-    return "the model agrees" if model.agree else f"the model DIFFERS: {model.differ or ''}"
-
-
 def render(ex, drift: dict | None = None) -> str:
     """The human summary of the decided extraction ``ex`` (and its ``drift``)."""
     lines = []
@@ -237,17 +230,8 @@ def render(ex, drift: dict | None = None) -> str:
         lines.append(head)
         for e in x.evidence:
             lines.append(f"    {e.file}:{e.line}: {e.what}")
-        d = x.decision
-        if d is not None:
-            races = ", ".join(d.races) or "no race"
-            lines.append(f"    scenario {d.scenario}: {d.verdict} ({races}); {_model_text(d.model)}")
-            if d.contexts is not None:
-                lines.append(f"    {contexts_text(d.contexts)}")
-            for wit in d.witness or ():
-                o = wit.stale_read
-                lines.append(f"    witness: {wit.race}: " + (
-                    f"the step {o.step} read of {o.location} at {o.site} saw step {o.seen}'s data (stale)"
-                    if o else "NOT REPRODUCED (simulator inconsistency)"))
+        if x.decision is not None:
+            lines += decision_lines(x.decision)
         elif x.kind == "read_outside_declaration" and x.why:
             lines.append(f"    {x.why}")
     if drift is not None:

@@ -3,6 +3,7 @@ report in the format asked (``text``, ``json``: the document, ``sarif``) and the
 
 A finding all of whose root causes a ``# fencecheck: ignore[KIND] reason`` silences is listed as suppressed and
 counts for nothing; each unused suppression is a warning line on stderr (and in the document's ``suppressions``).
+``decision_lines``: the text lines on a finding's decision, the one-tree summary's and pull-request mode's.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
+
+from fencecheck.commands.reader_audit import contexts_text
 
 FORMATS = ("text", "json", "sarif")
 
@@ -37,6 +40,29 @@ def suppressed_text(doc: dict) -> list[str]:
                      f"({x['read']['file']}:{x['read']['line']}); {sup['reason']} ({sup['file']}:{sup['line']})")
     for u in s["unused"]:
         lines.append(f"unused suppression: {u['file']}:{u['line']}: ignore[{','.join(u['kinds'])}] {u['reason']}")
+    return lines
+
+
+def _model_text(model) -> str:
+    if model is None:
+        return "the model: not asked (--cross-check asks it)"
+    if model.agree is None:
+        return f"the model: {model.verdict}"
+    return "the model agrees" if model.agree else f"the model DIFFERS: {model.differ or ''}"
+
+
+def decision_lines(d, model: bool = True) -> list[str]:
+    """The summary's lines on a finding's decision ``d``: its scenario's verdict and races (and the model's answer,
+    when ``model``), its release contexts, each witness."""
+    races = ", ".join(d.races) or "no race"
+    lines = [f"    scenario {d.scenario}: {d.verdict} ({races})" + (f"; {_model_text(d.model)}" if model else "")]
+    if d.contexts is not None:
+        lines.append(f"    {contexts_text(d.contexts)}")
+    for wit in d.witness or ():
+        o = wit.stale_read
+        lines.append(f"    witness: {wit.race}: " + (
+            f"the step {o.step} read of {o.location} at {o.site} saw step {o.seen}'s data (stale)"
+            if o else "NOT REPRODUCED (simulator inconsistency)"))
     return lines
 
 

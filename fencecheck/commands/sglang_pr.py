@@ -176,7 +176,7 @@ def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp
 
 def render(pr: dict, states, changes, head_ex) -> str:
     """The pull-request report as text (each added finding's verdict from ``head_ex``, the decided extraction)."""
-    from fencecheck.commands.reader_audit import contexts_text
+    from fencecheck.commands.sglang_output import decision_lines
 
     h, b, c = pr["head"], pr["baseline"], pr["counts"]
     where = f"revision {b['revision'][:12]} ({b['given']})" if b["revision"] else b["root"]
@@ -191,16 +191,8 @@ def render(pr: dict, states, changes, head_ex) -> str:
         if rc.finding in shown:
             continue  # its finding's verdict is shown with its first root cause
         shown.add(rc.finding)
-        if d is None:
-            continue
-        lines.append(f"    scenario {d.scenario}: {d.verdict} ({', '.join(d.races) or 'no race'})")
-        if d.contexts is not None:
-            lines.append(f"    {contexts_text(d.contexts)}")
-        for wit in d.witness or ():
-            o = wit.stale_read
-            lines.append(f"    witness: {wit.race}: " + (
-                f"the step {o.step} read of {o.location} at {o.site} saw step {o.seen}'s data (stale)"
-                if o else "NOT REPRODUCED (simulator inconsistency)"))
+        if d is not None:
+            lines += decision_lines(d, model=False)
     for rc in states["fixed"]:
         lines.append(f"  FIXED {rc.kind}: {rc.text()}")
     for rc, row in zip(states["suppressed"], pr["findings"]["suppressed"]):
