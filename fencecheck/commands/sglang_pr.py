@@ -148,16 +148,15 @@ def exit_code(states: dict[str, list[RootCause]], doc: dict) -> int:
 
 def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp) -> dict:
     """The pull-request document (docs/sglang-pr.schema.json)."""
+    def row(state, rc) -> dict:
+        if state == "added":
+            return {**rc.to_json(), "finding": head_doc["findings"][rc.finding]}
+        if state == "suppressed":
+            return {**rc.to_json(), "suppression": head_supp.by_id[rc.id].to_json()}
+        return rc.to_json()
+
     def rows(state):
-        out = []
-        for rc in states[state]:
-            j = rc.to_json()
-            if state == "added":
-                j["finding"] = head_doc["findings"][rc.finding]
-            if state == "suppressed":
-                j["suppression"] = head_supp.by_id[rc.id].to_json()
-            out.append(j)
-        return out
+        return [row(state, rc) for rc in states[state]]
 
     from fencecheck.commands.sglang_facts import CATEGORIES
 
