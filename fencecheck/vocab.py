@@ -232,6 +232,19 @@ class EventLoop(str, enum.Enum):
     DISAGG_PREFILL = "disagg_prefill"
 
 
+class Platform(str, enum.Enum):
+    """The platforms SGLang's code tells apart by a predicate of its own (``is_cuda()``, ``is_hip()``, ...): whether
+    the barrier is on, which decode graph runner replays and whether its graphs have the in-graph marker are read per
+    platform from the tree (``fencecheck/sglang_source/platform.py``). ``hip`` is ROCm."""
+
+    CUDA = "cuda"
+    HIP = "hip"
+    MUSA = "musa"
+    XPU = "xpu"
+    NPU = "npu"
+    CPU = "cpu"
+
+
 class Stream(str, enum.Enum):
     """The streams (docs/sglang-mechanism.md#streams): schedule S, forward F, plan P."""
 

@@ -308,15 +308,26 @@ def test_installed_finds_the_package_without_importing_it(tmp_path, monkeypatch)
     assert "sglang" not in sys.modules
 
 
-@pytest.mark.parametrize("remove,expected", [
-    ("srt/model_executor/forward_batch_info.py", "no ForwardMode class found"),
-    ("srt/layers/attention/base_attn_backend.py", "no AttentionBackend class defining shared_read_ends"),
-])
-def test_a_tree_without_the_fence_is_bad_input(tmp_path, remove, expected):
+def test_a_tree_without_forward_modes_is_bad_input(tmp_path):
     root = _tree(tmp_path, None)
-    (root / remove).unlink()
+    (root / "srt/model_executor/forward_batch_info.py").unlink()
     code, out, err = _run(root)
-    assert code == 2 and out == "" and err.count("\n") == 1 and expected in err
+    assert code == 2 and out == "" and err.count("\n") == 1 and "no ForwardMode class found" in err
+
+
+def test_a_barrier_without_declarations_is_an_older_fence_and_no_barrier_is_no_fence(tmp_path):
+    """Without an AttentionBackend defining shared_read_ends the tree's barrier is an older fence: reported with its
+    read-done event and exit 5; without the barrier as well, no fence: exit 6. Neither is bad input."""
+    from fencecheck.errors import EXIT_NO_FENCE, EXIT_OLDER_FENCE
+
+    root = _tree(tmp_path, None)
+    (root / "srt/layers/attention/base_attn_backend.py").unlink()
+    code, out, err = _run(root)
+    assert (code, err) == (EXIT_OLDER_FENCE, "") and "a fence older than the SharedReadEnds declarations" in out
+    assert "waits on `shared_read_done_event`" in out and "sglang/srt/managers/scheduler.py:10" in out
+    (root / "srt/managers/scheduler.py").unlink()
+    code, out, err = _run(root)
+    assert (code, err) == (EXIT_NO_FENCE, "") and "no shared-read fence" in out
 
 
 def test_a_method_taken_from_another_class_by_assignment_is_followed(tmp_path):
@@ -368,20 +379,21 @@ def test_each_finding_is_decided_in_the_release_contexts_of_its_mode(tmp_path):
     assert line == f"in {len(racing)} of {len(rows)} release contexts: races in {', '.join(racing)}"
 
 
-def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read():
+def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read(tmp_path):
     from fencecheck.commands.reader_findings import _contexts, context_dict
 
-    data = {"name": "x", "backends": {"ReadBackend": {"declares": {"TARGET_VERIFY": "IN_REPLAY"},
-                                                      "reads": {"TARGET_VERIFY": {"pre_replay": ["req_to_token"]}}}},
-            "algorithm": {"steps": {"normal": [{"mode": "TARGET_VERIFY"}]}}}
-    ctx = dict(_contexts("sglang-0.5.23"))
-    out = context_dict(ctx["eagle"], data)
-    phases = [(k, p["name"], p["backend"]) for k, v in out["algorithm"]["steps"].items() for p in v]
-    assert ("normal", "verify", "ReadBackend") in phases and ("fallback", "verify", "ReadBackend") in phases
-    assert ("normal", "draft", "attn") in phases and "expect" not in out
+    data = {"name": "x", "backends": {"ReadBackend": {"declares": {"DECODE": "IN_REPLAY"},
+                                                      "reads": {"DECODE": {"pre_replay": ["req_to_token"]}}}},
+            "algorithm": {"steps": {"normal": [{"mode": "DECODE"}]}}}
+    ctx = dict(_contexts(_doc(tmp_path, None)))
+    graph = next(c for n, c in ctx.items() if n.startswith("no-speculation-decode-cuda-overlap"))
+    out = context_dict(graph, data)
+    phases = [(k, p["backend"]) for k, v in out["algorithm"]["steps"].items() for p in v]
+    assert phases == [("normal", "ReadBackend")] and "expect" not in out
     assert out["backends"]["ReadBackend"] == data["backends"]["ReadBackend"] and "attn" in out["backends"]
-    assert ctx["eagle"]["algorithm"]["steps"]["normal"][1]["backend"] == "attn"  # the context is not changed
-    assert context_dict(ctx["decode-flashinfer"], data) is None
+    assert graph["algorithm"]["steps"]["normal"][0]["backend"] == "attn"  # the context is not changed
+    prefill = next(c for n, c in ctx.items() if n.startswith("no-speculation-prefill"))
+    assert context_dict(prefill, data) is None
 
 
 def test_without_cross_check_the_contexts_are_the_simulators_alone(tmp_path):
@@ -419,7 +431,8 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
     runner = root / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
     runner.write_text(runner.read_text("utf-8").replace(
         "        return self.backend.replay(forward_batch)",
-        "        self.backend.shared_read_ends(forward_batch.forward_mode)\n        self._publish_read_done(False)\n"
+        "        self.backend.shared_read_ends(forward_batch.forward_mode)\n        read_done = self.device_module.Event()\n"
+        "        read_done.record()\n        self.model_runner.shared_read_done_event = read_done\n"
         "        return self.backend.replay(forward_batch)"), "utf-8")
     doc = read_path(root).to_dict()
     assert set(_findings(doc)) == {("CudaLateBackend", "DECODE"), ("NpuLateBackend", "DECODE")}

@@ -7,7 +7,7 @@ from typing import TextIO
 
 from fencecheck.commands.common import outputs
 from fencecheck.commands.reader_audit import contexts_text
-from fencecheck.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+from fencecheck.errors import EXIT_BAD_INPUT, EXIT_NO_FENCE, EXIT_OK, EXIT_OLDER_FENCE, EXIT_RACE, EXIT_UNKNOWN
 from fencecheck.sglang_source.limits import limits_text
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
@@ -39,6 +39,11 @@ EXIT_HELP = """exit codes:
   3  unresolved facts (a declaration or read path not evaluated, a module
      not read) and nothing wrong
   4  I/O failure
+  5  a fence older than the SharedReadEnds declarations (a barrier waiting on a
+     read-done event its runners publish without asking a backend): its facts are
+     reported (barrier, gate, read-done event, where it is published), nothing is
+     decided
+  6  no shared-read fence (no barrier, no declarations): said so
   70 a bug in fencecheck (one line, please report it)"""
 
 
@@ -75,6 +80,11 @@ def has_drift(doc: dict) -> bool:
 
 
 def exit_code(doc: dict) -> int:
+    fence = (doc.get("fence") or {}).get("kind")
+    if fence == "read_done_event":
+        return EXIT_OLDER_FENCE
+    if fence == "none":
+        return EXIT_NO_FENCE
     kinds = [f["status"] for f in doc["findings"]]
     if any(s in ("confirmed", "plausible") for s in kinds) or \
             any(f.get("verdict") == "counterexample" for f in doc["findings"]) or has_drift(doc):
@@ -167,6 +177,10 @@ def _algorithms_text(algorithms: list) -> list[str]:
 
 
 def render(doc: dict) -> str:
+    from fencecheck.commands.reader_facts import facts_text, fence_text
+
+    if (doc.get("fence") or {}).get("kind", "declaration") != "declaration":
+        return fence_text(doc)
     lines = []
     b, w, f = doc["backends"], doc["workers"], doc["findings"]
     loops = sorted({c["event_loop"] for c in doc["barrier"]["calls"]})
@@ -237,6 +251,7 @@ def render(doc: dict) -> str:
         if r["publish"] != "never":
             lines.append(f"  {r['class']}: {r['publish']} ({r['method']['file']}:{r['method']['line']})")
     lines += _algorithms_text(doc.get("algorithms", []))
+    lines += facts_text(doc)
     lines += limits_text(doc)
     return "\n".join(lines) + "\n"
 

@@ -175,7 +175,7 @@ class _AttrTypes:
                 local = [None]
                 params = [a.arg for a in fn.args.args[1:]] if fn.name == "__init__" else []
                 kwonly = [a.arg for a in fn.args.kwonlyargs] if fn.name == "__init__" else []
-                for node in ast.walk(fn):
+                for node in self.tree.walk(fn):
                     if not isinstance(node, ast.Assign):
                         continue
                     value = node.value
@@ -221,7 +221,7 @@ class _AttrTypes:
                 for c in (mod.classes.values() if mod else ()):
                     for fn in c.methods.values():
                         local = [None]
-                        for node in ast.walk(fn):
+                        for node in self.tree.walk(fn):
                             if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] == ci.name \
                                     and self._class_of_call(c.module, fn, node, local) is ci:
                                 out.append((c, node))
@@ -567,7 +567,7 @@ def _cond_text(conds) -> str | None:
 
 
 def read_algorithms(tree: Tree, modes: Modes, workers: list[dict], runners: list[dict] = (),
-                    scenarios: dict | None = None) -> list[dict]:
+                    scenarios: dict | None = None, rule: str | None = None) -> list[dict]:
     """The ``algorithms`` rows of the tree (empty when it has no ``SpeculativeAlgorithm``). ``runners``: the
     ``runners`` rows (each phase's publish behaviour is read from them). Each worker read after the publisher that is
     not copied to the host gets its scenario (``worker_read_scenario``; added to ``scenarios``, name -> Scenario,
@@ -579,7 +579,7 @@ def read_algorithms(tree: Tree, modes: Modes, workers: list[dict], runners: list
     walker = ReadWalker(tree, modes, types)
     ctx = {"tree": tree, "types": types, "runners": {(r["class"], r["file"]): r for r in runners},
            "by_name": {r["class"]: r for r in runners}, "scenarios": scenarios if scenarios is not None else {},
-           "decided": {}}
+           "decided": {}, "rule": rule}
     out, per_worker = [], {}
     rows, notes = dispatch(tree, algos)
     for row in rows:
@@ -635,7 +635,7 @@ def _runner_candidates(tree: Tree, ci: ClassInfo, attr: str, runners: dict) -> l
     for c in tree.mro(ci):
         for fn in c.methods.values():
             assigns: dict[str, list] = {}
-            for n in ast.walk(fn):
+            for n in tree.walk(fn):
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         if isinstance(t, ast.Name):
@@ -660,7 +660,7 @@ def _runner_candidates(tree: Tree, ci: ClassInfo, attr: str, runners: dict) -> l
                     if isinstance(r, ClassInfo) and (r.name, r.file) in runners:
                         found[(r.name, r.file)] = runners[(r.name, r.file)]
 
-            for n in ast.walk(fn):
+            for n in tree.walk(fn):
                 if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
                         isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                         and t.value.id == "self" for t in n.targets):
@@ -740,7 +740,7 @@ def _worker_step(tree, modes, types, walker, ci, workers, ctx, algorithm):
         if p["publish"] is not None and p["publish"]["policy"] is None:
             unresolved.append(f"{p['publish']['why']}: its publish behaviour is taken as `resolve`")
         phases.append({"runner": p["runner"], "call": p["call"], "mode": p["mode"], "kind": p["kind"],
-                       "side": side, "condition": _cond_text(p["conditions"]), "repeat": p["loop"],
+                       "side": side, "condition": _cond_text(p["conditions"]), "conditions": list(p["conditions"]), "repeat": p["loop"],
                        "publish": p["publish"], "file": p["file"], "line": p["line"]})
     publisher = [{"publisher": r["publisher"], "condition": r["condition"], "side": _side(r["publisher"]),
                   "file": r["returns_at"]["file"], "line": r["returns_at"]["line"]}
@@ -795,7 +795,8 @@ def _reads_after(walker, ci, phases, publisher, unresolved, ctx, algorithm) -> l
 
 
 # --- deciding a worker read ------------------------------------------------------------------------------------------
-def worker_read_scenario(name: str, ci: ClassInfo, pub: dict, location: str, before: list) -> dict | None:
+def worker_read_scenario(name: str, ci: ClassInfo, pub: dict, location: str, before: list,
+                         rule: str | None = None) -> dict | None:
     """The scenario table of a worker read of ``location`` after the runner phases ``before`` (in step order): the
     two model runners own the mailboxes (``target``, ``draft``), each phase runs on a runner of its own that
     publishes into its side's mailbox as its runner class does, with an attention backend under the base rule
@@ -829,7 +830,7 @@ def worker_read_scenario(name: str, ci: ClassInfo, pub: dict, location: str, bef
                            f"`{pub['publisher']}` ({pub['side']}); each phase's attention backend declares the "
                            f"base rule.",
             "cites": cites + [f"{pub['file']}:{pub['line']}: publisher {pub['publisher']}"],
-            "resolution": "declaration_only_post_fallback", "steps": 2,
+            "resolution": rule or "declaration_only", "steps": 2,
             "backends": {"attn": {}}, "runners": runners,
             "algorithm": {"name": slug(ci.name), "publisher": pub["side"], "steps": {"normal": phases}}}
 
@@ -849,7 +850,7 @@ def _pending_read(ctx, ci, pub, r, before) -> dict:
     from fencecheck.files.scenario_io import scenario_from_dict
 
     base = f"sglang-{slug(ci.name)}-reads-{slug(r.location)}-{r.line}"
-    data = worker_read_scenario(base, ci, pub, r.location, before)
+    data = worker_read_scenario(base, ci, pub, r.location, before, ctx.get("rule"))
     pending = {"kind": "worker_read_after_publish", "status": "unresolved", "scenario": None}
     if data is None:
         return {"finding": pending, "why": "a phase before the read runs in a mode the scenarios do not model"}

@@ -130,14 +130,44 @@ def collect(tree: Tree, reader, ex) -> Fingerprints:
             fp.add_method(cls, node, "barrier")
         else:
             fp.add(f"{mod.name}.{name}", node, mod.rel, "barrier")
-    for r in ex.runners:
-        if r["publish"] == "never":
-            continue
-        m = r["method"]
-        mod = tree.module(_module_of(tree, m["file"]))
-        owner = mod.classes[m["class"]]
-        fp.add_method(owner, owner.methods[m["name"]], f"runner {r['class']}")
+    collect_protocol(ex.protocol, fp)
     return fp
+
+
+def collect_protocol(proto, fp: Fingerprints | None = None) -> Fingerprints:
+    """The fingerprints of the functions the protocol facts come from (``protocol.Protocol``): the barrier, the
+    function assigning its gate, every function a runner's events were read from (for each runner that resolves,
+    publishes or clears), the functions creating the in-graph marker."""
+    fp = Fingerprints() if fp is None else fp
+    if proto is None:
+        return fp
+    for r in proto.runners:
+        if not any(e.kind in ("resolve", "publish", "clear") for e in r.events):
+            continue
+        for key, node, file in r.functions:
+            fp.add(key, node, file, f"runner {r.ci.name}")
+    g = barrier_gate_of(proto)
+    if g is not None and g.node is not None:
+        fp.add(g.function, g.node, g.file, "barrier")
+    for b in proto.barriers:
+        mod_name = _module_of_rel(b.file)
+        if b.node is not None:
+            fp.add(".".join(x for x in (mod_name, b.cls, b.node.name) if x), b.node, b.file, "barrier")
+    for site in proto.marker_nodes:
+        key, node, file = site
+        fp.add(key, node, file, "marker")
+    return fp
+
+
+def barrier_gate_of(proto):
+    return getattr(proto, "gate_node", None)
+
+
+def _module_of_rel(rel: str) -> str:
+    parts = list(Path(rel).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 def _module_of(tree: Tree, rel: str) -> str:

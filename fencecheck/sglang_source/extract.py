@@ -49,6 +49,8 @@ class Extraction:
     fingerprints: object = None  # drift.Fingerprints of the functions these facts come from
     uncovered: dict = field(default_factory=dict)  # id(finding) -> [(ReadSite, Read)] its evidence lists
     notes: list[dict] = field(default_factory=list)  # limits.notes_json: what the reader skipped
+    protocol: object = None  # protocol.Protocol: the fence, runners and platforms as the code has them
+    facts: dict = field(default_factory=dict)  # facts.read_facts: the protocol facts' top-level keys
 
     def to_dict(self) -> dict:
         return {
@@ -63,6 +65,7 @@ class Extraction:
             "findings": self.findings,
             "not_findings": self.not_findings,
             "notes": self.notes,
+            **self.facts,
         }
 
 
@@ -118,7 +121,7 @@ class Reader:
         if id(c) not in memo:
             out = []
             for fn in c.methods.values():
-                for node in ast.walk(fn):
+                for node in self.tree.walk(fn):
                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                         for t in node.targets:
                             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
@@ -187,6 +190,12 @@ class Reader:
         return self._walk(ci, mode)[1]
 
     def _walk(self, ci: ClassInfo, mode: str):
+        memo = self.__dict__.setdefault("_walks", {})
+        if (id(ci), mode) not in memo:
+            memo[id(ci), mode] = self._walk_once(ci, mode)
+        return memo[id(ci), mode]
+
+    def _walk_once(self, ci: ClassInfo, mode: str):
         reads, cuts = [], []
 
         def entry(site, method):
@@ -225,14 +234,21 @@ def _loc(obj) -> dict:
 
 
 def read_tree(tree: Tree) -> Extraction:
+    from .facts import older_fence, read_facts
+    from .protocol import DECLARATION, read_protocol
+
+    proto = read_protocol(tree)
+    if proto.kind != DECLARATION:
+        return older_fence(tree, proto)
     rd = Reader(tree)
     ex = Extraction(str(tree.root), tree.version(), list(rd.modes.members), (rd.modes.file, rd.modes.line))
     for ci in rd.backends:
         ex.backends.append(_backend(rd, ci, ex))
     ex.findings.sort(key=lambda f: (f["subject"], f["subject_at"], f["mode"] or "", f["kind"], json_key(f)))
-    ex.workers = _workers(tree)
+    ex.protocol = proto
+    ex.workers = _workers(tree, proto.publisher_property or "last_shared_read_runner")
     ex.barrier = _barrier(tree)
-    ex.runners = _runners(tree)
+    ex.runners = [r.row() for r in proto.runners]
     from .device import never_published
 
     never_published(tree, rd, ex)
@@ -241,11 +257,13 @@ def read_tree(tree: Tree) -> Extraction:
     ex.not_findings = [unique[k] for k in sorted(unique)]
     from .algorithms import read_algorithms
 
-    ex.algorithms = read_algorithms(tree, rd.modes, ex.workers, ex.runners, ex.algorithm_scenarios)
+    ex.algorithms = read_algorithms(tree, rd.modes, ex.workers, ex.runners, ex.algorithm_scenarios,
+                                    proto.fallback_rule())
     ex.call_graph = rd.walker.graph
     from .drift import collect
 
     ex.fingerprints = collect(tree, rd, ex)
+    ex.facts = read_facts(tree, rd, ex)
     ex.notes = notes_json(tree)
     ex.stats = {"files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
                 "graph_edges": rd.walker.graph.number_of_edges()}
@@ -476,15 +494,17 @@ def _return_rows(stmts, conds=()):
     return out
 
 
-def _workers(tree: Tree) -> list[dict]:
-    mods = tree.modules_containing("def last_shared_read_runner")
+def _workers(tree: Tree, prop: str = "last_shared_read_runner") -> list[dict]:
+    """One row per return of the worker property ``prop`` the barrier takes its runner from, per class defining it
+    and subclass."""
+    mods = tree.modules_containing(f"def {prop}")
     roots = []
     for m in mods:
         mod = tree.module(m)
-        roots += [c for c in (mod.classes.values() if mod else ()) if "last_shared_read_runner" in c.methods]
+        roots += [c for c in (mod.classes.values() if mod else ()) if prop in c.methods]
     out = []
     for ci in tree.subclasses(roots):
-        owner, fn = tree.lookup(ci, "last_shared_read_runner")
+        owner, fn = tree.lookup(ci, prop)
         for conds, text, line in _return_rows(fn.body):
             out.append({"class": ci.name, "file": ci.file, "line": ci.line, "publisher": text,
                         "condition": _conds_text(conds), "defined_in": {"class": owner.name, "file": owner.file,
@@ -518,68 +538,3 @@ def _barrier(tree: Tree) -> dict:
                               "barrier_lines": lines})
     key = lambda d: (d["file"], d["line"])  # noqa: E731
     return {"defined": sorted(defined, key=key), "calls": sorted(calls, key=key), "event_loops": sorted(loops, key=key)}
-
-
-_PUBLISH_CALLS = ("_publish_read_done", "maybe_publish_prefill_shared_read_done")
-
-
-def _runner_events(tree: Tree, ci: ClassInfo, fn):
-    """(line, event) in ``fn`` and every self method it calls, at any depth (each once): clear / resolve / publish /
-    prefill_publish."""
-    out, seen, todo = [], {id(fn)}, [fn]
-    while todo:
-        for n in ast.walk(todo.pop()):
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None and any(
-                    isinstance(t, ast.Attribute) and t.attr == "shared_read_done_event" for t in n.targets):
-                out.append((n.lineno, "clear"))
-            if isinstance(n, ast.Call):
-                name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-                if name in ("_resolve_shared_read_ends", "shared_read_ends"):
-                    out.append((n.lineno, "resolve"))
-                elif name == "_publish_read_done":
-                    out.append((n.lineno, "publish"))
-                elif name == "maybe_publish_prefill_shared_read_done":
-                    out.append((n.lineno, "prefill_publish"))
-                elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
-                        and n.func.value.id == "self":
-                    hit = tree.lookup(ci, name)
-                    if hit is not None and id(hit[1]) not in seen:
-                        seen.add(id(hit[1]))
-                        todo.append(hit[1])
-    return out
-
-
-def _runners(tree: Tree) -> list[dict]:
-    names = set()
-    for m in tree.modules_containing("Runner"):
-        for cm in re.finditer(r"^[ \t]*class[ \t]+(\w*Runner)\b", tree.text(m), re.M):
-            names.add((m, cm.group(1)))
-    out = []
-    for m, name in sorted(names):
-        mod = tree.module(m)
-        ci = mod.classes.get(name) if mod else None
-        if ci is None:
-            continue
-        mro = tree.mro(ci)
-        hits = [h for h in (tree.lookup(ci, "execute"), tree.lookup(ci, "replay")) if h is not None]
-        if not hits:
-            continue
-        hit = min(hits, key=lambda h: mro.index(h[0]))  # the entry defined lowest in the MRO
-        owner, fn = hit
-        ev = sorted(set(_runner_events(tree, ci, fn)))
-        kinds = [k for _, k in ev]
-        first = {k: ln for ln, k in reversed(ev)}
-        if "prefill_publish" in kinds:
-            publish = "prefill_publish"
-        elif "publish" in kinds and "clear" in kinds and first["clear"] < first.get("resolve", 10 ** 9):
-            publish = "clear_then_resolve"
-        elif "publish" in kinds and "resolve" in kinds:
-            publish = "resolve"
-        elif "publish" in kinds:
-            publish = "publish_unconditionally"
-        else:
-            publish = "never"
-        out.append({"class": ci.name, "file": ci.file, "line": ci.line, "publish": publish,
-                    "method": {"class": owner.name, "name": fn.name, "file": owner.file, "line": fn.lineno},
-                    "events": [{"line": ln, "file": owner.file, "event": k} for ln, k in ev]})
-    return sorted(out, key=lambda r: (r["file"], r["line"]))

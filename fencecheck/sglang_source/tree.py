@@ -142,7 +142,10 @@ class Tree:
         self.parsed = 0
 
     def rel(self, mod: str) -> str:
-        return self.paths[mod].relative_to(self.base).as_posix()
+        memo = self.__dict__.setdefault("_rels", {})
+        if mod not in memo:
+            memo[mod] = self.paths[mod].relative_to(self.base).as_posix()
+        return memo[mod]
 
     def note(self, file: str, line: int | None, what: str, unresolved: bool = True) -> None:
         self.notes.append(Note(file, line, what, unresolved))
@@ -170,8 +173,21 @@ class Tree:
             self.texts[mod] = t
         return t
 
+    def walk(self, node: ast.AST) -> list[ast.AST]:
+        """``list(ast.walk(node))``, computed once per node (the syntax trees are held for the whole reading, so a
+        node's id stays its own)."""
+        memo = self.__dict__.setdefault("_walks", {})
+        out = memo.get(id(node))
+        if out is None:
+            out = memo[id(node)] = list(ast.walk(node))
+        return out
+
     def modules_containing(self, *needles: str) -> list[str]:
-        return [m for m in self.paths if any(n in self.text(m) for n in needles)]
+        """The modules whose text holds one of ``needles``, in the tree's order (each search once)."""
+        memo = self.__dict__.setdefault("_containing", {})
+        if needles not in memo:
+            memo[needles] = [m for m in self.paths if any(n in self.text(m) for n in needles)]
+        return list(memo[needles])
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
         """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
@@ -273,10 +289,16 @@ class Tree:
     def local_imports(self, mod: Module, stmts) -> dict[str, list]:
         """name -> what each ``from X import Y [as name]`` anywhere in ``stmts`` (imports inside functions) binds it
         to, as ``resolve`` gives it, in source order (several when branches import different things under one
-        name)."""
+        name). Computed once per module and statements; the caller must not change the result."""
+        stmts = list(stmts)
+        key = (id(mod), tuple(id(s) for s in stmts))
+        memo = self.__dict__.setdefault("_local_imports", {})
+        if key in memo:
+            return memo[key]
         out: dict[str, list] = {}
+        memo[key] = out
         for s in stmts:
-            for n in ast.walk(s):
+            for n in self.walk(s):
                 if isinstance(n, ast.ImportFrom):
                     target = self.module(_absolute(mod.name, mod.path.name == "__init__.py", n.module, n.level))
                     for a in n.names:

@@ -1,0 +1,312 @@
+"""The configurations of a tree, generated from its facts: the step (no speculation: a decode or a prefill step on
+the model runner's runners; or one path through a speculative algorithm's decode step) x the publisher x the
+platform class x the event loop, as the tree has them. Each is a scenario table (``scenario``) the simulator and
+the model run; a finding is decided in every configuration that runs a phase of its mode (``reader_findings``).
+
+- **Steps.** A speculative algorithm's runner phases (``algorithms``) carry the tests on their path; each
+  assignment of those tests (each test an atom, true or false) selects the phases whose tests all hold, in step
+  order: one path through the step. Paths with the same phases are one configuration. A phase inside a loop runs once
+  in the configuration (its count is known only at run time). The step without speculation runs ``DECODE`` on the
+  platform's decode graph runner, or eagerly on the eager runner; a prefill step runs ``EXTEND`` on the eager runner
+  or the prefill graph runner (``steps.model_runner_runners``).
+- **Publisher.** Each row of the worker's ``last_shared_read_runner`` (its side's mailbox is the one the barrier
+  reads); no speculation: the target.
+- **Platform classes.** The platforms whose decode graph runner publishes (``protocol.platforms``), grouped by
+  whether that runner's graphs have the marker and whether the barrier is on: by default, or only with a setting
+  (``SGLANG_ENABLE_WAR_BARRIER``), each a class of its own; a platform whose decode graph runner never publishes
+  has no configuration (its findings are not findings, ``device``).
+- **Event loops.** The loops that apply the barrier: ``overlap`` (right after ``run_batch``) or, for a loop of the
+  disaggregated prefill server (its name says ``prefill``), ``disagg_prefill``; a loop whose name says ``prefill``
+  runs prefill steps, ``decode`` decode steps, any other both. A loop without the barrier runs the forward on the
+  schedule stream (``normal``) or on the pipeline's own stream with a host synchronisation (``pp``, its name says
+  ``pp``): one configuration each, of the step without speculation; any other loop without the barrier is listed as
+  not modelled.
+
+Every configuration resolves declarations under the tree's own rule (the decode graph runner's fallback,
+``runners.Fallback``), its phases' runners publish as their classes do, and every phase's attention backend takes
+the base rule and reads nothing: a finding's backend takes the phases of its mode.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import itertools
+
+from .algorithms import slug
+
+MAX_ATOMS = 12  # tests of one step enumerated at most (2**12 paths)
+
+_POLICY = {"resolve": "resolve", "clear_then_resolve": "clear_then_resolve", "publish_unconditionally":
+           "always_pre_replay", "prefill_publish": "prefill", "never": "never"}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(text: str):
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _literal_value(text: str, values: dict) -> bool | None:
+    e = _parsed(text)
+    return None if e is None else _eval(e, values)
+
+
+def _atoms(text: str) -> list[str]:
+    e = _parsed(text)
+    if e is None:
+        return [text]
+    out = []
+
+    def visit(x):
+        if isinstance(x, ast.BoolOp):
+            for v in x.values:
+                visit(v)
+        elif isinstance(x, ast.UnaryOp) and isinstance(x.op, ast.Not):
+            visit(x.operand)
+        else:
+            out.append(ast.unparse(x))
+
+    visit(e)
+    return out
+
+
+_ATOM_TEXT: dict[int, str] = {}
+
+
+def _eval(e, values):
+    if isinstance(e, ast.BoolOp):
+        vals = [_eval(v, values) for v in e.values]
+        if isinstance(e.op, ast.And):
+            return False if False in vals else (True if all(v is True for v in vals) else None)
+        return True if True in vals else (False if all(v is False for v in vals) else None)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        v = _eval(e.operand, values)
+        return None if v is None else not v
+    text = _ATOM_TEXT.get(id(e))
+    if text is None:
+        text = _ATOM_TEXT[id(e)] = ast.unparse(e)  # the parsed conditions are kept (``_parsed``): ids stay theirs
+    return values.get(text)
+
+
+def _paths(phases: list[dict]) -> tuple[list[tuple[tuple, dict]], list[str]]:
+    """(selected phase indices, the atoms' values) of each distinct path through ``phases``; and what could not be
+    enumerated."""
+    runs = [i for i, p in enumerate(phases) if p["kind"] == "runner" and p.get("publish")]
+    atoms = sorted({a for i in runs for c in phases[i].get("conditions", ()) for a in _atoms(c)})
+    notes = []
+    if len(atoms) > MAX_ATOMS:
+        notes.append(f"{len(atoms)} tests on the step's paths: only the first {MAX_ATOMS} (contexts.MAX_ATOMS) are "
+                     "enumerated, the others taken true")
+    free = atoms[:MAX_ATOMS]
+    seen, out = set(), []
+    for bits in itertools.product((True, False), repeat=len(free)):
+        values = dict(zip(free, bits)) | {a: True for a in atoms[MAX_ATOMS:]}
+        sel = tuple(i for i in runs if all(_literal_value(c, values) is True for c in phases[i].get("conditions", ())))
+        sig = tuple((phases[i]["file"], phases[i]["line"], phases[i]["mode"]) for i in sel)
+        sig = tuple(x for k, x in enumerate(sig) if k == 0 or x != sig[k - 1])  # a loop's phase once
+        if sel and sig not in seen:
+            seen.add(sig)
+            out.append((sel, values))
+    return out, notes
+
+
+def platform_classes(platforms: list[dict]) -> list[dict]:
+    """The platform classes: platforms whose decode graph runner publishes, by (marker, barrier on) and the
+    settings that class needs."""
+    groups: dict[tuple, dict] = {}
+    for p in platforms:
+        if p.get("runner_policy") in (None, "never") or p.get("barrier") is None:
+            continue
+        markers = {"present": (True,), "absent": (False,)}.get(p["marker"], (True, False))
+        b = p["barrier"]
+        variants = []
+        if b["default"] is True:
+            variants.append((True, ()))
+        elif b["default"] is False:
+            variants.append((False, ()))
+            for w in b["on_when"]:
+                variants.append((True, (f"{w['setting']}={w['value']}",)))
+        else:
+            variants += [(True, ()), (False, ())]
+        for m in markers:
+            for on, settings in variants:
+                key = (m, on, settings)
+                g = groups.setdefault(key, {"marker": m, "barrier": on, "settings": list(settings), "platforms": []})
+                g["platforms"].append(p["platform"])
+    out = []
+    for g in sorted(groups.values(), key=lambda g: (not g["barrier"], not g["marker"], g["settings"])):
+        g["name"] = (g["platforms"][0] + ("" if g["marker"] else "-no-marker")
+                     + ("" if g["barrier"] else "-barrier-off") + ("-forced" if g["settings"] else ""))
+        out.append(g)
+    return out
+
+
+def loop_kinds(event_loops: list[dict]) -> list[dict]:
+    """Each event loop with the kind it is modelled as (None: not modelled) and the steps it runs."""
+    out = []
+    for loop in event_loops:
+        name = loop["event_loop"]
+        runs = "prefill" if "prefill" in name else "decode" if "decode" in name else "both"
+        if loop["barrier_lines"]:
+            kind = "disagg_prefill" if "prefill" in name else "overlap"
+        elif "_pp" in name:
+            kind = "pp"
+        elif "normal" in name:
+            kind = "normal"
+        else:
+            kind = None
+        out.append({"event_loop": name, "class": loop["class"], "file": loop["file"], "line": loop["line"],
+                    "kind": kind, "runs": runs})
+    return out
+
+
+def _phase_row(p: dict) -> dict:
+    return {"mode": p["mode"], "side": p["side"], "policy": _POLICY.get(p["publish"]["policy"], p["publish"]["policy"])
+            if p["publish"]["policy"] else "resolve", "execution": p["publish"]["execution"], "call": p["call"],
+            "file": p["file"], "line": p["line"]}
+
+
+def _plain(proto, steps, platform_name) -> dict[str, list[list[dict]]]:
+    """The steps without speculation: decode (graph, eager) and prefill (eager, graph), as phase rows."""
+    rows = next((p for p in proto.platforms if p["platform"] == platform_name), None)
+    dec = rows["decode_graph_runner"] if rows else None
+    out: dict[str, list] = {"decode": [], "prefill": []}
+    facts = {r.ci.name: r for r in proto.runners}
+    mr = steps.get("model_runner", [])
+    if dec and dec["class"] in facts:
+        r = facts[dec["class"]]
+        out["decode"].append([{"mode": "DECODE", "side": "target", "policy": _POLICY[r.policy], "execution": "graph",
+                               "call": f"{r.ci.name}.{r.entry.name}", "file": r.owner.file, "line": r.entry.lineno}])
+    for x in mr:
+        r = facts[x["class"]]
+        row = {"side": "target", "policy": _POLICY[r.policy], "call": f"{r.ci.name}.{r.entry.name}",
+               "file": r.owner.file, "line": r.entry.lineno}
+        if x["role"] == "eager":
+            out["decode"].append([{**row, "mode": "DECODE", "execution": "eager"}])
+            out["prefill"].append([{**row, "mode": "EXTEND", "execution": "eager"}])
+        elif x["role"] == "prefill_graph":
+            out["prefill"].append([{**row, "mode": "EXTEND", "execution": "graph"}])
+    return out
+
+
+def _prefill_default(tree, proto) -> tuple[bool, list[str]]:
+    """Whether prefill may publish with every setting at its default (the settings, ``envs.X.get()``, its publish's
+    conditions test, at their defaults in ``Envs``); and the settings that turn it on otherwise."""
+    from .platform import setting_names, settings
+
+    conds = set()
+    for r in proto.runners:
+        if r.policy == "prefill_publish":
+            for e in r.events:
+                if e.kind == "publish":
+                    conds.update(e.conditions)
+    names = sorted({n for c in conds for n in setting_names(ast.parse(c, mode="eval").body)})
+    if not names:
+        return True, []
+    defaults = {n: s.default for n, s in settings(tree, names).items()}
+    values = {f"envs.{n}.get()": d for n, d in defaults.items() if d is not None}
+    needs = [c for c in conds if _literal_value(c, values) is False]
+    return (not needs), sorted(f"{n}=True" for n, d in defaults.items() if d is False)
+
+
+def configurations(tree, proto, steps: dict, ex) -> dict:
+    """``{"rule", "platform_classes", "loops", "configurations": [...], "notes"}``."""
+    rule = proto.fallback_rule()
+    classes = platform_classes(proto.platforms)
+    loops = loop_kinds(ex.barrier.get("event_loops", []))
+    notes = [f"event loop {x['event_loop']} ({x['file']}:{x['line']}) applies no barrier and is neither a normal nor "
+             "a pipeline loop: not modelled" for x in loops if x["kind"] is None]
+    by_kind: dict[str, list] = {}
+    for x in loops:
+        if x["kind"] is not None:
+            by_kind.setdefault(x["kind"], []).append(x)
+    prefill_on, prefill_settings = _prefill_default(tree, proto)
+    configs: list[dict] = []
+    seen: dict = {}  # key -> the configuration: a path another algorithm shares is one configuration
+
+    def add(source, condition, phases, publisher, cls, kind, loops_, prefill=None):
+        key = (kind, cls["name"], publisher, tuple((p["mode"], p["side"], p["policy"], p["execution"]) for p in phases),
+               tuple(prefill or ()))
+        if key in seen:
+            if source not in seen[key]["sources"]:
+                seen[key]["sources"].append(source)
+            return
+        configs.append({"source": source, "sources": [source], "condition": condition, "phases": phases, "publisher": publisher,
+                        "platform_class": cls["name"], "platforms": cls["platforms"], "marker": cls["marker"],
+                        "barrier": cls["barrier"], "settings": cls["settings"] + (prefill or []),
+                        "loop": kind, "event_loops": [x["event_loop"] for x in loops_],
+                        "prefill_read_done": prefill_on if not prefill else True})
+        seen[key] = configs[-1]
+
+    for cls in classes:
+        plain = _plain(proto, steps, cls["platforms"][0])
+        for kind in ("overlap", "disagg_prefill", "normal", "pp"):
+            ls = by_kind.get(kind, [])
+            if not ls:
+                continue
+            runs = {x["runs"] for x in ls}
+            barrier_loop = kind in ("overlap", "disagg_prefill")
+            if not barrier_loop and cls is not classes[0]:
+                continue  # no barrier: the platform class does not matter
+            if runs & {"decode", "both"}:
+                for ph in plain["decode"]:
+                    add("no speculation: decode", None, ph, "target", cls, kind, ls)
+            if runs & {"prefill", "both"}:
+                for ph in plain["prefill"]:
+                    add("no speculation: prefill", None, ph, "target", cls, kind, ls)
+                    if not prefill_on and barrier_loop:
+                        add("no speculation: prefill", None, ph, "target", cls, kind, ls, prefill_settings)
+            if not barrier_loop or not runs & {"decode", "both"}:
+                continue
+            for a in ex.algorithms:
+                paths, why = _paths(a["phases"])
+                notes.extend(f"{a['name']}: {w}" for w in why)
+                for sel, values in paths:
+                    phases = [_phase_row(a["phases"][i]) for i in sel]
+                    phases = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
+                    path = [c for i in sel for c in a["phases"][i].get("conditions", ())]
+                    for pub in a["publisher"] or [{"side": "target", "condition": None}]:
+                        if pub["condition"] and _literal_value(pub["condition"], values) is False:
+                            continue
+                        cond = " and ".join(dict.fromkeys(([a["condition"]] if a["condition"] else []) + path
+                                                          + ([pub["condition"]] if pub["condition"] else []))) or None
+                        add(a["name"], cond, phases, pub["side"], cls, kind, ls)
+    for i, c in enumerate(configs):
+        base = slug(c["source"].split(":")[0]) if c["source"].startswith("no speculation") else slug(c["source"])
+        what = c["source"].split(": ")[1] if c["source"].startswith("no speculation") else None
+        c["name"] = "-".join(x for x in (base, what, c["platform_class"], c["loop"].replace("_", "-"), str(i)) if x)
+    return {"rule": rule, "platform_classes": classes, "loops": loops, "configurations": configs, "notes": notes}
+
+
+def scenario(cfg: dict, rule: str | None) -> dict:
+    """The scenario table of a configuration: the two model runners own the mailboxes (``target``, ``draft``); each
+    phase runs on a runner of its side and publish policy, marker as the platform class has it; every phase's backend
+    ``attn`` takes the base rule and reads nothing."""
+    runners = {"target": {"publish": "never", "fresh_events": True, "marker": cfg["marker"]},
+               "draft": {"publish": "never", "fresh_events": True, "marker": cfg["marker"]}}
+    phases = []
+    for i, p in enumerate(cfg["phases"]):
+        rn = f"{p['side']}-{p['policy'].replace('_', '-')}"
+        runners.setdefault(rn, {"publish": p["policy"], "mailbox": p["side"], "fresh_events": True,
+                                "marker": cfg["marker"]})
+        ph = {"name": f"p{i}-{p['mode'].lower().replace('_', '-')}", "runner": rn, "mode": p["mode"],
+              "backend": "attn"}
+        if p["execution"] == "eager":
+            ph["execution"] = "eager"
+        phases.append(ph)
+    cites = [f"{p['file']}:{p['line']}: {p['side']} {p['mode']} by `{p['call']}` ({p['policy']}, {p['execution']})"
+             for p in cfg["phases"]]
+    return {"name": cfg["name"],
+            "description": f"{cfg['source']}" + (f" when {cfg['condition']}" if cfg["condition"] else "")
+                           + f"; platforms {', '.join(cfg['platforms'])}" + (
+                               f" with {', '.join(cfg['settings'])}" if cfg["settings"] else "")
+                           + f"; {cfg['loop']} loop ({', '.join(cfg['event_loops'])}); generated from the facts.",
+            "cites": cites, "resolution": rule or "declaration_only_post_fallback", "steps": 2,
+            "backends": {"attn": {}}, "runners": runners,
+            "scheduler": {"barrier": cfg["barrier"], "loop": cfg["loop"],
+                          "prefill_read_done": cfg["prefill_read_done"]},
+            "algorithm": {"name": "none" if cfg["source"].startswith("no speculation") else slug(cfg["source"]),
+                          "publisher": cfg["publisher"], "steps": {"normal": phases}}}

@@ -1,0 +1,58 @@
+"""The protocol facts as the document's top-level keys, for a tree with the declaration fence (``read_facts``) and
+for one with an older fence or none (``older_fence``): ``fence``, ``graph_runners``, ``platforms``,
+``shared_locations``, ``steps`` and ``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
+
+from __future__ import annotations
+
+from .protocol import Protocol, platforms_json, runners_json
+from .tree import Tree
+
+
+def protocol_keys(proto: Protocol) -> dict:
+    return {"fence": proto.fence_json(), "graph_runners": runners_json(proto), "platforms": platforms_json(proto)}
+
+
+def read_facts(tree: Tree, rd, ex) -> dict:
+    """The top-level keys of a tree with the declaration fence (``ex``: its extraction, read by ``rd``)."""
+    from .contexts import configurations
+    from .locations import shared_locations
+    from .steps import step_facts
+
+    proto = ex.protocol
+    out = protocol_keys(proto)
+    out["shared_locations"] = shared_locations(tree)
+    out["steps"] = step_facts(tree, proto, ex)
+    out["configurations"] = configurations(tree, proto, out["steps"], ex)
+    return out
+
+
+def older_fence(tree: Tree, proto: Protocol):
+    """The extraction of a tree without the declaration fence: its protocol facts only (no backend, nothing
+    decided)."""
+    from .extract import Extraction, _barrier, _workers
+    from .limits import notes_json
+
+    modes, at = [], (None, None)
+    try:
+        from .declare import Modes
+        from .tree import NotSGLang
+
+        m = Modes(tree)
+        modes, at = list(m.members), (m.file, m.line)
+    except NotSGLang:  # a tree without ForwardMode has no modes to list (the fence says what it has)
+        pass
+    ex = Extraction(str(tree.root), tree.version(), modes, at)
+    ex.protocol = proto
+    if proto.barriers:
+        ex.barrier = _barrier(tree)
+        ex.workers = _workers(tree, proto.publisher_property) if proto.publisher_property else []
+    else:
+        ex.barrier = {"defined": [], "calls": [], "event_loops": []}
+    ex.runners = [r.row() for r in proto.runners]
+    ex.facts = protocol_keys(proto)
+    from .drift import collect_protocol
+
+    ex.fingerprints = collect_protocol(proto)
+    ex.notes = notes_json(tree)
+    ex.stats = {"files": len(tree.paths), "parsed": tree.parsed}
+    return ex
