@@ -131,6 +131,9 @@ def cmd_sglang(args, out: TextIO) -> int:
 
         write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
     scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
+    from fencecheck.commands.reader_fallback import decide_fallback
+
+    scenarios += decide_fallback(doc)
     from fencecheck.commands.reader_workers import decide_worker_reads
 
     scenarios += decide_worker_reads(doc, ex.algorithm_scenarios, model=args.cross_check)

@@ -131,15 +131,21 @@ def platform_classes(platforms: list[dict]) -> list[dict]:
                 variants.append((True, (f"{w['setting']}={w['value']}",)))
         else:
             variants += [(True, ()), (False, ())]
+        absent = tuple(f"no marker: {w}" for w in p.get("marker_absent_when", ()))
+        if p["marker"] == "present" and absent:  # present but for a condition (an unsupported external event)
+            markers = (True, False)
         for m in markers:
             for on, settings in variants:
+                if m is False and p["marker"] == "present":
+                    settings = settings + absent
                 key = (m, on, settings)
                 g = groups.setdefault(key, {"marker": m, "barrier": on, "settings": list(settings), "platforms": []})
                 g["platforms"].append(p["platform"])
     out = []
     for g in sorted(groups.values(), key=lambda g: (not g["barrier"], not g["marker"], g["settings"])):
+        forced = any(not x.startswith("no marker:") for x in g["settings"])
         g["name"] = (g["platforms"][0] + ("" if g["marker"] else "-no-marker")
-                     + ("" if g["barrier"] else "-barrier-off") + ("-forced" if g["settings"] else ""))
+                     + ("" if g["barrier"] else "-barrier-off") + ("-forced" if forced else ""))
         out.append(g)
     return out
 

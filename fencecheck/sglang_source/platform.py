@@ -224,7 +224,7 @@ def marker_per_platform(tree: Tree, sites: list[dict]) -> dict[str, dict]:
     ev = Evaluator(tree)
     out = {}
     for p in Platform:
-        verdicts = []
+        verdicts, absent_when = [], []
         for s in sites:
             f = s["factory"]
             if f is None:
@@ -238,18 +238,21 @@ def marker_per_platform(tree: Tree, sites: list[dict]) -> dict[str, dict]:
                 verdicts.append(("absent", f"{f['function']} returns None when {hit['test']} "
                                            f"({f['file']}:{hit['line']})"))
             elif all(v is False for v in vals):
-                unless = [f"{w['call']} raises {w['raises']} ({f['file']}:{w['line']})"
-                          for w in f["none_when"] if "raises" in w] + \
-                         [f"{g['test']} ({s['file']}:{g['line']})" for g in s["guards"]]
+                unless = [f"{w['call']} raises {w['raises']}" for w in f["none_when"] if "raises" in w]
+                guards = [f"{g['test']} ({s['file']}:{g['line']})" for g in s["guards"]]
+                raises_at = [f"{f['file']}:{w['line']}" for w in f["none_when"] if "raises" in w]
                 verdicts.append(("present", f"{f['function']} ({f['file']}:{f['line']}) returns an event"
-                                 + (" unless " + "; or ".join(unless) if unless else "")))
+                                 + "".join(f" unless {u} ({a})" for u, a in zip(unless, raises_at))
+                                 + (f"; created only when not {' or '.join(guards)}" if guards else "")))
+                absent_when.extend(unless)
             else:
                 w = next(w for w, v in zip(tests, vals) if v is None)
                 verdicts.append(("unresolved", f"{f['function']} returns None when {w['test']} "
                                                f"({f['file']}:{w['line']}), not known statically on {p.value}"))
         kinds = {k for k, _ in verdicts}
         kind = "absent" if not verdicts else (kinds.pop() if len(kinds) == 1 else "unresolved")
-        out[p.value] = {"marker": kind, "why": "; ".join(w for _, w in verdicts) or "nothing creates a marker"}
+        out[p.value] = {"marker": kind, "why": "; ".join(w for _, w in verdicts) or "nothing creates a marker",
+                        "absent_when": absent_when if kind == "present" else []}
     return out
 
 

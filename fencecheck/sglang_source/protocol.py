@@ -181,6 +181,7 @@ def _platform_rows(tree: Tree, proto: Protocol) -> list[dict]:
             "decode_graph_runner": runner, "other_decode_graph_runners": others,
             "runner_policy": facts.policy if facts is not None else None,
             "marker": mk["marker"] if mk else ("absent" if facts is not None else "unresolved"),
+            "marker_absent_when": mk["absent_when"] if mk else [],
             "marker_why": mk["why"] if mk else (
                 f"{facts.ci.name} does not plant {marker['attribute']}" if facts is not None and marker else
                 "no runner resolves a declaration against an in-graph marker" if facts is not None else
