@@ -174,8 +174,8 @@ class ResolutionRule(str, enum.Enum):
 
     ``gated``: before PR #35059 (non-decode modes -> UNKNOWN; TARGET_VERIFY -> UNKNOWN unless the algorithm says
     verify is the last reading phase). ``declaration_only``: PR #35059 as merged (IN_REPLAY without a marker falls back
-    to PRE_REPLAY). ``declaration_only_post_fallback``: IN_REPLAY without a marker falls back to POST_REPLAY; the
-    rule of the released SGLang (0.5.23).
+    to PRE_REPLAY). ``declaration_only_post_fallback``: IN_REPLAY without a marker falls back to POST_REPLAY. Which
+    rule a tree applies is read from its decode graph runner (``fencecheck/sglang_source/runners.py``).
     """
 
     GATED = "gated"

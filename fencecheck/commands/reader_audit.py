@@ -1,4 +1,4 @@
-"""The static reader's document of a release, as Markdown (a section of docs/audit/sglang-0.5.23.md): every finding
+"""The static reader's document of a release, as Markdown (a section of the release's document under docs/audit/): every finding
 with its status, evidence chain, scenario and witness, and the extracted tables. Paths are relative to the ``sglang``
 package's parent, so the text is the same wherever the sources were read."""
 
@@ -15,15 +15,24 @@ def _decl(v) -> str:
     return "; ".join(f"{r['end']} if `{r['condition']}`" if r.get("condition") else r["end"] for r in v)
 
 
+def _grouped(names: list[str]) -> str:
+    """Configuration names grouped by their stem (the name without its number): ``eagle-cuda-overlap (3)``."""
+    by: dict[str, int] = {}
+    for n in names:
+        stem = n.rsplit("-", 1)[0] if n.rsplit("-", 1)[-1].isdigit() else n
+        by[stem] = by.get(stem, 0) + 1
+    return ", ".join(f"{k} ({v})" if v > 1 else k for k, v in sorted(by.items()))
+
+
 def contexts_text(rows: list) -> str:
-    """One line on a finding's release contexts: in how many of them it races, and which."""
+    """One line on a finding's generated configurations: in how many of them it races, and which (by stem)."""
     racing = [r["context"] for r in rows if r["verdict"] == "counterexample"]
     unknown = [r["context"] for r in rows if r["verdict"] == "unknown"]
     differ = [r["context"] for r in rows if r["oracles_agree"] is False]
-    text = f"in {len(racing)} of {len(rows)} release contexts: " + (
-        f"races in {', '.join(racing)}" if racing else "no race")
+    text = f"in {len(racing)} of {len(rows)} configurations: " + (
+        f"races in {_grouped(racing)}" if racing else "no race")
     if unknown:
-        text += f"; unknown in {', '.join(unknown)}"
+        text += f"; unknown in {_grouped(unknown)}"
     if differ:
         text += f"; the model DIFFERS in {', '.join(differ)}"
     return text
@@ -74,7 +83,7 @@ def markdown(doc: dict, command: str) -> list[str]:
             out += [f"Scenario `{x['scenario']}` (written by `--scenarios DIR`): simulator "
                     f"{x['verdict']} ({races}); {model}.", ""]
         if x.get("contexts"):
-            out += [f"In the release catalog's contexts (each phase of mode {x['mode']} run by {x['subject']} as "
+            out += [f"In the configurations generated from the facts (each phase of mode {x['mode']} run by {x['subject']} as "
                     f"read): {contexts_text(x['contexts'])}.", ""]
         for w in x.get("witness", ()):
             o = w["stale_read"]

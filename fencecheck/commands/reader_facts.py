@@ -89,6 +89,13 @@ def facts_text(doc: dict) -> list[str]:
                      + ")")
         for note in conf["notes"]:
             lines.append(f"  {note}")
+    cmp = doc.get("catalog_comparison")
+    if cmp:
+        lines.append(f"the release catalog ({cmp['catalog']}) against them: {len(cmp['covered'])} entries covered, "
+                     f"{len(cmp['not_generated'])} not generated"
+                     + (f" ({', '.join(x['entry'] for x in cmp['not_generated'])})" if cmp["not_generated"] else "")
+                     + f", {len(cmp['not_in_catalog'])} generated skeletons in no entry (docs/sglang-reader.md, "
+                       "\"The catalog and the generated configurations\")")
     return lines
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TextIO
 
 from fencecheck.commands.common import outputs
@@ -59,24 +60,31 @@ def add_parser(sub) -> None:
                    help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines)")
     p.add_argument("--witness", action="store_true",
                    help="replay each race under its witness interleaving (the schedule and the stale read it shows)")
-    p.add_argument("--against", default=None, metavar="VERSION",
-                   help="list the functions the facts come from whose code differs from a recorded release "
-                        "(sglang-0.5.23) or a fingerprint file (.json), and the catalog entries whose cited sources "
-                        "changed; any drift exits 1")
+    p.add_argument("--against", default=None, metavar="RELEASE|FILE|TREE",
+                   help="compare with a recorded release (sglang-VERSION, in fencecheck/sglang_source/releases/), a "
+                        "record or fingerprint file (.json) or another SGLang tree: the protocol facts that changed "
+                        "first (exit 1), then the functions whose code changed (drift when a fact they support "
+                        "changed, else review) and the catalog entries whose cited sources changed (review)")
     p.add_argument("--cross-check", action="store_true",
                    help="also ask the SMT model about every release context where the simulator finds a race (the "
                         "backend findings' own scenarios are always decided by both; fencecheck audit always "
                         "cross-checks) and about the scenario of each worker read after the publisher")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
-                   help="write the fingerprints of the functions the facts come from (JSON, for --against)")
-    p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), inputs=(("path", "tree"), ("against", "file"))))
+                   help="write the tree's record (its protocol facts and the fingerprints of the functions they come "
+                        "from; JSON, for --against)")
+    p.add_argument("--record", default=None, metavar="DIR",
+                   help="write the tree's record to DIR/sglang-VERSION.json (facts, fingerprints, the configurations "
+                        "generated from the facts, the catalog entries' fingerprints where the catalog has the "
+                        "release): adding a release is this command and a reviewed diff")
+    p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), ("record", True),
+                                              inputs=(("path", "tree"), ("against", "file"))))
 
 
 def has_drift(doc: dict) -> bool:
-    """Whether ``--against`` found drift: a function the facts come from that changed, was removed or was added, or
-    a catalog entry whose cited sources changed."""
+    """Whether ``--against`` found drift: a protocol fact that changed (or, against a record without facts, a
+    function that changed). A function whose facts did not change and a catalog entry are review, not drift."""
     d = doc.get("drift")
-    return bool(d and (d["functions"] or d.get("catalog_entries")))
+    return bool(d and (d["facts"] or any(f["drift"] for f in d["functions"])))
 
 
 def exit_code(doc: dict) -> int:
@@ -100,36 +108,25 @@ def cmd_sglang(args, out: TextIO) -> int:
 
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
+    from fencecheck.commands.reader_drift import drift, record_document, write_record
     from fencecheck.commands.reader_findings import decide
-    from fencecheck.sglang_source.drift import (
-        catalog_fingerprints,
-        compare,
-        compare_catalog,
-        load_release,
-    )
+    from fencecheck.sglang_source.drift import load_release
     from fencecheck.sglang_source.tree import find_installed, find_package_root
 
-    recorded = load_release(args.against) if args.against else None
+    if args.against and not Path(args.against).is_dir():
+        load_release(args.against)  # a bad --against is bad input before the work
     ex = read_path(args.path, installed=args.installed)
     doc = ex.to_dict()
-    current = ex.fingerprints.to_dict(ex.version)
     package = find_installed() if args.installed else find_package_root(args.path)
-    if args.fingerprints or recorded is not None:
-        from fencecheck.files.catalog import RELEASE
-
-        catalog = (recorded[1].get("catalog") or {}).get("version", RELEASE) if recorded is not None else RELEASE
-        current["catalog"] = catalog_fingerprints(package, catalog)
-    if recorded is not None:
-        where, data = recorded
-        doc["drift"] = {"against": args.against, "recorded_version": data.get("sglang_version"),
-                        "functions": compare(data, current),
-                        "catalog_entries": compare_catalog(data.get("catalog") or {}, current["catalog"])}
+    current = record_document(ex, doc, package) if (args.fingerprints or args.against or args.record) else None
+    if args.against:
+        doc["drift"] = drift(args.against, current, package)
     if args.fingerprints:
-        from pathlib import Path
-
         from fencecheck.files.outputs import write_text_atomic
 
-        write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
+        write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1, sort_keys=True) + "\n")
+    if args.record:
+        write_record(args.record, current)
     scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")
     from fencecheck.commands.reader_fallback import decide_fallback
 
@@ -219,14 +216,9 @@ def render(doc: dict) -> str:
                 f"the step {o['step']} read of {o['location']} at {o['site']} saw step {o['seen']}'s data (stale)"
                 if o else "NOT REPRODUCED (simulator inconsistency)"))
     if "drift" in doc:
-        d = doc["drift"]
-        lines.append(f"drift against {d['against']} ({d['recorded_version']}): {len(d['functions'])} functions differ")
-        for x in d["functions"]:
-            lines.append(f"  {x['status'].upper()} {x['function']} ({x['file']}:{x['line']}): {'; '.join(x['facts'])}")
-        entries = d.get("catalog_entries", [])
-        lines.append(f"catalog entries whose cited sources changed: {len(entries)}")
-        for x in entries:
-            lines.append(f"  {x['entry']}: {', '.join(x['changed'])}")
+        from fencecheck.commands.reader_drift import drift_text
+
+        lines += drift_text(doc["drift"])
     nf = doc["not_findings"]
     sync = sum(1 for x in nf if x["why"].startswith(("behind a host sync", "behind a capture-mode test")))
     device = sum(1 for x in nf if x["why"].startswith("never resolved on "))

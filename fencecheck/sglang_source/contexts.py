@@ -15,6 +15,8 @@ the model run; a finding is decided in every configuration that runs a phase of 
   whether that runner's graphs have the marker and whether the barrier is on: by default, or only with a setting
   (``SGLANG_ENABLE_WAR_BARRIER``), each a class of its own; a platform whose decode graph runner never publishes
   has no configuration (its findings are not findings, ``device``).
+- **Force coarse.** A setting the barrier's fine wait tests (``SGLANG_FORCE_COARSE_WAR_BARRIER``), off by default,
+  makes the steps without speculation on the first platform class configurations of their own.
 - **Event loops.** The loops that apply the barrier: ``overlap`` (right after ``run_batch``) or, for a loop of the
   disaggregated prefill server (its name says ``prefill``), ``disagg_prefill``; a loop whose name says ``prefill``
   runs prefill steps, ``decode`` decode steps, any other both. A loop without the barrier runs the forward on the
@@ -31,11 +33,10 @@ from __future__ import annotations
 
 import ast
 import functools
-import itertools
 
 from .algorithms import slug
 
-MAX_ATOMS = 12  # tests of one step enumerated at most (2**12 paths)
+MAX_PATHS = 256  # distinct paths through one step generated at most
 
 _POLICY = {"resolve": "resolve", "clear_then_resolve": "clear_then_resolve", "publish_unconditionally":
            "always_pre_replay", "prefill_publish": "prefill", "never": "never"}
@@ -49,12 +50,12 @@ def _parsed(text: str):
         return None
 
 
-def _literal_value(text: str, values: dict) -> bool | None:
+def _literal_value(text: str, values: dict, scope: str = "") -> bool | None:
     e = _parsed(text)
-    return None if e is None else _eval(e, values)
+    return None if e is None else _eval(e, values, scope)
 
 
-def _atoms(text: str) -> list[str]:
+def _atoms(text: str, scope: str = "") -> list[str]:
     e = _parsed(text)
     if e is None:
         return [text]
@@ -67,49 +68,128 @@ def _atoms(text: str) -> list[str]:
         elif isinstance(x, ast.UnaryOp) and isinstance(x.op, ast.Not):
             visit(x.operand)
         else:
-            out.append(ast.unparse(x))
+            out.append(_key(x, scope))
 
     visit(e)
     return out
 
 
-_ATOM_TEXT: dict[int, str] = {}
+_ATOM_TEXT: dict[int, tuple[str, bool]] = {}
 
 
-def _eval(e, values):
+def _key(e, scope: str) -> str:
+    """An atom's key: its text, qualified by ``scope`` (the phase's function) when it names a local of a function
+    (a name other than ``self``): two functions' locals of one name are two tests."""
+    hit = _ATOM_TEXT.get(id(e))
+    if hit is None:
+        local = any(isinstance(n, ast.Name) and n.id != "self" and isinstance(n.ctx, ast.Load)
+                    and n.id not in _GLOBAL_NAMES for n in ast.walk(e))
+        hit = _ATOM_TEXT[id(e)] = (ast.unparse(e), local)  # the parsed conditions are kept (``_parsed``)
+    return f"{scope}|{hit[0]}" if hit[1] and scope else hit[0]
+
+
+#: Names a test may use that are no local of the function (builtins, SGLang's module-level helpers by convention).
+_GLOBAL_NAMES = frozenset({"isinstance", "hasattr", "getattr", "len", "any", "all", "envs", "get_parallel", "torch",
+                           "True", "False", "None", "callable"})
+
+
+def _eval(e, values, scope: str = ""):
     if isinstance(e, ast.BoolOp):
-        vals = [_eval(v, values) for v in e.values]
+        vals = [_eval(v, values, scope) for v in e.values]
         if isinstance(e.op, ast.And):
             return False if False in vals else (True if all(v is True for v in vals) else None)
         return True if True in vals else (False if all(v is False for v in vals) else None)
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-        v = _eval(e.operand, values)
+        v = _eval(e.operand, values, scope)
         return None if v is None else not v
-    text = _ATOM_TEXT.get(id(e))
-    if text is None:
-        text = _ATOM_TEXT[id(e)] = ast.unparse(e)  # the parsed conditions are kept (``_parsed``): ids stay theirs
-    return values.get(text)
+    return values.get(_key(e, scope))
 
 
-def _paths(phases: list[dict]) -> tuple[list[tuple[tuple, dict]], list[str]]:
-    """(selected phase indices, the atoms' values) of each distinct path through ``phases``; and what could not be
-    enumerated."""
+def _scope(tree, p: dict) -> str:
+    """The function holding phase ``p``'s call (``file:def line``): the scope of the locals its tests name."""
+    memo = _SCOPES.setdefault(id(tree), {})
+    k = (p["file"], p["line"])
+    if k not in memo:
+        memo[k] = p["file"]
+        name = p["file"][:-3].replace("/", ".").removesuffix(".__init__")
+        mod = tree.module(name) if tree is not None and name in tree.paths else None
+        best = None
+        for node in (tree.walk(mod.tree) if mod else ()):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= p["line"] <= \
+                    (node.end_lineno or node.lineno) and (best is None or node.lineno > best.lineno):
+                best = node
+        if best is not None:
+            memo[k] = f"{p['file']}:{best.lineno}"
+    return memo[k]
+
+
+_SCOPES: dict[int, dict] = {}
+
+
+def _model_runner_phase(p: dict) -> bool:
+    """A phase through a model runner's forward: it replays the decode graph runner or runs eagerly, per batch."""
+    return p["publish"]["execution"] == "graph" and (p["publish"]["why"] or "").startswith("the model runner replays")
+
+
+def _paths(phases: list[dict], tree=None) -> tuple[list[tuple[tuple, dict]], list[str]]:
+    """Each distinct path through ``phases``: the (phase index, execution) selected, in order, and the tests' values
+    that select it. Found depth first: a phase whose tests are decided by the values so far is in or out, else the
+    first undecided test is taken true, then false; a phase through a model runner's forward runs as a graph or
+    eagerly, the same for every phase of one call (a call repeated in a loop or reached twice runs alike)."""
     runs = [i for i, p in enumerate(phases) if p["kind"] == "runner" and p.get("publish")]
-    atoms = sorted({a for i in runs for c in phases[i].get("conditions", ()) for a in _atoms(c)})
-    notes = []
-    if len(atoms) > MAX_ATOMS:
-        notes.append(f"{len(atoms)} tests on the step's paths: only the first {MAX_ATOMS} (contexts.MAX_ATOMS) are "
-                     "enumerated, the others taken true")
-    free = atoms[:MAX_ATOMS]
-    seen, out = set(), []
-    for bits in itertools.product((True, False), repeat=len(free)):
-        values = dict(zip(free, bits)) | {a: True for a in atoms[MAX_ATOMS:]}
-        sel = tuple(i for i in runs if all(_literal_value(c, values) is True for c in phases[i].get("conditions", ())))
-        sig = tuple((phases[i]["file"], phases[i]["line"], phases[i]["mode"]) for i in sel)
-        sig = tuple(x for k, x in enumerate(sig) if k == 0 or x != sig[k - 1])  # a loop's phase once
-        if sel and sig not in seen:
-            seen.add(sig)
-            out.append((sel, values))
+    scopes = {i: _scope(tree, phases[i]) if tree is not None else "" for i in runs}
+    out, seen, notes = [], set(), []
+    budget = [MAX_PATHS]
+
+    def value(i, values):
+        vals = [_literal_value(c, values, scopes[i]) for c in phases[i].get("conditions", ())]
+        return False if False in vals else (True if all(v is True for v in vals) else None)
+
+    def undecided(i, values):
+        for c in phases[i].get("conditions", ()):
+            for a in _atoms(c, scopes[i]):
+                if a not in values:
+                    return a
+        return None
+
+    def walk(k, values, sel):
+        if budget[0] <= 0:
+            return
+        if k == len(runs):
+            sig = tuple((phases[i]["file"], phases[i]["line"], phases[i]["mode"], e) for i, e in sel)
+            sig = tuple(x for n, x in enumerate(sig) if n == 0 or x != sig[n - 1])  # a loop's phase once
+            if sel and sig not in seen:
+                seen.add(sig)
+                out.append((tuple(sel), dict(values)))
+                budget[0] -= 1
+            return
+        i = runs[k]
+        v = value(i, values)
+        if v is None:
+            a = undecided(i, values)
+            if a is None:  # a test the atoms cannot settle: the phase may run or not
+                walk(k + 1, values, sel)
+                walk(k + 1, values, sel + [(i, None)])
+                return
+            for bit in (True, False):
+                walk(k, {**values, a: bit}, sel)
+            return
+        if not v:
+            walk(k + 1, values, sel)
+            return
+        if _model_runner_phase(phases[i]):  # one choice per call: a loop's or a helper's repeated call runs alike
+            choice = f"graph@{phases[i]['file']}:{phases[i]['line']}"
+            if choice not in values:
+                for bit in (True, False):
+                    walk(k, {**values, choice: bit}, sel)
+                return
+            walk(k + 1, values, sel + [(i, "graph" if values[choice] else "eager")])
+        else:
+            walk(k + 1, values, sel + [(i, None)])
+
+    walk(0, {}, [])
+    if budget[0] <= 0:
+        notes.append(f"more than {MAX_PATHS} paths through the step (contexts.MAX_PATHS): the rest not generated")
     return out, notes
 
 
@@ -169,10 +249,26 @@ def loop_kinds(event_loops: list[dict]) -> list[dict]:
     return out
 
 
-def _phase_row(p: dict) -> dict:
-    return {"mode": p["mode"], "side": p["side"], "policy": _POLICY.get(p["publish"]["policy"], p["publish"]["policy"])
-            if p["publish"]["policy"] else "resolve", "execution": p["publish"]["execution"], "call": p["call"],
-            "file": p["file"], "line": p["line"]}
+def effective(mode: str, policy: str, execution: str) -> str:
+    """What a phase does with its mailbox: an eager phase publishes only by the prefill rule in ``EXTEND`` (and clears
+    nothing), a prefill-rule runner publishes only for ``EXTEND``; ``none`` otherwise. Configurations whose phases do
+    the same are one."""
+    if policy == "prefill" and mode != "EXTEND":
+        return "none"
+    if execution == "eager" and policy != "prefill":
+        return "none"
+    return policy
+
+
+def _phase_row(p: dict, execution: str | None = None, eager: dict | None = None) -> dict:
+    """A configuration's phase; ``execution`` ``eager`` for a model runner's forward run eagerly (on the eager
+    runner, ``eager``: its policy)."""
+    policy = _POLICY.get(p["publish"]["policy"], p["publish"]["policy"]) if p["publish"]["policy"] else "resolve"
+    if execution == "eager":
+        policy = eager["policy"] if eager else "never"
+    return {"mode": p["mode"], "side": p["side"], "policy": policy,
+            "execution": execution or p["publish"]["execution"], "call": p["call"], "file": p["file"],
+            "line": p["line"]}
 
 
 def _plain(proto, steps, platform_name) -> dict[str, list[list[dict]]]:
@@ -233,20 +329,30 @@ def configurations(tree, proto, steps: dict, ex) -> dict:
     configs: list[dict] = []
     seen: dict = {}  # key -> the configuration: a path another algorithm shares is one configuration
 
-    def add(source, condition, phases, publisher, cls, kind, loops_, prefill=None):
-        key = (kind, cls["name"], publisher, tuple((p["mode"], p["side"], p["policy"], p["execution"]) for p in phases),
-               tuple(prefill or ()))
+    def add(source, condition, phases, publisher, cls, kind, loops_, prefill=None, coarse=None):
+        eff = [(p["mode"], p["side"], effective(p["mode"], p["policy"], p["execution"]), p["execution"])
+               for p in phases]
+        eff = tuple(x for k, x in enumerate(eff) if k == 0 or x != eff[k - 1])
+        key = (kind, cls["name"], publisher, eff, tuple(prefill or ()), coarse)
         if key in seen:
             if source not in seen[key]["sources"]:
                 seen[key]["sources"].append(source)
             return
         configs.append({"source": source, "sources": [source], "condition": condition, "phases": phases, "publisher": publisher,
                         "platform_class": cls["name"], "platforms": cls["platforms"], "marker": cls["marker"],
-                        "barrier": cls["barrier"], "settings": cls["settings"] + (prefill or []),
+                        "barrier": cls["barrier"], "force_coarse": coarse is not None,
+                        "settings": cls["settings"] + (prefill or []) + ([f"{coarse}=True"] if coarse else []),
                         "loop": kind, "event_loops": [x["event_loop"] for x in loops_],
                         "prefill_read_done": prefill_on if not prefill else True})
         seen[key] = configs[-1]
 
+    eager_row = next(({"policy": _POLICY[x["policy"]]} for x in steps.get("model_runner", ()) if x["role"] == "eager"),
+                     None)
+    paths_of: dict[int, tuple] = {}
+    for a in ex.algorithms:
+        if id(a["phases"]) not in paths_of:
+            paths_of[id(a["phases"])] = _paths(a["phases"], tree)
+            notes.extend(f"{a['name']}: {w}" for w in paths_of[id(a["phases"])][1])
     for cls in classes:
         plain = _plain(proto, steps, cls["platforms"][0])
         for kind in ("overlap", "disagg_prefill", "normal", "pp"):
@@ -268,23 +374,52 @@ def configurations(tree, proto, steps: dict, ex) -> dict:
             if not barrier_loop or not runs & {"decode", "both"}:
                 continue
             for a in ex.algorithms:
-                paths, why = _paths(a["phases"])
-                notes.extend(f"{a['name']}: {w}" for w in why)
+                paths = paths_of[id(a["phases"])][0]
                 for sel, values in paths:
-                    phases = [_phase_row(a["phases"][i]) for i in sel]
+                    phases = [_phase_row(a["phases"][i], e, eager_row) for i, e in sel]
                     phases = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
-                    path = [c for i in sel for c in a["phases"][i].get("conditions", ())]
+                    path = [c for i, _ in sel for c in a["phases"][i].get("conditions", ())]
                     for pub in a["publisher"] or [{"side": "target", "condition": None}]:
                         if pub["condition"] and _literal_value(pub["condition"], values) is False:
                             continue
+                        absent = _absent_worker(tree, a, pub)
+                        if absent and any(a["phases"][i]["runner"].startswith(absent + ".") for i, _ in sel):
+                            continue  # the publisher is chosen when that sub-worker is None: its phases do not run
                         cond = " and ".join(dict.fromkeys(([a["condition"]] if a["condition"] else []) + path
                                                           + ([pub["condition"]] if pub["condition"] else []))) or None
                         add(a["name"], cond, phases, pub["side"], cls, kind, ls)
+    coarse = [x["name"] for x in (proto.gate or {}).get("coarse_settings", ()) if x["default"] is False]
+    if classes and coarse and by_kind.get("overlap"):  # the setting that makes the barrier wait for the whole forward
+        cls = classes[0]
+        plain = _plain(proto, steps, cls["platforms"][0])
+        for name in coarse:
+            for ph in plain["decode"] + plain["prefill"]:
+                add(f"no speculation: {'decode' if ph[0]['mode'] == 'DECODE' else 'prefill'}", None, ph, "target",
+                    cls, "overlap", by_kind["overlap"], coarse=name)
     for i, c in enumerate(configs):
         base = slug(c["source"].split(":")[0]) if c["source"].startswith("no speculation") else slug(c["source"])
         what = c["source"].split(": ")[1] if c["source"].startswith("no speculation") else None
-        c["name"] = "-".join(x for x in (base, what, c["platform_class"], c["loop"].replace("_", "-"), str(i)) if x)
+        c["name"] = "-".join(x for x in (base, what, c["platform_class"], "coarse" if c["force_coarse"] else None,
+                                         c["loop"].replace("_", "-"), str(i)) if x)
     return {"rule": rule, "platform_classes": classes, "loops": loops, "configurations": configs, "notes": notes}
+
+
+def _absent_worker(tree, a: dict, pub: dict) -> str | None:
+    """The class of the sub-worker a publisher row's condition says is None (``self._draft_worker is None``): a
+    path running its phases is not one that row is chosen on."""
+    import re
+
+    m = re.fullmatch(r"self\.(\w+) is None", pub.get("condition") or "")
+    if m is None or tree is None or not a.get("worker"):
+        return None
+    from .algorithms import worker_attr_types
+
+    types = tree.__dict__.setdefault("_worker_attr_types", worker_attr_types(tree))
+    name = a["worker"]["file"][:-3].replace("/", ".").removesuffix(".__init__")
+    mod = tree.module(name) if name in tree.paths else None
+    ci = mod.classes.get(a["worker"]["class"]) if mod else None
+    k = types.raw(ci).get(m.group(1)) if ci is not None else None
+    return k.name if k is not None else None
 
 
 def scenario(cfg: dict, rule: str | None) -> dict:
@@ -312,7 +447,7 @@ def scenario(cfg: dict, rule: str | None) -> dict:
                            + f"; {cfg['loop']} loop ({', '.join(cfg['event_loops'])}); generated from the facts.",
             "cites": cites, "resolution": rule or "declaration_only_post_fallback", "steps": 2,
             "backends": {"attn": {}}, "runners": runners,
-            "scheduler": {"barrier": cfg["barrier"], "loop": cfg["loop"],
+            "scheduler": {"barrier": cfg["barrier"], "loop": cfg["loop"], "force_coarse": cfg["force_coarse"],
                           "prefill_read_done": cfg["prefill_read_done"]},
             "algorithm": {"name": "none" if cfg["source"].startswith("no speculation") else slug(cfg["source"]),
                           "publisher": cfg["publisher"], "steps": {"normal": phases}}}

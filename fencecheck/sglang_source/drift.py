@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .tree import ClassInfo, Tree
 
-#: Recorded fingerprints of releases, by name (``sglang-0.5.23``).
+#: Recorded releases (facts, fingerprints, configurations), by name: ``sglang-<version>.json``.
 RELEASES = Path(__file__).resolve().parent / "releases"
 
 
@@ -57,7 +57,7 @@ class Fingerprints:
 
 
 def load_release(name_or_path: str) -> tuple[str, dict]:
-    """The recorded fingerprints of a release name (``sglang-0.5.23``) or a fingerprint file (``.json``)."""
+    """The record of a release name (``sglang-<version>``, in ``RELEASES``) or a fingerprint file (``.json``)."""
     from .tree import NotSGLang
 
     path = Path(name_or_path)

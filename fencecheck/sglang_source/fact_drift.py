@@ -1,5 +1,5 @@
 """Drift as facts: the protocol facts of a document as a table keyed without line numbers (so a move is no change),
-and the comparison of two such tables. A key names a fact (``declaration/FlashInferAttnBackend/DECODE``,
+and the comparison of two such tables. A key names a fact (``declaration/FlashInferAttnBackend``, its declaration per mode,
 ``runner/DecodeCudaGraphRunner/fallback``, ``algorithm/EAGLE|not cfg.enable_multi_layer_eagle/phases``); its value is
 what the code says (no line numbers either), ``at`` where it says it (file:line, shown, never compared).
 
@@ -70,18 +70,15 @@ def fact_table(doc: dict) -> dict[str, dict]:
         if r.get("binds"):
             _put(out, f"{k}/binds", r["binds"]["side"], _at(r["binds"]))
     for b in doc.get("backends", ()):
-        for mode, v in b["declares"].items():
-            if isinstance(v, list):
-                v = [{"condition": x.get("condition"), "end": x["end"]} for x in v]
-            _put(out, f"declaration/{b['class']}/{mode}", v, _at(b["declared_in"]))
+        decl = {mode: ([{"condition": x.get("condition"), "end": x["end"]} for x in v] if isinstance(v, list) else v)
+                for mode, v in b["declares"].items()}
         if b.get("prefill_snapshot"):
-            s = b["prefill_snapshot"]
-            _put(out, f"declaration/{b['class']}/prefill_snapshot", s["declares"], _at(s))
+            decl["prefill_snapshot"] = b["prefill_snapshot"]["declares"]
+        _put(out, f"declaration/{b['class']}", decl, _at(b["declared_in"]))
         reads: dict[str, set] = {}
         for r in b["reads"]:
-            reads.setdefault(r["mode"], set()).add((r["site"], r["location"]))
-        for mode, sites in reads.items():
-            _put(out, f"reads/{b['class']}/{mode}", sorted(sites), None)
+            reads.setdefault(r["mode"], set()).add(f"{r['location']}@{r['site']}")
+        _put(out, f"reads/{b['class']}", {mode: sorted(v) for mode, v in sorted(reads.items())}, _at(b))
     for w in doc.get("workers", ()):
         key = f"worker/{w['class']}"
         prev = out.get(key, {"value": []})["value"]
@@ -123,8 +120,8 @@ def compare_facts(old: dict, new: dict) -> list[dict]:
 
 def keys_of_label(label: str) -> tuple[str, ...]:
     """The fact-key prefixes a fingerprint label supports."""
-    for head, prefixes in (("declaration of ", ("declaration/{}/",)), ("reads of ", ("reads/{}/",)),
-                           ("children passed to ", ("declaration/{}/", "reads/{}/")), ("worker ", ("worker/{}",)),
+    for head, prefixes in (("declaration of ", ("declaration/{}",)), ("reads of ", ("reads/{}",)),
+                           ("children passed to ", ("declaration/{}", "reads/{}")), ("worker ", ("worker/{}",)),
                            ("runner ", ("runner/{}/",)), ("algorithm ", ("algorithm/{}",))):
         if label.startswith(head):
             name = label[len(head):]
@@ -141,6 +138,6 @@ def function_drift(functions: list[dict], fact_changes: list[dict]) -> list[dict
     out = []
     for f in functions:
         prefixes = [p for label in f["facts"] for p in keys_of_label(label)]
-        hit = any(k.startswith(p) for k in changed for p in prefixes)
+        hit = any(k == p or k.startswith(p if p.endswith("/") or not p else p + "/") for k in changed for p in prefixes)
         out.append({**f, "drift": hit, "review": not hit})
     return out

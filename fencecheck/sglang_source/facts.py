@@ -23,6 +23,13 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     out["shared_locations"] = shared_locations(tree)
     out["steps"] = step_facts(tree, proto, ex)
     out["configurations"] = configurations(tree, proto, out["steps"], ex)
+    from fencecheck.files.catalog import catalog_of
+
+    from .catalog_compare import compare
+
+    cat = catalog_of(ex.version)
+    if cat is not None:
+        out["catalog_comparison"] = compare(out["configurations"]["configurations"], cat)
     return out
 
 

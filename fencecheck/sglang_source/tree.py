@@ -86,7 +86,7 @@ class Module:
 
 #: A name is followed through at most this many ``from X import name`` re-exports.
 MAX_REEXPORTS = 8
-#: A class's method resolution order holds at most this many classes (SGLang 0.5.23's backends hold 7 at most).
+#: A class's method resolution order holds at most this many classes (SGLang's backends hold under 10).
 MAX_MRO = 64
 
 _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.M)
