@@ -183,6 +183,14 @@ class ResolutionRule(str, enum.Enum):
     DECLARATION_ONLY_POST_FALLBACK = "declaration_only_post_fallback"
 
 
+#: What each declaration-only rule resolves IN_REPLAY to when the runner has no in-graph marker (the rule a tree
+#: applies is read from the end its decode graph runner returns there).
+NO_MARKER_FALLBACK: dict[ResolutionRule, SharedReadEnds] = {
+    ResolutionRule.DECLARATION_ONLY: SharedReadEnds.PRE_REPLAY,
+    ResolutionRule.DECLARATION_ONLY_POST_FALLBACK: SharedReadEnds.POST_REPLAY,
+}
+
+
 class PrepStream(str, enum.Enum):
     """The stream a phase's out-of-graph metadata prep runs on (docs/sglang-mechanism.md#streams)."""
 

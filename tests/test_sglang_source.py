@@ -259,10 +259,11 @@ def test_drift_lists_a_changed_function_and_ignores_comments(tmp_path):
     assert f"CHANGED {key} (sglang/srt/layers/attention/composite_backend.py:11)" in out
 
 
-def test_drift_exits_1_and_lists_the_catalog_entries_whose_cited_source_changed(tmp_path):
-    """A clean tree holding a class at a path and name the release catalog cites: against its own fingerprints it
-    exits 0; after an edit of that declaration it exits 1, listing the function and exactly the catalog entries that
-    cite it."""
+def test_drift_is_a_changed_fact_and_a_changed_function_without_one_is_review(tmp_path):
+    """A tree saying it is 0.5.23 that holds a class at a path and name the release catalog cites: against its own
+    record it exits 0. A code change that changes no fact (the base call spelled with an explicit argument) lists the
+    function as review and the catalog entries citing it, exit 0; an edit of the declaration changes a fact: the
+    fact first, the function as drift, exit 1."""
     from fencecheck.files.catalog import RELEASE, load_catalog
 
     root = _tree(tmp_path, "drift")
@@ -270,25 +271,36 @@ def test_drift_exits_1_and_lists_the_catalog_entries_whose_cited_source_changed(
     assert _run(root, "--fingerprints", prints)[0] == 0
     code, out, err = _run(root, "--json", "--against", prints)
     drift = json.loads(out)["drift"]
-    assert (code, err, drift["functions"], drift["catalog_entries"]) == (0, "", [], [])
+    assert (code, err, drift["facts"], drift["functions"], drift["catalog_entries"]) == (0, "", [], [], [])
     src = root / "srt" / "layers" / "attention" / "trtllm_mha_backend.py"
-    src.write_text(src.read_text("utf-8").replace("fm.is_extend()", "fm.is_extend() or fm.is_idle()", 1), "utf-8")
-    code, out, _ = _run(root, "--json", "--against", prints)
-    doc = json.loads(out)
-    assert code == 1 and doc["findings"] == []  # drift alone
+    text = src.read_text("utf-8")
     key = "sglang.srt.layers.attention.trtllm_mha_backend.TRTLLMHAAttnBackend.shared_read_ends"
-    assert [(d["function"], d["status"]) for d in doc["drift"]["functions"]] == [(key, "changed")]
     cited = "srt/layers/attention/trtllm_mha_backend.py:TRTLLMHAAttnBackend.shared_read_ends"
     citing = sorted(s.name for s in load_catalog(RELEASE) if any(c.startswith(cited + ":") for c in s.cites))
     assert "decode-trtllm-mha" in citing
-    assert doc["drift"]["catalog_entries"] == [{"entry": e, "changed": [cited]} for e in citing]
+    src.write_text(text.replace("return super().shared_read_ends(fm)",
+                                "return super(TRTLLMHAAttnBackend, self).shared_read_ends(fm)", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    drift = json.loads(out)["drift"]
+    assert code == 0 and drift["facts"] == []
+    assert [(d["function"], d["status"], d["review"]) for d in drift["functions"]] == [(key, "changed", True)]
+    assert drift["catalog_entries"] == [{"entry": e, "changed": [cited]} for e in citing]
+    src.write_text(text.replace("fm.is_extend()", "fm.is_extend() or fm.is_idle()", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    doc = json.loads(out)
+    assert code == 1 and doc["findings"] == []  # drift alone
+    (fact,) = doc["drift"]["facts"]
+    assert (fact["fact"], fact["status"], fact["old"]["IDLE"], fact["new"]["IDLE"]) == (
+        "declaration/TRTLLMHAAttnBackend", "changed", "UNKNOWN", "PRE_REPLAY")
+    assert [(d["function"], d["drift"]) for d in doc["drift"]["functions"]] == [(key, True)]
     code, out, _ = _run(root, "--against", prints)
-    assert code == 1 and f"catalog entries whose cited sources changed: {len(citing)}" in out
+    assert code == 1 and "CHANGED declaration/TRTLLMHAAttnBackend" in out and "IDLE: \"UNKNOWN\" -> \"PRE_REPLAY\"" in out
+    assert f"catalog entries whose cited sources changed (review): {len(citing)}" in out
 
 
 def test_against_an_unknown_release_is_bad_input(tmp_path):
     code, out, err = _run(_tree(tmp_path, None), "--against", "sglang-0.0.1")
-    assert code == 2 and out == "" and "--against: expected a recorded release (sglang-0.5.23)" in err
+    assert code == 2 and out == "" and "--against: expected a recorded release (sglang-0.5.23" in err
     bad = tmp_path / "bad.json"
     bad.write_text("[]", "utf-8")
     code, _, err = _run(_tree(tmp_path, None), "--against", bad)

@@ -234,7 +234,7 @@ def _loc(obj) -> dict:
 
 
 def read_tree(tree: Tree) -> Extraction:
-    from .facts import older_fence, read_facts
+    from .facts import read_facts
     from .protocol import DECLARATION, read_protocol
 
     proto = read_protocol(tree)
@@ -538,3 +538,34 @@ def _barrier(tree: Tree) -> dict:
                               "barrier_lines": lines})
     key = lambda d: (d["file"], d["line"])  # noqa: E731
     return {"defined": sorted(defined, key=key), "calls": sorted(calls, key=key), "event_loops": sorted(loops, key=key)}
+
+
+def older_fence(tree: Tree, proto: Protocol):
+    """The extraction of a tree without the declaration fence: its protocol facts only (no backend, nothing
+    decided)."""
+    from .facts import protocol_keys
+
+    modes, at = [], (None, None)
+    try:
+        from .declare import Modes
+        from .tree import NotSGLang
+
+        m = Modes(tree)
+        modes, at = list(m.members), (m.file, m.line)
+    except NotSGLang:  # a tree without ForwardMode has no modes to list (the fence says what it has)
+        pass
+    ex = Extraction(str(tree.root), tree.version(), modes, at)
+    ex.protocol = proto
+    if proto.barriers:
+        ex.barrier = _barrier(tree)
+        ex.workers = _workers(tree, proto.publisher_property) if proto.publisher_property else []
+    else:
+        ex.barrier = {"defined": [], "calls": [], "event_loops": []}
+    ex.runners = [r.row() for r in proto.runners]
+    ex.facts = protocol_keys(proto)
+    from .drift import collect_protocol
+
+    ex.fingerprints = collect_protocol(proto)
+    ex.notes = notes_json(tree)
+    ex.stats = {"files": len(tree.paths), "parsed": tree.parsed}
+    return ex

@@ -31,35 +31,3 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     if cat is not None:
         out["catalog_comparison"] = compare(out["configurations"]["configurations"], cat)
     return out
-
-
-def older_fence(tree: Tree, proto: Protocol):
-    """The extraction of a tree without the declaration fence: its protocol facts only (no backend, nothing
-    decided)."""
-    from .extract import Extraction, _barrier, _workers
-    from .limits import notes_json
-
-    modes, at = [], (None, None)
-    try:
-        from .declare import Modes
-        from .tree import NotSGLang
-
-        m = Modes(tree)
-        modes, at = list(m.members), (m.file, m.line)
-    except NotSGLang:  # a tree without ForwardMode has no modes to list (the fence says what it has)
-        pass
-    ex = Extraction(str(tree.root), tree.version(), modes, at)
-    ex.protocol = proto
-    if proto.barriers:
-        ex.barrier = _barrier(tree)
-        ex.workers = _workers(tree, proto.publisher_property) if proto.publisher_property else []
-    else:
-        ex.barrier = {"defined": [], "calls": [], "event_loops": []}
-    ex.runners = [r.row() for r in proto.runners]
-    ex.facts = protocol_keys(proto)
-    from .drift import collect_protocol
-
-    ex.fingerprints = collect_protocol(proto)
-    ex.notes = notes_json(tree)
-    ex.stats = {"files": len(tree.paths), "parsed": tree.parsed}
-    return ex

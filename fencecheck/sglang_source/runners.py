@@ -37,15 +37,14 @@ import functools
 import re
 from dataclasses import dataclass
 
-from fencecheck.vocab import ResolutionRule, SharedReadEnds
+from fencecheck.vocab import NO_MARKER_FALLBACK, SharedReadEnds
 
 from .tree import ClassInfo, FuncInfo, Tree
 
 MAX_DEPTH = 4
 ENTRIES = ("execute", "replay")
 #: The fallback's end as the resolution rule it makes.
-RULE_OF_FALLBACK = {"PRE_REPLAY": ResolutionRule.DECLARATION_ONLY.value,
-                    "POST_REPLAY": ResolutionRule.DECLARATION_ONLY_POST_FALLBACK.value}
+RULE_OF_FALLBACK = {end.name: rule.value for rule, end in NO_MARKER_FALLBACK.items()}
 _ENDS = tuple(e.name for e in SharedReadEnds)
 
 
