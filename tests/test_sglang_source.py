@@ -300,7 +300,7 @@ def test_drift_is_a_changed_fact_and_a_changed_function_without_one_is_review(tm
 
 def test_against_an_unknown_release_is_bad_input(tmp_path):
     code, out, err = _run(_tree(tmp_path, None), "--against", "sglang-0.0.1")
-    assert code == 2 and out == "" and "--against: expected a recorded release (sglang-0.5.23" in err
+    assert code == 2 and out == "" and "--against: expected a recorded release (" in err and "sglang-0.5.23" in err
     bad = tmp_path / "bad.json"
     bad.write_text("[]", "utf-8")
     code, _, err = _run(_tree(tmp_path, None), "--against", bad)

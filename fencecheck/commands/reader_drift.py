@@ -14,7 +14,7 @@ from fencecheck.sglang_source.fact_drift import compare_facts, fact_table, funct
 
 
 def _compact(c: dict) -> dict:
-    return {"name": c["name"], "sources": c["sources"], "condition": c["condition"], "publisher": c["publisher"],
+    return {"name": c["name"], "sources": c["sources"], "publisher": c["publisher"],
             "platform_class": c["platform_class"], "loop": c["loop"], "settings": c["settings"],
             "barrier": c["barrier"], "marker": c["marker"], "force_coarse": c["force_coarse"],
             "phases": [[p["mode"], p["side"], p["policy"], p["execution"]] for p in c["phases"]]}
@@ -44,8 +44,32 @@ def write_record(folder: str, record: dict) -> Path:
         raise InputError("<flags>", "--record", "the tree has no version (sglang/_version.py): nothing to name the "
                                                 "record by")
     path = Path(folder) / f"sglang-{version}.json"
-    write_text_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(path, record_text(record))
     return path
+
+
+def record_text(record: dict) -> str:
+    """A record as JSON with one line per fact, function, configuration and catalog entry (a reviewed diff shows
+    what changed, line by line); the same record gives the same bytes."""
+    def one(v) -> str:
+        return json.dumps(v, sort_keys=True, ensure_ascii=False)
+
+    parts = []
+    for key in sorted(record):
+        v = record[key]
+        if key in ("facts", "functions") and isinstance(v, dict):
+            body = ",\n".join(f"  {one(k)}: {one(x)}" for k, x in sorted(v.items()))
+            parts.append(f"{one(key)}: {{\n{body}\n }}" if v else f"{one(key)}: {{}}")
+        elif key == "configurations" and isinstance(v, list):
+            body = ",\n".join(f"  {one(x)}" for x in v)
+            parts.append(f"{one(key)}: [\n{body}\n ]" if v else f"{one(key)}: []")
+        elif key == "catalog" and isinstance(v, dict):
+            entries = v.get("entries", {})
+            body = ",\n".join(f"   {one(k)}: {one(x)}" for k, x in sorted(entries.items()))
+            parts.append(f"{one(key)}: {{\n  \"entries\": {{\n{body}\n  }},\n  \"version\": {one(v.get('version'))}\n }}")
+        else:
+            parts.append(f"{one(key)}: {one(v)}")
+    return "{\n " + ",\n ".join(parts) + "\n}\n"
 
 
 def other_record(spec: str) -> tuple[str, dict]:

@@ -124,7 +124,9 @@ def cmd_sglang(args, out: TextIO) -> int:
     if args.fingerprints:
         from fencecheck.files.outputs import write_text_atomic
 
-        write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1, sort_keys=True) + "\n")
+        from fencecheck.commands.reader_drift import record_text
+
+        write_text_atomic(Path(args.fingerprints), record_text(current))
     if args.record:
         write_record(args.record, current)
     scenarios = decide(doc, witness=args.witness, context_model="flagged" if args.cross_check else "none")

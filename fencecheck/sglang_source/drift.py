@@ -65,8 +65,8 @@ def load_release(name_or_path: str) -> tuple[str, dict]:
         path = RELEASES / f"{name_or_path}.json"
         if not path.is_file():
             known = ", ".join(sorted(p.stem for p in RELEASES.glob("*.json")))
-            raise NotSGLang("<flags>", "--against", f"expected a recorded release ({known}) or a fingerprint file "
-                                                    f"(.json), got {name_or_path!r}")
+            raise NotSGLang("<flags>", "--against", f"expected a recorded release ({known}), a record or fingerprint "
+                                                    f"file (.json) or an SGLang tree folder, got {name_or_path!r}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         functions = data["functions"]

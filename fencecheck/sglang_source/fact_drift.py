@@ -1,6 +1,7 @@
 """Drift as facts: the protocol facts of a document as a table keyed without line numbers (so a move is no change),
 and the comparison of two such tables. A key names a fact (``declaration/FlashInferAttnBackend``, its declaration per mode,
-``runner/DecodeCudaGraphRunner/fallback``, ``algorithm/EAGLE|not cfg.enable_multi_layer_eagle/phases``); its value is
+``runner/DecodeCudaGraphRunner/fallback``, ``algorithm/EAGLE|EAGLEWorkerV2/phases``; a class two modules define is
+named with its file); its value is
 what the code says (no line numbers either), ``at`` where it says it (file:line, shown, never compared).
 
 A function fingerprint (``drift``) supports facts named by its labels (``declaration of X``, ``reads of X``,
@@ -57,8 +58,9 @@ def fact_table(doc: dict) -> dict[str, dict]:
         _put(out, f"platform/{p['platform']}", {"decode_graph_runner": r["class"] if r else None,
                                                 "policy": p["runner_policy"], "marker": p["marker"]},
              r.get("via") if r else None)
+    rnames = _names(doc.get("graph_runners", ()))
     for r in doc.get("graph_runners", ()):
-        k = f"runner/{r['class']}"
+        k = f"runner/{rnames[id(r)]}"
         _put(out, f"{k}/policy", r["policy"], _at(r["entry"]))
         fb = r.get("fallback")
         if fb:
@@ -69,36 +71,47 @@ def fact_table(doc: dict) -> dict[str, dict]:
              _at(r["clears"][0]) if r["clears"] else None)
         if r.get("binds"):
             _put(out, f"{k}/binds", r["binds"]["side"], _at(r["binds"]))
+    names = _names(doc.get("backends", ()))
     for b in doc.get("backends", ()):
+        name = names[id(b)]
         decl = {mode: ([{"condition": x.get("condition"), "end": x["end"]} for x in v] if isinstance(v, list) else v)
                 for mode, v in b["declares"].items()}
         if b.get("prefill_snapshot"):
             decl["prefill_snapshot"] = b["prefill_snapshot"]["declares"]
-        _put(out, f"declaration/{b['class']}", decl, _at(b["declared_in"]))
+        _put(out, f"declaration/{name}", decl, _at(b["declared_in"]))
         reads: dict[str, set] = {}
         for r in b["reads"]:
             reads.setdefault(r["mode"], set()).add(f"{r['location']}@{r['site']}")
-        _put(out, f"reads/{b['class']}", {mode: sorted(v) for mode, v in sorted(reads.items())}, _at(b))
+        _put(out, f"reads/{name}", {mode: sorted(v) for mode, v in sorted(reads.items())}, _at(b))
     for w in doc.get("workers", ()):
         key = f"worker/{w['class']}"
         prev = out.get(key, {"value": []})["value"]
         _put(out, key, sorted(prev + [[w["publisher"], w["condition"]]], key=lambda x: (x[0], x[1] or "")),
              _at(w["returns_at"]))
     for a in doc.get("algorithms", ()):
-        k = f"algorithm/{a['name']}|{a['condition'] or ''}"
-        _put(out, f"{k}/worker", a["worker"]["class"] if a["worker"] else None, _at(a["dispatch"]))
+        k = f"algorithm/{a['name']}|{a['worker']['class'] if a['worker'] else ''}"
+        _put(out, f"{k}/condition", a["condition"], _at(a["dispatch"]))
         _put(out, f"{k}/phases", [[p["runner"], p["mode"], p["side"], (p["publish"] or {}).get("policy"),
                                    (p["publish"] or {}).get("execution")] for p in a["phases"]],
              _at(a["phases"][0]) if a["phases"] else None)
         _put(out, f"{k}/publisher", sorted([[x["side"], x["condition"]] for x in a["publisher"]],
                                            key=lambda x: (x[0], x[1] or "")), None)
     for a in (doc.get("steps") or {}).get("algorithms", ()):
-        k = f"algorithm/{a['name']}|{a['condition'] or ''}"
+        k = f"algorithm/{a['name']}|{a['worker'] or ''}"
         _put(out, f"{k}/clears", sorted({(c.get("runner"), c.get("mode")) for c in a["clears"]},
                                         key=lambda x: tuple(y or "" for y in x)), None)
     for x in (doc.get("shared_locations") or {}).get("locations", ()):
         _put(out, f"location/{x['name']}", "written after the barrier, read by a backend", _at(x["writes"][0]))
     return {k: {"value": _jsonable(v["value"]), "at": v["at"]} for k, v in sorted(out.items())}
+
+
+def _names(rows) -> dict[int, str]:
+    """Each row's name in the keys: its class, and where two rows share a class name (two modules define it) the
+    class at its file."""
+    count: dict[str, int] = {}
+    for r in rows:
+        count[r["class"]] = count.get(r["class"], 0) + 1
+    return {id(r): r["class"] if count[r["class"]] == 1 else f"{r['class']}@{r['file']}" for r in rows}
 
 
 def _jsonable(v):
@@ -131,6 +144,13 @@ def keys_of_label(label: str) -> tuple[str, ...]:
             "marker": ("marker", "platform/"), "locations": ("location/",)}.get(label, ("",))
 
 
+def _under(key: str, prefix: str) -> bool:
+    """Whether fact ``key`` is one ``prefix`` names (the fact itself, one below it, or the class at a file)."""
+    if not prefix or prefix.endswith("/"):
+        return key.startswith(prefix)
+    return key == prefix or key.startswith(prefix + "/") or key.startswith(prefix + "@")
+
+
 def function_drift(functions: list[dict], fact_changes: list[dict]) -> list[dict]:
     """Each changed, removed or added function with ``drift``: whether a fact it supports changed (else it is
     ``review``: code changed, the facts read from it did not)."""
@@ -138,6 +158,6 @@ def function_drift(functions: list[dict], fact_changes: list[dict]) -> list[dict
     out = []
     for f in functions:
         prefixes = [p for label in f["facts"] for p in keys_of_label(label)]
-        hit = any(k == p or k.startswith(p if p.endswith("/") or not p else p + "/") for k in changed for p in prefixes)
+        hit = any(_under(k, p) for k in changed for p in prefixes)
         out.append({**f, "drift": hit, "review": not hit})
     return out

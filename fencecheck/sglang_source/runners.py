@@ -13,8 +13,8 @@ method is followed through ``self`` methods on its MRO and module-level helpers 
 - a **clear** is an assignment of ``None`` to it;
 - a **resolve** is a call of a method whose name ends in ``shared_read_ends`` (the backend's declaration, the
   runner's own resolver, the prefill resolution);
-- the **replay** is the first call of ``replay`` on the runner's graph backend or on a captured graph
-  (``self.backend.replay(...)``, ``self.graphs[key].replay()``);
+- the **replay** is a call of ``replay`` (or ``replay_with_...``) on the runner's graph backend or on a captured
+  graph (``self.backend.replay(...)``, ``self.graphs[key].replay()``);
   each event is ``before_replay`` or ``after_replay`` by its place on the call chain against it (``in_graph_marker``
   for a marker handed over after the launch). A runner with no such call (the eager runner) places events against its
   model forward (``before_forward``, ``after_forward``) when it has one.
@@ -313,9 +313,10 @@ class _Walker:
 
 
 def _is_replay(c: ast.Call) -> bool:
-    """A graph launch: ``replay`` called on the runner's graph backend (``self.backend``) or on a captured graph."""
+    """A graph launch: ``replay`` (or ``replay_with_...``) called on the runner's graph backend (``self.backend``) or on
+    a captured graph."""
     f = c.func
-    if not (isinstance(f, ast.Attribute) and f.attr == "replay"):
+    if not (isinstance(f, ast.Attribute) and (f.attr == "replay" or f.attr.startswith("replay_with_"))):
         return False
     recv = ast.unparse(f.value)
     return recv.endswith("backend") or "graph" in recv.lower()
