@@ -1,6 +1,7 @@
-"""The protocol tables of a release as the hand-audited expected files hold them (tests/sglang_0_5_18_expected.json,
-tests/sglang_0_5_22_expected.json): a ``fencecheck sglang --json`` document projected onto the facts audited by hand,
-every row with file:line. The release tests compare the projection of the reader's output with the file."""
+"""A reader document projected onto the protocol tables audited by hand.
+
+The tables are those of tests/sglang_0_5_18_expected.json and tests/sglang_0_5_22_expected.json, every row with
+file:line; the release tests compare the projection of the reader's output with the file."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""docs/sglang-releases.md rendered from the recorded releases (fencecheck/sglang_source/releases/sglang-*.json): per
-release its protocol facts, and what changed from the release before (``fact_drift.compare_facts``). Run it to write the
-page: ``python3 tests/sglang_releases_page.py``; tests/test_sglang_releases_page.py holds the page to it."""
+"""The releases page, docs/sglang-releases.md, rendered from the recorded releases.
+
+Per release (fencecheck/sglang_source/releases/sglang-*.json) its protocol facts, and what changed from the release
+before (``fact_drift.compare_facts``). Run it to write the page: ``python3 tests/sglang_releases_page.py``;
+tests/test_sglang_releases_page.py holds the page to it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Every SGLang release with the declaration fence (0.5.18 through 0.5.23), read from its wheel, against its record and
-the hand-audited tables; the older fence of 0.5.17 recognized; the releases page generated from the records.
+"""Every SGLang release with the declaration fence (0.5.18-0.5.23), read from its wheel, against its record.
+
+Each against the hand-audited tables where there are some, the older fence of 0.5.17 recognized.
 
 The wheels are fetched once with ``pip download --no-deps`` and cached (``sglang_wheels.py``); without them the tests
 are skipped, or fail where ``CI`` is set."""

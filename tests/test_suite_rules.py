@@ -71,7 +71,8 @@ def _dependencies() -> set[str]:
 def _needs(tree: ast.Module) -> set[str]:
     """What some of the module's tests are skipped without: each ``pytest.importorskip`` of a module that is not a
     dependency of the package, ``release`` (the module imports ``sglang_release`` or takes the
-    ``release_extraction`` or ``release_root`` fixture), ``gpu`` (the ``gpu`` mark)."""
+    ``release_extraction`` or ``release_root`` fixture), ``wheels`` (it imports ``sglang_wheels``: releases fetched
+    as wheels), ``gpu`` (the ``gpu`` mark)."""
     deps, needs = _dependencies(), set()
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "importorskip"
@@ -81,6 +82,8 @@ def _needs(tree: ast.Module) -> set[str]:
                 needs.add(top)
         elif isinstance(node, ast.ImportFrom) and node.module == "sglang_release":
             needs.add("release")
+        elif isinstance(node, ast.ImportFrom) and node.module == "sglang_wheels":
+            needs.add("wheels")
         elif isinstance(node, ast.FunctionDef) and any(a.arg in ("release_extraction", "release_root")
                                                         for a in node.args.args):
             needs.add("release")
