@@ -12,30 +12,33 @@ from fencecheck.errors import EXIT_BAD_INPUT, EXIT_NO_FENCE, EXIT_OK, EXIT_OLDER
 from fencecheck.sglang_source.limits import limits_text
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
-fence's facts, each with file:line: every AttentionBackend subclass and its shared_read_ends declaration per
-ForwardMode (composites, delegation and conditional rows named by their condition), the reads of scheduler-shared
-state per backend, mode and site (followed through self calls, helpers, the MRO and children of known class), each
-worker's last_shared_read_runner, the barrier's call sites per event loop and the runners' publish behaviour.
+fence's facts, each with file:line, all read from the tree given: which fence it has; the barrier, its gate per
+platform and where each event loop applies it; each runner's resolve, no-marker fallback (the resolution rule), its
+publishes (before the replay, the in-graph marker, after it; by any means) and clears; the marker per platform; the
+scheduler-shared locations; every AttentionBackend subclass and its shared_read_ends declaration per ForwardMode
+(composites, delegation and conditional rows named by their condition), the reads of scheduler-shared state per
+backend, mode and site; each worker's last_shared_read_runner and each speculative algorithm's phases.
 
 A read at a site the declaration does not cover is a finding: confirmed when nothing on its path is conditional,
 plausible when the declaration row or the read's path depends on a condition fencecheck cannot decide (the
 condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
-Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
-simulator and the SMT model, and is decided again in each release catalog context that runs a phase of its mode; --scenarios writes them, --witness replays each race. --against lists the functions
-the facts come from and the catalog entries whose cited sources changed since a recorded release; drift exits 1
-(something to review before merge). Per speculative algorithm it lists the worker's decode-step phases and its reads
-of scheduler-shared state after the publisher's runner; each is decided by the simulator on a scenario of the phases
-before it (the model too with --cross-check): a race there is a finding (worker_read_after_publish). See
-docs/sglang-reader.md for the JSON contract
-(docs/sglang-reader.schema.json)."""
+Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier, the tree's
+rule) decided by the simulator and the SMT model, and is decided again in each configuration generated from the
+tree's facts that runs a phase of its mode; a fallback to PRE_REPLAY where a platform has no marker is decided too
+(no_marker_fallback); --scenarios writes the scenarios, --witness replays each race. --against compares with a
+recorded release, a record or another tree: the protocol facts that changed first (exit 1), then the functions and
+catalog entries to review; --record writes the tree's record. Per speculative algorithm it lists the worker's
+decode-step phases and its reads of scheduler-shared state after the publisher's runner; each is decided by the
+simulator on a scenario of the phases before it (the model too with --cross-check): a race there is a finding
+(worker_read_after_publish). See docs/sglang-reader.md for the JSON contract (docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
   0  no finding
   1  a finding (a read outside what its declaration covers, a worker read after the
-     publisher that races), a race, or drift: with --against, a function the facts
-     come from or a catalog entry's cited source changed since the recorded release
-     (to review before merge)
+     publisher that races, a no-marker fallback that races), a race, or drift: with
+     --against, a protocol fact that changed (a function or catalog entry that changed
+     without one is listed for review and does not set the exit status)
   2  bad input (not an SGLang tree, an unreadable or unparsable file): one line
   3  unresolved facts (a declaration or read path not evaluated, a module
      not read) and nothing wrong
@@ -66,7 +69,7 @@ def add_parser(sub) -> None:
                         "first (exit 1), then the functions whose code changed (drift when a fact they support "
                         "changed, else review) and the catalog entries whose cited sources changed (review)")
     p.add_argument("--cross-check", action="store_true",
-                   help="also ask the SMT model about every release context where the simulator finds a race (the "
+                   help="also ask the SMT model about every generated configuration where the simulator finds a race (the "
                         "backend findings' own scenarios are always decided by both; fencecheck audit always "
                         "cross-checks) and about the scenario of each worker read after the publisher")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
@@ -116,6 +119,9 @@ def cmd_sglang(args, out: TextIO) -> int:
     if args.against and not Path(args.against).is_dir():
         load_release(args.against)  # a bad --against is bad input before the work
     ex = read_path(args.path, installed=args.installed)
+    import gc
+
+    gc.freeze()  # the syntax trees live until the command ends: the deciding part's collections need not scan them
     doc = ex.to_dict()
     package = find_installed() if args.installed else find_package_root(args.path)
     current = record_document(ex, doc, package) if (args.fingerprints or args.against or args.record) else None

@@ -28,7 +28,6 @@ def read_path(path: str | None, installed: bool = False) -> Extraction:
                     from None
     finally:
         if enabled:
-            gc.freeze()  # the syntax trees live on, never garbage: later collections need not scan them
             gc.enable()
 
 
