@@ -213,16 +213,16 @@ class _AttrTypes:
         return out
 
     def _constructions(self, ci: ClassInfo) -> list:
-        """(constructing class, call) for each ``ci(...)`` in a method of a class of the tree."""
+        """(constructing class, call) for each ``ci(...)`` in a method of a class under ``sglang/srt``."""
         if id(ci) not in self._ctor:
             out = []
-            for m in self.tree.modules_containing(ci.name + "("):
+            for m in self.tree.modules_containing(ci.name + "(", under="sglang.srt"):
                 mod = self.tree.module(m)
                 for c in (mod.classes.values() if mod else ()):
                     for fn in c.methods.values():
                         local = [None]
                         for node in self.tree.walk(fn):
-                            if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] == ci.name \
+                            if isinstance(node, ast.Call) and _src(node.func).rsplit(".", 1)[-1] == ci.name \
                                     and self._class_of_call(c.module, fn, node, local) is ci:
                                 out.append((c, node))
             self._ctor[id(ci)] = out
@@ -296,7 +296,7 @@ class _Walk:
             if t is not None:
                 m2, dead = self.block(s.body if t else s.orelse, mode, conds, ctx)
                 return m2, conds, dead
-            text = ast.unparse(s.test)
+            text = _src(s.test)
             m1, d1 = self.block(s.body, mode, conds + (text,), ctx)
             m2, d2 = self.block(s.orelse, mode, conds + (_neg(text),), ctx)
             if d1 and d2:
@@ -333,7 +333,7 @@ class _Walk:
                         if m is not None:
                             mode = m
                     elif isinstance(t, ast.Name):
-                        text = ast.unparse(value)
+                        text = _src(value)
                         if "runner" in text.rsplit(".", 1)[-1].lower() and not isinstance(value, ast.Call):
                             ctx["aliases"][t.id] = text
             return mode, conds, False
@@ -401,7 +401,7 @@ class _Walk:
             return mode
         if isinstance(f, ast.Attribute):
             recv = f.value
-            rtext = ctx["aliases"].get(recv.id, ast.unparse(recv)) if isinstance(recv, ast.Name) else ast.unparse(recv)
+            rtext = ctx["aliases"].get(recv.id, _src(recv)) if isinstance(recv, ast.Name) else _src(recv)
             shown = rtext.replace("self.", f"{subject.name}.", 1) if subject and rtext.startswith("self.") else rtext
             is_self = isinstance(recv, ast.Name) and recv.id == "self"
             if f.attr in RUNNER_METHODS and "runner" in rtext.rsplit(".", 1)[-1].lower():
@@ -468,7 +468,7 @@ class _Walk:
             subj, key, fn, mod = todo.pop()
             imports = _local_imports(self.tree, mod, fn.body)
             aliases = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Call)
-                       and "runner" in ast.unparse(n.value).rsplit(".", 1)[-1].lower()
+                       and "runner" in _src(n.value).rsplit(".", 1)[-1].lower()
                        for t in n.targets if isinstance(t, ast.Name)}
             for n in ast.walk(fn):
                 if _phase_like(n, aliases):
@@ -504,7 +504,7 @@ def _phase_like(n, aliases) -> bool:
             if f.attr == ENTRY and not (isinstance(recv, ast.Name) and recv.id == "self"):
                 return True
             if f.attr in RUNNER_METHODS and ((isinstance(recv, ast.Name) and recv.id in aliases)
-                                             or "runner" in ast.unparse(recv).rsplit(".", 1)[-1].lower()):
+                                             or "runner" in _src(recv).rsplit(".", 1)[-1].lower()):
                 return True
         return any(k.arg == "forward_mode" for k in n.keywords)
     if isinstance(n, ast.Assign):
@@ -512,18 +512,38 @@ def _phase_like(n, aliases) -> bool:
     return False
 
 
-def _calls_postorder(node):
-    out = []
+_MEMO: dict[tuple[str, int], tuple] = {}
 
-    def visit(n):
-        for k in ast.iter_child_nodes(n):
-            if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                visit(k)
-        if isinstance(n, ast.Call):
-            out.append(n)
 
-    visit(node)
+def _memo(kind: str, node, make):
+    """``make(node)`` computed once per node (kept with the node itself, so a reused id is never a stale hit)."""
+    hit = _MEMO.get((kind, id(node)))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    out = make(node)
+    _MEMO[kind, id(node)] = (node, out)
     return out
+
+
+def _src(node) -> str:
+    return _memo("src", node, ast.unparse)
+
+
+def _calls_postorder(node):
+    def make(root):
+        out = []
+
+        def visit(n):
+            for k in ast.iter_child_nodes(n):
+                if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    visit(k)
+            if isinstance(n, ast.Call):
+                out.append(n)
+
+        visit(root)
+        return out
+
+    return _memo("calls", node, make)
 
 
 # --- reads after the publisher ----------------------------------------------------------------------------------------

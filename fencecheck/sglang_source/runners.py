@@ -455,10 +455,12 @@ def _position(ev: Event, events) -> str | None:
 
 
 def runner_candidates(tree: Tree) -> list[tuple[ClassInfo, ClassInfo, ast.FunctionDef]]:
-    """(runner class, owner of its entry, entry def) of every ``*Runner`` class with an ``execute`` or ``replay``
-    method (the one lowest on its MRO), sorted by file and line."""
+    """(runner class, owner of its entry, entry def) of every ``*Runner`` class under ``sglang/srt`` with an
+    ``execute`` or ``replay`` method (the one lowest on its MRO), sorted by file and line."""
     names = set()
     for m in tree.modules_containing("Runner"):
+        if not tree.rel(m).startswith("sglang/srt/"):
+            continue  # the fence is the server runtime's (multimodal_gen and the rest have runners of their own)
         for cm in re.finditer(r"^[ \t]*class[ \t]+(\w*Runner)\b", tree.text(m), re.M):
             names.add((m, cm.group(1)))
     out = []

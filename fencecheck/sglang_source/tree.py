@@ -182,12 +182,15 @@ class Tree:
             out = memo[id(node)] = list(ast.walk(node))
         return out
 
-    def modules_containing(self, *needles: str) -> list[str]:
-        """The modules whose text holds one of ``needles``, in the tree's order (each search once)."""
+    def modules_containing(self, *needles: str, under: str = "") -> list[str]:
+        """The modules whose text holds one of ``needles``, in the tree's order (each search once); with ``under``
+        (a dotted prefix, ``sglang.srt``) only the modules below it."""
         memo = self.__dict__.setdefault("_containing", {})
-        if needles not in memo:
-            memo[needles] = [m for m in self.paths if any(n in self.text(m) for n in needles)]
-        return list(memo[needles])
+        key = (needles, under)
+        if key not in memo:
+            names = [m for m in self.paths if m == under or m.startswith(under + ".")] if under else self.paths
+            memo[key] = [m for m in names if any(n in self.text(m) for n in needles)]
+        return list(memo[key])
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
         """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
