@@ -58,7 +58,7 @@ def _summary(r: dict) -> list[str]:
                    + ", ".join(k.split("/")[1] for k, v in f.items() if k.startswith("platform/")
                                and v["value"]["marker"] == "present"))
     locs = sorted(k.split("/", 1)[1] for k in f if k.startswith("location/"))
-    out.append(f"- scheduler-shared locations (written after the barrier, read by a backend): "
+    out.append("- scheduler-shared locations (written after the barrier, read by a backend): "
                + ", ".join(f"`{x}`" for x in locs))
     algos = sorted({k.split("/")[1] for k in f if k.startswith("algorithm/")})  # name|worker
     backends = sum(1 for k in f if k.startswith("declaration/"))

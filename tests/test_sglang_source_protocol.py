@@ -178,7 +178,7 @@ def test_the_configurations_are_generated_from_the_facts_and_decide_the_findings
     platforms without a marker (barrier forced, and off) and in the normal loop; a late read is decided in those
     that apply the barrier: it races where the decode graph publishes fine."""
     root = _tree(tmp_path, case="after_marker")
-    code, out, _ = _run(root, "--json")
+    _, out, _ = _run(root, "--json")
     doc = json.loads(out)
     conf = doc["configurations"]
     assert [c["name"] for c in conf["platform_classes"]] == ["cuda", "hip-no-marker-forced", "cuda-no-marker",
@@ -204,7 +204,7 @@ def test_a_record_and_drift_against_another_tree(tmp_path):
     root = _tree(tmp_path)
     before = tmp_path / "before"
     build(before, {})
-    code, _, err = _run(root, "--record", tmp_path / "rec")
+    assert _run(root, "--record", tmp_path / "rec")[2] == ""
     record = json.loads((tmp_path / "rec" / "sglang-0.0.0+synthetic.json").read_text("utf-8"))
     assert set(record) == {"sglang_version", "facts", "functions", "configurations"}
     assert record["facts"]["runner/DecodeCudaGraphRunner/fallback"]["value"] == {

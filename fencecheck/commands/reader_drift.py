@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fencecheck.sglang_source.fact_drift import compare_facts, fact_table, function_drift
+from fencecheck.sglang_source.fact_drift import (
+    compare_facts,
+    fact_table,
+    function_drift,
+)
 
 
 def _compact(c: dict) -> dict:
@@ -90,7 +94,11 @@ def other_record(spec: str) -> tuple[str, dict]:
 
 def drift(spec: str, current: dict, package: Path) -> dict:
     """The ``drift`` section of the document against ``spec`` (``current``: this tree's record)."""
-    from fencecheck.sglang_source.drift import catalog_fingerprints, compare, compare_catalog
+    from fencecheck.sglang_source.drift import (
+        catalog_fingerprints,
+        compare,
+        compare_catalog,
+    )
 
     where, old = other_record(spec)
     have_facts = "facts" in old

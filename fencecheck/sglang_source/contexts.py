@@ -42,7 +42,7 @@ _POLICY = {"resolve": "resolve", "clear_then_resolve": "clear_then_resolve", "pu
            "always_pre_replay", "prefill_publish": "prefill", "never": "never"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed(text: str):
     try:
         return ast.parse(text, mode="eval").body

@@ -8,7 +8,6 @@ sorted, so the same tree gives the same document.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 
 from ..vocab import COVERED_SITES, ReadSite, SharedReadEnds
@@ -540,7 +539,7 @@ def _barrier(tree: Tree) -> dict:
     return {"defined": sorted(defined, key=key), "calls": sorted(calls, key=key), "event_loops": sorted(loops, key=key)}
 
 
-def older_fence(tree: Tree, proto: Protocol):
+def older_fence(tree: Tree, proto):
     """The extraction of a tree without the declaration fence: its protocol facts only (no backend, nothing
     decided)."""
     from .facts import protocol_keys

@@ -148,7 +148,7 @@ def _under(key: str, prefix: str) -> bool:
     """Whether fact ``key`` is one ``prefix`` names (the fact itself, one below it, or the class at a file)."""
     if not prefix or prefix.endswith("/"):
         return key.startswith(prefix)
-    return key == prefix or key.startswith(prefix + "/") or key.startswith(prefix + "@")
+    return key == prefix or key.startswith((prefix + "/", prefix + "@"))
 
 
 def function_drift(functions: list[dict], fact_changes: list[dict]) -> list[dict]:

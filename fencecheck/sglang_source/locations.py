@@ -42,7 +42,7 @@ FACTORIES = ("zeros", "empty", "full", "ones", "arange", "zeros_like", "empty_li
              "tensor")
 
 
-_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.M)
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 _SELF_ASSIGN = re.compile(r"\bself\.(\w+)[ \t]*(?::[^=\n]*)?=[^=]")
 
 
@@ -157,7 +157,7 @@ def shared_locations(tree: Tree) -> dict:
                     rows = writes.setdefault(w[0], {})
                     rows.setdefault((mod.rel, n.lineno), {"file": mod.rel, "line": n.lineno, "what": w[1],
                                                          "function": chain[-1], "via": list(chain)})
-        if depth >= MAX_DEPTH:  # noqa: SIM102
+        if depth >= MAX_DEPTH:
             continue
         for c in tree.walk(fn):
             if not isinstance(c, ast.Call):

@@ -119,7 +119,7 @@ def _ends_of(test: ast.expr) -> set[str] | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ends_of_text(text: str) -> frozenset | None:
     try:
         e = _ends_of(ast.parse(text, mode="eval").body)
@@ -141,7 +141,7 @@ class _State:
     replay: bool | None  # the replay ran on this path (None: on some paths to here)
     forward: bool | None  # the model forward ran (a runner without a graph)
 
-    def extend(self, text: str) -> "_State":
+    def extend(self, text: str) -> _State:
         return _State(self.conds + (text,), self.replay, self.forward)
 
 
@@ -461,7 +461,7 @@ def runner_candidates(tree: Tree) -> list[tuple[ClassInfo, ClassInfo, ast.Functi
     for m in tree.modules_containing("Runner"):
         if not tree.rel(m).startswith("sglang/srt/"):
             continue  # the fence is the server runtime's (multimodal_gen and the rest have runners of their own)
-        for cm in re.finditer(r"^[ \t]*class[ \t]+(\w*Runner)\b", tree.text(m), re.M):
+        for cm in re.finditer(r"^[ \t]*class[ \t]+(\w*Runner)\b", tree.text(m), re.MULTILINE):
             names.add((m, cm.group(1)))
     out = []
     for m, name in sorted(names):
