@@ -5,7 +5,9 @@ the test that picks the eager one), its publisher per condition, and every clear
 The model runner's runners are the runner classes constructed with the model runner in the module of
 ``capture_decode_graph`` (``EagerRunner(model_runner)``, ``PrefillCudaGraphRunner(model_runner)``), each told by its
 facts: a runner that replays no graph runs eagerly; one that replays publishes by the prefill rule is the prefill graph
-runner; the decode graph runner is the platform's (``protocol.platforms``). A phase's alternatives are two runner
+runner; the decode graph runner is the platform's (``protocol.platforms``). A runner built on a given model runner publishes into that model
+runner's mailbox: its constructions and the assignments swapping it into a model runner are listed (``bindings``).
+A phase's alternatives are two runner
 phases of one side and mode whose conditions differ in one test, true for the graph replay and false for the eager
 run (``can_run_decode_cuda_graph``).
 """
@@ -89,8 +91,48 @@ def alternatives(phases: list[dict]) -> list[dict]:
     return out
 
 
+def bindings(tree: Tree, proto) -> dict:
+    """Which model runner's mailbox a runner built on a given model runner publishes into: each construction of such
+    a runner class under ``sglang/srt/speculative`` with its model runner argument, and each assignment that swaps a
+    runner into a model runner's decode graph runner slot (``self.model_runner.decode_cuda_graph_runner = ...``)."""
+    given = {r.ci.name for r in proto.runners if r.binds and r.binds["side"] == "given"
+             and any(e.kind == "publish" for e in r.events)}
+    built, swaps = [], []
+    for m in tree.modules_containing("Runner", under="sglang.srt.speculative"):
+        mod = tree.module(m)
+        for cls, fn in _functions(mod):
+            for n in tree.walk(fn):
+                if isinstance(n, ast.Call) and n.args and _name(n.func) in given:
+                    built.append({"runner": _name(n.func), "model_runner": ast.unparse(n.args[0]),
+                                  "function": f"{cls}.{fn.name}" if cls else fn.name, "file": mod.rel,
+                                  "line": n.lineno})
+                if isinstance(n, ast.Assign):
+                    for t in n.targets:
+                        if isinstance(t, ast.Attribute) and t.attr == "decode_cuda_graph_runner":
+                            swaps.append({"model_runner": ast.unparse(t.value), "runner": ast.unparse(n.value),
+                                          "function": f"{cls}.{fn.name}" if cls else fn.name, "file": mod.rel,
+                                          "line": n.lineno})
+    key = lambda x: (x["file"], x["line"])  # noqa: E731
+    return {"constructions": sorted(built, key=key), "swaps": sorted(swaps, key=key)}
+
+
+def _name(f) -> str:
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+
+
+def _functions(mod):
+    for node in (mod.tree.body if mod else ()):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield None, node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield node.name, item
+
+
 def step_facts(tree: Tree, proto, ex) -> dict:
-    """``{"model_runner": [...], "algorithms": [{name, condition, alternatives, publisher, clears}]}``."""
+    """``{"model_runner": [...], "bindings": {...}, "algorithms": [{name, condition, alternatives, publisher,
+    clears}]}``."""
     facts = {r.ci.name: r for r in proto.runners}
     algos = []
     for a in ex.algorithms:
@@ -114,7 +156,7 @@ def step_facts(tree: Tree, proto, ex) -> dict:
                       "publisher": [{"side": x["side"], "publisher": x["publisher"], "condition": x["condition"],
                                      "file": x["file"], "line": x["line"]} for x in a["publisher"]],
                       "clears": sorted(clears, key=lambda c: (c["file"], c["line"]))})
-    return {"model_runner": model_runner_runners(tree, proto), "algorithms": algos}
+    return {"model_runner": model_runner_runners(tree, proto), "bindings": bindings(tree, proto), "algorithms": algos}
 
 
 def _runner_classes(p, facts) -> list:
