@@ -14,6 +14,8 @@ EXIT_RACE = 1  # a race / a counterexample / a verdict that differs from its exp
 EXIT_BAD_INPUT = 2  # bad input: a file's content, a flag, a missing input file
 EXIT_UNKNOWN = 3  # a solver ran out of budget (never reported as proved)
 EXIT_IO = 4  # the operating system refused or failed a read or write (unwritable or full output, ...)
+EXIT_OLDER_FENCE = 5  # fencecheck sglang: a tree with a fence older than the SharedReadEnds declarations (reported)
+EXIT_NO_FENCE = 6  # fencecheck sglang: a tree without a shared-read fence (no barrier, no declarations)
 EXIT_BUG = 70  # an unexpected exception: a bug in fencecheck (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 EXIT_BROKEN_PIPE = 141  # stdout closed by its reader, e.g. ``| head -1`` (128 + SIGPIPE); nothing is printed
@@ -26,6 +28,9 @@ exit codes:
   2  bad input (one line naming the file, the key and what was expected)
   3  unknown (a solver ran out of budget; never reported as proved)
   4  I/O failure (an output that cannot be written, a disk full, an unreadable input)
+  5  fencecheck sglang: an SGLang tree with a fence older than the SharedReadEnds
+     declarations (its barrier and read-done event reported, nothing decided)
+  6  fencecheck sglang: an SGLang tree without a shared-read fence
   70 a bug in fencecheck (an unexpected exception; one line, please report it)
   130 interrupted (Ctrl-C)
   141 stdout closed by its reader (| head): ends quietly"""

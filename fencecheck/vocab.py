@@ -174,13 +174,21 @@ class ResolutionRule(str, enum.Enum):
 
     ``gated``: before PR #35059 (non-decode modes -> UNKNOWN; TARGET_VERIFY -> UNKNOWN unless the algorithm says
     verify is the last reading phase). ``declaration_only``: PR #35059 as merged (IN_REPLAY without a marker falls back
-    to PRE_REPLAY). ``declaration_only_post_fallback``: IN_REPLAY without a marker falls back to POST_REPLAY; the
-    rule of the released SGLang (0.5.23).
+    to PRE_REPLAY). ``declaration_only_post_fallback``: IN_REPLAY without a marker falls back to POST_REPLAY. Which
+    rule a tree applies is read from its decode graph runner (``fencecheck/sglang_source/runners.py``).
     """
 
     GATED = "gated"
     DECLARATION_ONLY = "declaration_only"
     DECLARATION_ONLY_POST_FALLBACK = "declaration_only_post_fallback"
+
+
+#: What each declaration-only rule resolves IN_REPLAY to when the runner has no in-graph marker (the rule a tree
+#: applies is read from the end its decode graph runner returns there).
+NO_MARKER_FALLBACK: dict[ResolutionRule, SharedReadEnds] = {
+    ResolutionRule.DECLARATION_ONLY: SharedReadEnds.PRE_REPLAY,
+    ResolutionRule.DECLARATION_ONLY_POST_FALLBACK: SharedReadEnds.POST_REPLAY,
+}
 
 
 class PrepStream(str, enum.Enum):
@@ -230,6 +238,19 @@ class EventLoop(str, enum.Enum):
     NORMAL = "normal"
     PP = "pp"
     DISAGG_PREFILL = "disagg_prefill"
+
+
+class Platform(str, enum.Enum):
+    """The platforms SGLang's code tells apart by a predicate of its own (``is_cuda()``, ``is_hip()``, ...): whether
+    the barrier is on, which decode graph runner replays and whether its graphs have the in-graph marker are read per
+    platform from the tree (``fencecheck/sglang_source/platform.py``). ``hip`` is ROCm."""
+
+    CUDA = "cuda"
+    HIP = "hip"
+    MUSA = "musa"
+    XPU = "xpu"
+    NPU = "npu"
+    CPU = "cpu"
 
 
 class Stream(str, enum.Enum):

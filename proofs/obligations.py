@@ -143,13 +143,13 @@ def catalog_scenarios(version: str) -> dict:
 
 
 def catalog_obligations() -> list[Obligation]:
-    """One obligation per catalog configuration: the PR-era catalog's as ``catalog/<name>``, the release's as
-    ``sglang-0.5.23/<name>`` (each version's scenarios in file order)."""
-    from fencecheck.files.catalog import PR_ERA, RELEASE
+    """One obligation per catalog configuration: the PR-era catalog's as ``catalog/<name>``, each release catalog's
+    as ``sglang-<version>/<name>`` (each version's scenarios in file order; the catalog folders say which)."""
+    from fencecheck.files.catalog import PR_ERA, RELEASES
 
     out = []
     for version, prefix, what in ((PR_ERA, "catalog", "catalog scenario"),
-                                  (RELEASE, RELEASE, "release configuration")):
+                                  *((r, r, "release configuration") for r in RELEASES)):
         for s in catalog_scenarios(version).values():
             expected = Verdict.PROVED if s.expect is None else s.expect.verdict
             out.append(Obligation(

@@ -34,8 +34,10 @@ def small(monkeypatch):
     monkeypatch.setattr(A, "release_catalog", lambda: release)
     from fencecheck.commands import reader_findings as D
 
-    contexts = [c for c in D._contexts(RELEASE) if c[0] in keep_release]
-    monkeypatch.setattr(D, "_contexts", lambda version: contexts)  # the reader part: two release contexts
+    generated = D._contexts
+    keep_generated = {"no-speculation-decode-cuda-overlap-0", "no-speculation-decode-cuda-overlap-1"}
+    monkeypatch.setattr(D, "_contexts", lambda doc: [c for c in generated(doc) if c[0] in keep_generated])
+    # the reader part: two generated configurations (plain decode as a graph and eagerly)
 
 
 @pytest.mark.slow

@@ -259,15 +259,16 @@ def test_drift_lists_a_changed_function_and_ignores_comments(tmp_path):
     src.write_text(text.replace("forward_batch.req_pool_indices)", "forward_batch.req_pool_indices[:1])", 1), "utf-8")
     code, out, _ = _run(root, "--json", "--against", prints)
     (d,) = json.loads(out)["drift"]["functions"]
-    assert (d["function"], d["status"], d["line"]) == (key, "changed", 11)
+    assert (d["function"], d["status"], d["line"], d["review"]) == (key, "changed", 11, True)  # the same reads
     code, out, _ = _run(root, "--against", prints)
-    assert f"CHANGED {key} (sglang/srt/layers/attention/composite_backend.py:11)" in out
+    assert f"review changed {key} (sglang/srt/layers/attention/composite_backend.py:11)" in out
 
 
-def test_drift_exits_1_and_lists_the_catalog_entries_whose_cited_source_changed(tmp_path):
-    """A clean tree holding a class at a path and name the release catalog cites: against its own fingerprints it
-    exits 0; after an edit of that declaration it exits 1, listing the function and exactly the catalog entries that
-    cite it."""
+def test_drift_is_a_changed_fact_and_a_changed_function_without_one_is_review(tmp_path):
+    """A tree saying it is 0.5.23 that holds a class at a path and name the release catalog cites: against its own
+    record it exits 0. A code change that changes no fact (the base call spelled with an explicit argument) lists the
+    function as review and the catalog entries citing it, exit 0; an edit of the declaration changes a fact: the
+    fact first, the function as drift, exit 1."""
     from fencecheck.files.catalog import RELEASE, load_catalog
 
     root = _tree(tmp_path, "drift")
@@ -275,25 +276,36 @@ def test_drift_exits_1_and_lists_the_catalog_entries_whose_cited_source_changed(
     assert _run(root, "--fingerprints", prints)[0] == 0
     code, out, err = _run(root, "--json", "--against", prints)
     drift = json.loads(out)["drift"]
-    assert (code, err, drift["functions"], drift["catalog_entries"]) == (0, "", [], [])
+    assert (code, err, drift["facts"], drift["functions"], drift["catalog_entries"]) == (0, "", [], [], [])
     src = root / "srt" / "layers" / "attention" / "trtllm_mha_backend.py"
-    src.write_text(src.read_text("utf-8").replace("fm.is_extend()", "fm.is_extend() or fm.is_idle()", 1), "utf-8")
-    code, out, _ = _run(root, "--json", "--against", prints)
-    doc = json.loads(out)
-    assert code == 1 and doc["findings"] == []  # drift alone
+    text = src.read_text("utf-8")
     key = "sglang.srt.layers.attention.trtllm_mha_backend.TRTLLMHAAttnBackend.shared_read_ends"
-    assert [(d["function"], d["status"]) for d in doc["drift"]["functions"]] == [(key, "changed")]
     cited = "srt/layers/attention/trtllm_mha_backend.py:TRTLLMHAAttnBackend.shared_read_ends"
     citing = sorted(s.name for s in load_catalog(RELEASE) if any(c.startswith(cited + ":") for c in s.cites))
     assert "decode-trtllm-mha" in citing
-    assert doc["drift"]["catalog_entries"] == [{"entry": e, "changed": [cited]} for e in citing]
+    src.write_text(text.replace("return super().shared_read_ends(fm)",
+                                "return super(TRTLLMHAAttnBackend, self).shared_read_ends(fm)", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    drift = json.loads(out)["drift"]
+    assert code == 0 and drift["facts"] == []
+    assert [(d["function"], d["status"], d["review"]) for d in drift["functions"]] == [(key, "changed", True)]
+    assert drift["catalog_entries"] == [{"entry": e, "changed": [cited]} for e in citing]
+    src.write_text(text.replace("fm.is_extend()", "fm.is_extend() or fm.is_idle()", 1), "utf-8")
+    code, out, _ = _run(root, "--json", "--against", prints)
+    doc = json.loads(out)
+    assert code == 1 and doc["findings"] == []  # drift alone
+    (fact,) = doc["drift"]["facts"]
+    assert (fact["fact"], fact["status"], fact["old"]["IDLE"], fact["new"]["IDLE"]) == (
+        "declaration/TRTLLMHAAttnBackend", "changed", "UNKNOWN", "PRE_REPLAY")
+    assert [(d["function"], d["drift"]) for d in doc["drift"]["functions"]] == [(key, True)]
     code, out, _ = _run(root, "--against", prints)
-    assert code == 1 and f"catalog entries whose cited sources changed: {len(citing)}" in out
+    assert code == 1 and "CHANGED declaration/TRTLLMHAAttnBackend" in out and "IDLE: \"UNKNOWN\" -> \"PRE_REPLAY\"" in out
+    assert f"catalog entries whose cited sources changed (review): {len(citing)}" in out
 
 
 def test_against_an_unknown_release_is_bad_input(tmp_path):
     code, out, err = _run(_tree(tmp_path, None), "--against", "sglang-0.0.1")
-    assert code == 2 and out == "" and "--against: expected a recorded release (sglang-0.5.23)" in err
+    assert code == 2 and out == "" and "--against: expected a recorded release (" in err and "sglang-0.5.23" in err
     bad = tmp_path / "bad.json"
     bad.write_text("[]", "utf-8")
     code, _, err = _run(_tree(tmp_path, None), "--against", bad)
@@ -313,15 +325,26 @@ def test_installed_finds_the_package_without_importing_it(tmp_path, monkeypatch)
     assert "sglang" not in sys.modules
 
 
-@pytest.mark.parametrize("remove,expected", [
-    ("srt/model_executor/forward_batch_info.py", "no ForwardMode class found"),
-    ("srt/layers/attention/base_attn_backend.py", "no AttentionBackend class defining shared_read_ends"),
-])
-def test_a_tree_without_the_fence_is_bad_input(tmp_path, remove, expected):
+def test_a_tree_without_forward_modes_is_bad_input(tmp_path):
     root = _tree(tmp_path, None)
-    (root / remove).unlink()
+    (root / "srt/model_executor/forward_batch_info.py").unlink()
     code, out, err = _run(root)
-    assert code == 2 and out == "" and err.count("\n") == 1 and expected in err
+    assert code == 2 and out == "" and err.count("\n") == 1 and "no ForwardMode class found" in err
+
+
+def test_a_barrier_without_declarations_is_an_older_fence_and_no_barrier_is_no_fence(tmp_path):
+    """Without an AttentionBackend defining shared_read_ends the tree's barrier is an older fence: reported with its
+    read-done event and exit 5; without the barrier as well, no fence: exit 6. Neither is bad input."""
+    from fencecheck.errors import EXIT_NO_FENCE, EXIT_OLDER_FENCE
+
+    root = _tree(tmp_path, None)
+    (root / "srt/layers/attention/base_attn_backend.py").unlink()
+    code, out, err = _run(root)
+    assert (code, err) == (EXIT_OLDER_FENCE, "") and "a fence older than the SharedReadEnds declarations" in out
+    assert "waits on `shared_read_done_event`" in out and "sglang/srt/managers/scheduler.py:10" in out
+    (root / "srt/managers/scheduler.py").unlink()
+    code, out, err = _run(root)
+    assert (code, err) == (EXIT_NO_FENCE, "") and "no shared-read fence" in out
 
 
 def test_a_method_taken_from_another_class_by_assignment_is_followed(tmp_path):
@@ -364,43 +387,42 @@ def test_deciding_builds_new_records_and_leaves_the_extraction_as_read(tmp_path)
         f.status = "confirmed"
 
 
-@pytest.mark.slow
-def test_each_finding_is_decided_in_the_release_contexts_of_its_mode(tmp_path):
-    ex, _ = decide(read_path(_tree(tmp_path, "after_marker")))
+def test_each_finding_is_decided_in_the_generated_configurations_of_its_mode(tmp_path):
+    """A late decode read, decided in every configuration of the tree that applies the barrier and runs DECODE: a race
+    in the graph replay on CUDA (both oracles agree), none where decode runs eagerly, where no marker makes the tree's
+    POST_REPLAY fallback publish after the replay, where the barrier is coarse or the loop applies none."""
+    ex, _ = decide(read_path(_tree(tmp_path, "after_marker")), context_model="flagged")
     (f,) = ex.to_json()["findings"]
     rows = {r["context"]: r for r in f["contexts"]}
     assert [r["context"] for r in f["contexts"]] == sorted(rows)
-    # only contexts that run a DECODE phase
-    assert "ngram" not in rows and "prefill-flashinfer" not in rows
-    assert {"decode-flashinfer", "decode-eager", "eagle", "loop-pp", "two-batch-overlap"} <= set(rows)
-    late = ["req_to_token@decode/in_graph_after_marker"]
-    for racing in ("decode-flashinfer", "decode-triton", "disagg-decode", "two-batch-overlap"):
-        assert rows[racing]["verdict"] == "counterexample" and rows[racing]["races"] == late, racing
-        assert rows[racing]["oracles_agree"] is True
-    # eager decode publishes nothing; EAGLE's draft runner never publishes (the barrier waits on the whole stream)
-    for safe in ("decode-eager", "eagle", "loop-normal"):
-        assert rows[safe] == {"context": safe, "verdict": "proved", "races": [], "oracles_agree": None}, safe
+    assert not any("prefill" in name or "barrier-off" in name for name in rows)  # only DECODE, only with the barrier
+    late = ["req_to_token@p0-decode/in_graph_after_marker"]
+    graph = rows["no-speculation-decode-cuda-overlap-0"]
+    assert graph["verdict"] == "counterexample" and graph["races"] == late and graph["oracles_agree"] is True
+    for name, r in rows.items():
+        if name != "no-speculation-decode-cuda-overlap-0":
+            assert r == {"context": name, "verdict": "proved", "races": [], "oracles_agree": None}, name
     from fencecheck.commands.sglang import contexts_text
 
     line = contexts_text(ex.findings[0].decision.contexts)
-    racing = [r["context"] for r in f["contexts"] if r["verdict"] == "counterexample"]
-    assert line == f"in {len(racing)} of {len(rows)} release contexts: races in {', '.join(racing)}"
+    assert line == f"in 1 of {len(rows)} configurations: races in no-speculation-decode-cuda-overlap"
 
 
-def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read():
-    from fencecheck.commands.reader_findings import _contexts, context_dict
+def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read(tmp_path):
+    from fencecheck.commands.reader_findings import context_dict, generated_contexts
 
-    data = {"name": "x", "backends": {"ReadBackend": {"declares": {"TARGET_VERIFY": "IN_REPLAY"},
-                                                      "reads": {"TARGET_VERIFY": {"pre_replay": ["req_to_token"]}}}},
-            "algorithm": {"steps": {"normal": [{"mode": "TARGET_VERIFY"}]}}}
-    ctx = dict(_contexts("sglang-0.5.23"))
-    out = context_dict(ctx["eagle"], data)
-    phases = [(k, p["name"], p["backend"]) for k, v in out["algorithm"]["steps"].items() for p in v]
-    assert ("normal", "verify", "ReadBackend") in phases and ("fallback", "verify", "ReadBackend") in phases
-    assert ("normal", "draft", "attn") in phases and "expect" not in out
+    data = {"name": "x", "backends": {"ReadBackend": {"declares": {"DECODE": "IN_REPLAY"},
+                                                      "reads": {"DECODE": {"pre_replay": ["req_to_token"]}}}},
+            "algorithm": {"steps": {"normal": [{"mode": "DECODE"}]}}}
+    ctx = dict(generated_contexts(read_path(_tree(tmp_path, None))))
+    graph = next(c for n, c in ctx.items() if n.startswith("no-speculation-decode-cuda-overlap"))
+    out = context_dict(graph, data)
+    phases = [(k, p["backend"]) for k, v in out["algorithm"]["steps"].items() for p in v]
+    assert phases == [("normal", "ReadBackend")] and "expect" not in out
     assert out["backends"]["ReadBackend"] == data["backends"]["ReadBackend"] and "attn" in out["backends"]
-    assert ctx["eagle"]["algorithm"]["steps"]["normal"][1]["backend"] == "attn"  # the context is not changed
-    assert context_dict(ctx["decode-flashinfer"], data) is None
+    assert graph["algorithm"]["steps"]["normal"][0]["backend"] == "attn"  # the context is not changed
+    prefill = next(c for n, c in ctx.items() if n.startswith("no-speculation-prefill"))
+    assert context_dict(prefill, data) is None
 
 
 def test_without_cross_check_the_contexts_are_the_simulators_alone(tmp_path):
@@ -436,7 +458,8 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
     runner = root / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
     runner.write_text(runner.read_text("utf-8").replace(
         "        return self.backend.replay(forward_batch)",
-        "        self.backend.shared_read_ends(forward_batch.forward_mode)\n        self._publish_read_done(False)\n"
+        "        self.backend.shared_read_ends(forward_batch.forward_mode)\n        read_done = self.device_module.Event()\n"
+        "        read_done.record()\n        self.model_runner.shared_read_done_event = read_done\n"
         "        return self.backend.replay(forward_batch)"), "utf-8")
     doc = read_path(root).to_json()
     assert set(_findings(doc)) == {("CudaLateBackend", "DECODE"), ("NpuLateBackend", "DECODE")}

@@ -1,4 +1,4 @@
-"""The static reader's document of a release, as Markdown (a section of docs/audit/sglang-0.5.23.md): every finding
+"""The static reader's document of a release, as Markdown (a section of the release's document under docs/audit/): every finding
 with its status, evidence chain, scenario and witness, and the extracted tables. Paths are relative to the ``sglang``
 package's parent, so the text is the same wherever the sources were read."""
 
@@ -15,16 +15,25 @@ def _decl(d) -> str:
     return "; ".join(f"{r.end} if `{r.condition}`" if r.condition else r.end for r in d.rows)
 
 
+def _grouped(names: list[str]) -> str:
+    """Configuration names grouped by their stem (the name without its number): ``eagle-cuda-overlap (3)``."""
+    by: dict[str, int] = {}
+    for n in names:
+        stem = n.rsplit("-", 1)[0] if n.rsplit("-", 1)[-1].isdigit() else n
+        by[stem] = by.get(stem, 0) + 1
+    return ", ".join(f"{k} ({v})" if v > 1 else k for k, v in sorted(by.items()))
+
+
 def contexts_text(rows) -> str:
-    """One line on a finding's release contexts (``ContextVerdict`` records): in how many of them it races, and
-    which."""
+    """One line on a finding's generated configurations (``ContextVerdict`` records): in how many of them it races,
+    and which (by stem)."""
     racing = [r.context for r in rows if r.verdict == "counterexample"]
     unknown = [r.context for r in rows if r.verdict == "unknown"]
     differ = [r.context for r in rows if r.oracles_agree is False]
-    text = f"in {len(racing)} of {len(rows)} release contexts: " + (
-        f"races in {', '.join(racing)}" if racing else "no race")
+    text = f"in {len(racing)} of {len(rows)} configurations: " + (
+        f"races in {_grouped(racing)}" if racing else "no race")
     if unknown:
-        text += f"; unknown in {', '.join(unknown)}"
+        text += f"; unknown in {_grouped(unknown)}"
     if differ:
         text += f"; the model DIFFERS in {', '.join(differ)}"
     return text
@@ -44,8 +53,8 @@ def markdown(ex, command: str) -> list[str]:
         "not decided statically. A finding is a read outside what the backend's declaration covers; its scenario "
         "places the backend alone under one decode runner, so a counterexample there says the read is unordered "
         "with the next write when that path runs in a graph replay, not that a given deployment takes the path. "
-        "Each finding is also decided in every context of the release catalog that runs a phase of its mode (the "
-        "context unchanged, that phase run by the backend as read); the model is asked where the simulator finds a "
+        "Each finding is also decided in every configuration generated from the release's facts that runs a phase "
+        "of its mode (the configuration unchanged, that phase run by the backend as read); the model is asked where the simulator finds a "
         "race. A context listed as racing may race through its own phases: `--json` gives each context's races.",
         "",
         f"SGLang {ex.version}: {len(ex.backends)} attention backends, "
@@ -90,7 +99,7 @@ def markdown(ex, command: str) -> list[str]:
 
 
 def _finding(x) -> list[str]:
-    """A finding's subsection: what it is, its evidence, its scenario's verdicts, its release contexts, its
+    """A finding's subsection: what it is, its evidence, its scenario's verdicts, its generated configurations, its
     witnesses."""
     what = (f"declares {x.declared}" + (f" when `{x.condition}`" if x.conditions else "")
             + " but reads outside it") if x.kind == "read_outside_declaration" else x.kind.replace("_", " ")
@@ -110,7 +119,7 @@ def _finding(x) -> list[str]:
         f"the model: {d.model.verdict if d.model else 'not asked'}"
     out += [f"Scenario `{d.scenario}` (written by `--scenarios DIR`): simulator {d.verdict} ({races}); {model}.", ""]
     if d.contexts:
-        out += [f"In the release catalog's contexts (each phase of mode {x.mode} run by {x.subject} as read): "
+        out += [f"In the configurations generated from the facts (each phase of mode {x.mode} run by {x.subject} as read): "
                 f"{contexts_text(d.contexts)}.", ""]
     for w in d.witness or ():
         o = w.stale_read

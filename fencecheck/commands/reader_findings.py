@@ -1,19 +1,19 @@
 """Deciding what was read: each ``read_outside_declaration`` finding becomes a scenario (the backend as read, its
 declaration row, its reads of that mode per site, replayed by a decode runner that resolves the declaration and has
-its marker, the scheduler's barrier after ``run_batch``, the release's POST_REPLAY fallback), which the reference
+its marker, the scheduler's barrier after ``run_batch``, the tree's own no-marker fallback rule), which the reference
 protocol runs on the simulator and the SMT model decides (each distinct configuration once: the answer depends on
 the configuration alone); both verdicts, the races and whether the two oracles agree are recorded on the finding.
 Each scenario cites the source lines it was built from.
 
-Each finding is also decided in every context of the release catalog (``fencecheck/catalog/sglang-0.5.23``) that
-runs a phase of the finding's mode: the context as it is (its runners, algorithm, scheduler and settings, its other
-phases), with each phase of that mode run by the backend as read (its declaration and reads of that mode). Each
-distinct (context, backend configuration, mode) is decided once by the simulator and the model; the finding's
-decision records ``contexts``, one entry per context sorted by name."""
+Each finding is also decided in every configuration the tree's facts generate (``sglang_source.contexts``: the
+document's ``configurations``) that runs a phase of the finding's mode with the barrier on: the configuration as it
+is (its runners, algorithm, scheduler and platform class, its other phases), with each phase of that mode run by the
+backend as read (its declaration and reads of that mode). Each distinct (configuration, backend configuration, mode)
+is decided once by the simulator (and the model when asked); the finding's decision records ``contexts``, one entry
+per configuration sorted by name."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from fencecheck.files.scenario_io import scenario_from_dict
@@ -26,20 +26,15 @@ from fencecheck.sglang_source.findings import (
     StaleRead,
     Witness,
 )
-from fencecheck.sglang_source.records import Backend
+from fencecheck.sglang_source.records import Backend, slug
 from fencecheck.verdict import Verdict, oracles_agree
 from fencecheck.vocab import ForwardMode
 
 
-def slug(text: str) -> str:
-    """A class or map name as a scenario-name fragment: ``DSparkWorkerV2`` -> ``d-spark-worker-v2`` (the reader's
-    scenario names, backend findings' and worker reads' alike)."""
-    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", text)
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int) -> dict | None:
-    """The scenario of ``finding`` (None when its mode is not one fencecheck's scenarios model)."""
+def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int, rule: str | None = None) -> dict | None:
+    """The scenario of ``finding`` (None when its mode is not one fencecheck's scenarios model), resolved under the
+    tree's no-marker fallback ``rule`` (``configurations.rule``; the PRE_REPLAY fallback, the earlier one, when the
+    tree's rule was not read)."""
     mode = finding.mode
     if mode not in ForwardMode.__members__:
         return None
@@ -59,7 +54,7 @@ def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int)
                         f"{cond}; its reads of scheduler-shared state in that mode, per site, replayed by a decode "
                         f"graph runner with its marker under the WAR barrier."),
         "cites": [f"{e.file}:{e.line}: {e.what}" for e in finding.evidence],
-        "resolution": "declaration_only_post_fallback",
+        "resolution": rule or "declaration_only",
         "backends": {finding.subject: {"declares": {mode: finding.declared},
                                        "reads": {mode: {s: sorted(v) for s, v in sorted(sites.items())}}}},
         "runners": {"target": {}},
@@ -69,72 +64,72 @@ def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int)
     }
 
 
-def _contexts(version: str) -> list[tuple[str, dict]]:
-    """The catalog's contexts of ``version`` as scenario tables (their expectations dropped), sorted by name."""
-    import tomllib
+def tree_rule(ex: Extraction) -> str | None:
+    """The no-marker fallback rule read from the tree (``configurations.rule``; None when it was not read)."""
+    return (ex.facts.get("configurations") or {}).get("rule")
 
-    from fencecheck.files.catalog import catalog_paths
 
-    out = []
-    for p in catalog_paths(version):
-        d = tomllib.loads(p.read_text(encoding="utf-8"))
-        d.pop("expect", None)
-        out.append((p.name[:-len(".toml")], d))
-    return out
+def generated_contexts(ex: Extraction) -> list[tuple[str, dict]]:
+    """The configurations the tree's facts generate (``ex.facts["configurations"]``) with the barrier on, as scenario
+    tables, sorted by name: where the barrier is off every read races, whatever its declaration (the platform's
+    hazard, not the finding's)."""
+    from fencecheck.sglang_source.contexts import scenario
+
+    conf = ex.facts.get("configurations") or {}
+    rule = conf.get("rule")
+    return sorted(((c["name"], scenario(c, rule)) for c in conf.get("configurations", ()) if c["barrier"]),
+                  key=lambda x: x[0])
 
 
 def context_dict(context: dict, data: dict) -> dict | None:
     """``context`` with each phase of the mode of ``data`` (a finding's scenario) run by ``data``'s backend as read
-    (None when the context runs no phase of that mode)."""
-    import copy
-
+    (None when the context runs no phase of that mode). ``context`` is not changed."""
     (name, backend), = data["backends"].items()
     mode = data["algorithm"]["steps"]["normal"][0]["mode"]
-    out = copy.deepcopy(context)
-    hit = False
-    for phases in out["algorithm"]["steps"].values():
-        for ph in phases:
-            if ph["mode"] == mode:
-                ph["backend"] = name
-                hit = True
-    if not hit:
+    if mode not in _modes(context):
         return None
-    out["backends"] = {**out["backends"], name: copy.deepcopy(backend)}
-    out["name"] = f"{context['name']}-with-{data['name']}"
-    out["description"] = f"{context['name']} with its {mode} phases run by {name} as read from the sources."
-    out["cites"] = list(data.get("cites", ()))
-    return out
+    steps = {k: [dict(ph, backend=name) if ph["mode"] == mode else ph for ph in v]
+             for k, v in context["algorithm"]["steps"].items()}
+    return {**context, "algorithm": {**context["algorithm"], "steps": steps},
+            "backends": {**context["backends"], name: backend},
+            "name": f"{context['name']}-with-{data['name']}",
+            "description": f"{context['name']} with its {mode} phases run by {name} as read from the sources.",
+            "cites": list(data.get("cites", ()))}
 
 
-def decide_contexts(built: list[dict], version: str | None = None,
+def _modes(context: dict) -> set[str]:
+    return {ph["mode"] for v in context["algorithm"]["steps"].values() for ph in v}
+
+
+def decide_contexts(built: list[dict], contexts: list[tuple[str, dict]],
                     model: str = "flagged") -> list[tuple[ContextVerdict, ...]]:
-    """For each finding's scenario table in ``built``, its release contexts: for each catalog context of ``version``
-    (the release by default) that runs a phase of its mode, the simulator's verdict and races there and whether the
-    model agrees (``oracles_agree``), sorted by context. ``model``: ``"all"`` asks the model about every
-    configuration, ``"flagged"`` only about those where the simulator finds a race (elsewhere ``oracles_agree`` is
-    None: not asked), ``"none"`` about none (the simulator alone; ``fencecheck sglang`` without ``--cross-check``).
-    Each distinct configuration is decided once."""
+    """For each finding's scenario table in ``built``, its contexts: for each of ``contexts`` ((name, scenario table)
+    pairs: the tree's generated configurations, ``generated_contexts``) that runs a phase of its mode, the simulator's
+    verdict and races there and whether the model agrees (``oracles_agree``), sorted by context. ``model``:
+    ``"all"`` asks the model about every configuration, ``"flagged"`` only about those where the simulator finds a
+    race (elsewhere ``oracles_agree`` is None: not asked), ``"none"`` about none (the simulator alone; ``fencecheck
+    sglang`` without ``--cross-check``). Each distinct configuration is decided once."""
     import json
 
-    from fencecheck.files.catalog import RELEASE
     from fencecheck.model.check import model_check
     from fencecheck.reference.run import run_scenario
     from fencecheck.reference.sim.races import check_trace
 
-    contexts = _contexts(version or RELEASE)
+    modes = {cname: _modes(ctx) for cname, ctx in contexts}
     cache: dict[str, ContextVerdict] = {}
     out = []
     for data in built:
         (backend,) = data["backends"].values()
         mode = data["algorithm"]["steps"]["normal"][0]["mode"]
+        bkey = json.dumps(backend, sort_keys=True)  # the backend's name does not change the answer
         rows = []
         for cname, ctx in contexts:
-            cdata = context_dict(ctx, data)
-            if cdata is None:
+            if mode not in modes[cname]:
                 continue
-            key = json.dumps([cname, backend, mode], sort_keys=True)  # the backend's name does not change the answer
+            key = f"{cname}\0{mode}\0{bkey}"
             if key not in cache:
-                s = scenario_from_dict(cdata, cdata["name"])
+                cdata = context_dict(ctx, data)
+                s = scenario_from_dict(cdata, cdata["name"], validate=False)
                 report = check_trace(run_scenario(s))
                 agree = None
                 if model == "all" or (model == "flagged" and report.verdict is not Verdict.PROVED):
@@ -175,7 +170,7 @@ def decide(ex: Extraction, witness: bool = False, contexts: bool = True,
            context_model: str = "flagged") -> tuple[Extraction, list]:
     """``ex`` with a decision on each ``read_outside_declaration`` finding whose scenario it can model: the scenario's
     name, the simulator's verdict and races, the model's answer (and the witnesses when asked) and, unless
-    ``contexts`` is false, its release contexts (``decide_contexts``), or, when its mode is not one fencecheck's
+    ``contexts`` is false, its generated configurations (``decide_contexts``), or, when its mode is not one fencecheck's
     vocabulary knows, why it has no scenario (``why``); and the scenarios built, in the findings' order."""
     import json
 
@@ -184,12 +179,13 @@ def decide(ex: Extraction, witness: bool = False, contexts: bool = True,
     from fencecheck.reference.sim.races import check_trace
 
     backends = {b.at: b for b in ex.backends}
+    rule = tree_rule(ex)
     built, used, models, tables, decided, unmodelled = [], {}, {}, [], {}, {}
     for i, f in enumerate(ex.findings):
         if f.kind != "read_outside_declaration":
             continue
         key = (f.subject, f.mode)
-        data = scenario_dict(f, backends[f.subject_at], used.get(key, 0))
+        data = scenario_dict(f, backends[f.subject_at], used.get(key, 0), rule)
         used[key] = used.get(key, 0) + 1
         if data is None:
             unmodelled[i] = (f"no scenario: forward mode {f.mode} is not one fencecheck's vocabulary knows "
@@ -208,7 +204,8 @@ def decide(ex: Extraction, witness: bool = False, contexts: bool = True,
         built.append(s)
         tables.append((i, data))
     if contexts:
-        for (i, _), rows in zip(tables, decide_contexts([data for _, data in tables], model=context_model)):
+        for (i, _), rows in zip(tables, decide_contexts([data for _, data in tables], generated_contexts(ex),
+                                                       model=context_model)):
             decided[i] = replace(decided[i], contexts=rows)
     findings = tuple(replace(f, decision=decided[i]) if i in decided else
                      replace(f, why=unmodelled[i]) if i in unmodelled else f for i, f in enumerate(ex.findings))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fencecheck.commands.reader_findings import model_answer, slug
+from fencecheck.commands.reader_findings import model_answer, slug, tree_rule
 from fencecheck.files.scenario_io import scenario_from_dict
 from fencecheck.sglang_source.algorithm_records import Algorithm, Phase, Publisher, ReadOutcome, WorkerRead
 from fencecheck.sglang_source.extract import Extraction
@@ -24,13 +24,13 @@ UNMODELLED = ReadOutcome("unresolved", "a phase before the read runs in a mode t
 
 
 def worker_read_scenario(name: str, worker: str, pub: Publisher, location: str,
-                         before: tuple[Phase, ...]) -> dict | None:
+                         before: tuple[Phase, ...], rule: str | None = None) -> dict | None:
     """The scenario table of ``worker``'s read of ``location`` after the runner phases ``before`` (in step order):
     the two model runners own the mailboxes (``target``, ``draft``), each phase runs on a runner of its own that
     publishes into its side's mailbox as its runner class does, with an attention backend under the base rule
     (``AttentionBackend.shared_read_ends``) that reads nothing; the worker reads ``location`` on the forward stream
-    after the last phase (``worker_reads_after``); the publisher is ``pub``'s side; the overlap scheduler's barrier.
-    None when a phase's mode is not one the scenarios model."""
+    after the last phase (``worker_reads_after``); the publisher is ``pub``'s side; the overlap scheduler's barrier;
+    the tree's no-marker fallback ``rule`` (PRE_REPLAY, the earlier one, when the tree's was not read). None when a phase's mode is not one the scenarios model."""
     seen, phases, runners = set(), [], {"target": {"publish": "never", "fresh_events": True},
                                         "draft": {"publish": "never", "fresh_events": True}}
     for p in before:
@@ -54,7 +54,7 @@ def worker_read_scenario(name: str, worker: str, pub: Publisher, location: str,
                            f"read of {location}, which follows them on the forward stream; the publisher is "
                            f"`{pub.publisher}` ({pub.side}); each phase's attention backend declares the base rule.",
             "cites": cites + [f"{pub.file}:{pub.line}: publisher {pub.publisher}"],
-            "resolution": "declaration_only_post_fallback", "steps": 2,
+            "resolution": rule or "declaration_only", "steps": 2,
             "backends": {"attn": {}}, "runners": runners,
             "algorithm": {"name": slug(worker), "publisher": pub.side, "steps": {"normal": phases}}}
 
@@ -140,11 +140,12 @@ def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction
     from fencecheck.reference.run import run_scenario
     from fencecheck.reference.sim.races import check_trace
 
+    rule = tree_rule(ex)
     worker = {r: a.worker.cls for a in ex.algorithms for r in a.reads_after_publisher if r.host_copy is None}
     scenarios, sims, models, outcomes = _Scenarios(), {}, {}, {}
     for r in sorted(worker, key=lambda r: r.found):
         data = worker_read_scenario(f"sglang-{slug(worker[r])}-reads-{slug(r.location)}-{r.line}", worker[r],
-                                    r.publisher, r.location, r.before)
+                                    r.publisher, r.location, r.before, rule)
         if data is None:
             outcomes[r] = UNMODELLED
             continue

@@ -3,45 +3,54 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TextIO
 
 from fencecheck.commands.common import PROGRESS_HELP, outputs
 from fencecheck.commands.reader_audit import contexts_text
 from fencecheck.commands.sglang_output import decision_lines
-from fencecheck.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RACE, EXIT_UNKNOWN
+from fencecheck.errors import EXIT_BAD_INPUT, EXIT_NO_FENCE, EXIT_OK, EXIT_OLDER_FENCE, EXIT_RACE, EXIT_UNKNOWN
 from fencecheck.sglang_source.limits import limits_text
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
-fence's facts, each with file:line: every AttentionBackend subclass and its shared_read_ends declaration per
-ForwardMode (composites, delegation and conditional rows named by their condition), the reads of scheduler-shared
-state per backend, mode and site (followed through self calls, helpers, the MRO and children of known class), each
-worker's last_shared_read_runner, the barrier's call sites per event loop and the runners' publish behaviour.
+fence's facts, each with file:line, all read from the tree given: which fence it has; the barrier, its gate per
+platform and where each event loop applies it; each runner's resolve, no-marker fallback (the resolution rule), its
+publishes (before the replay, the in-graph marker, after it; by any means) and clears; the marker per platform; the
+scheduler-shared locations; every AttentionBackend subclass and its shared_read_ends declaration per ForwardMode
+(composites, delegation and conditional rows named by their condition), the reads of scheduler-shared state per
+backend, mode and site; each worker's last_shared_read_runner and each speculative algorithm's phases.
 
 A read at a site the declaration does not cover is a finding: confirmed when nothing on its path is conditional,
 plausible when the declaration row or the read's path depends on a condition fencecheck cannot decide (the
 condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
-Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier) decided by the
-simulator and the SMT model, and is decided again in each release catalog context that runs a phase of its mode; --scenarios writes them, --witness replays each race. --against lists the functions
-the facts come from and the catalog entries whose cited sources changed since a recorded release; drift exits 1
-(something to review before merge). Per speculative algorithm it lists the worker's decode-step phases and its reads
-of scheduler-shared state after the publisher's runner; each is decided by the simulator on a scenario of the phases
-before it (the model too with --cross-check): a race there is a finding (worker_read_after_publish). See
-docs/sglang-reader.md for the JSON contract
-(docs/sglang-reader.schema.json)."""
+Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier, the tree's
+rule) decided by the simulator and the SMT model, and is decided again in each configuration generated from the
+tree's facts that runs a phase of its mode; a fallback to PRE_REPLAY where a platform has no marker is decided too
+(no_marker_fallback); --scenarios writes the scenarios, --witness replays each race. --against compares with a
+recorded release, a record or another tree: the protocol facts that changed first (exit 1), then the functions and
+catalog entries to review; --record writes the tree's record. Per speculative algorithm it lists the worker's
+decode-step phases and its reads of scheduler-shared state after the publisher's runner; each is decided by the
+simulator on a scenario of the phases before it (the model too with --cross-check): a race there is a finding
+(worker_read_after_publish). See docs/sglang-reader.md for the JSON contract (docs/sglang-reader.schema.json)."""
 
 EXIT_HELP = """exit codes:
   0  no finding
   1  a finding (a read outside what its declaration covers, a worker read after the
-     publisher that races), a race, or drift: with --against, a function the facts
-     come from or a catalog entry's cited source changed since the recorded release
-     (to review before merge)
+     publisher that races, a no-marker fallback that races), a race, or drift: with
+     --against, a protocol fact that changed (a function or catalog entry that changed
+     without one is listed for review and does not set the exit status)
   2  bad input (not an SGLang tree, an unreadable or unparsable file, a suppression
      without a reason or of an unknown kind, a baseline that is no folder nor revision):
      one line naming it
   3  unresolved facts (a declaration or read path not evaluated, a module
      not read) and nothing wrong
   4  I/O failure
+  5  a fence older than the SharedReadEnds declarations (a barrier waiting on a
+     read-done event its runners publish without asking a backend): its facts are
+     reported (barrier, gate, read-done event, where it is published), nothing is
+     decided
+  6  no shared-read fence (no barrier, no declarations): said so
   70 a bug in fencecheck (one line, please report it)
   A finding all of whose root causes a `# fencecheck: ignore[KIND] reason` comment
   silences counts for nothing. With --baseline, only what the change adds counts:
@@ -69,28 +78,41 @@ def add_parser(sub) -> None:
                    help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines)")
     p.add_argument("--witness", action="store_true",
                    help="replay each race under its witness interleaving (the schedule and the stale read it shows)")
-    p.add_argument("--against", default=None, metavar="VERSION",
-                   help="list the functions the facts come from whose code differs from a recorded release "
-                        "(sglang-0.5.23) or a fingerprint file (.json), and the catalog entries whose cited sources "
-                        "changed; any drift exits 1")
+    p.add_argument("--against", default=None, metavar="RELEASE|FILE|TREE",
+                   help="compare with a recorded release (sglang-VERSION, in fencecheck/sglang_source/releases/), a "
+                        "record or fingerprint file (.json) or another SGLang tree: the protocol facts that changed "
+                        "first (exit 1), then the functions whose code changed (drift when a fact they support "
+                        "changed, else review) and the catalog entries whose cited sources changed (review)")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.add_argument("--cross-check", action="store_true",
-                   help="also ask the SMT model about every release context where the simulator finds a race (the "
+                   help="also ask the SMT model about every generated configuration where the simulator finds a race (the "
                         "backend findings' own scenarios are always decided by both; fencecheck audit always "
                         "cross-checks) and about the scenario of each worker read after the publisher")
     p.add_argument("--fingerprints", default=None, metavar="FILE",
-                   help="write the fingerprints of the functions the facts come from (JSON, for --against)")
-    p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), inputs=(("path", "tree"), ("against", "file"), ("baseline", "tree"))))
+                   help="write the tree's record (its protocol facts and the fingerprints of the functions they come "
+                        "from; JSON, for --against)")
+    p.add_argument("--record", default=None, metavar="DIR",
+                   help="write the tree's record to DIR/sglang-VERSION.json (facts, fingerprints, the configurations "
+                        "generated from the facts, the catalog entries' fingerprints where the catalog has the "
+                        "release): adding a release is this command and a reviewed diff")
+    p.set_defaults(func=cmd_sglang, **outputs(("scenarios", True), ("fingerprints", False), ("record", True),
+                                              inputs=(("path", "tree"), ("against", "file"), ("baseline", "tree"))))
 
 
 def has_drift(drift: dict | None) -> bool:
-    """Whether ``--against`` found drift (``drift``: the document's ``drift``): a function the facts come from that
-    changed, was removed or was added, or a catalog entry whose cited sources changed."""
-    return bool(drift and (drift["functions"] or drift.get("catalog_entries")))
+    """Whether ``--against`` found drift (``drift``: the document's ``drift``): a protocol fact that changed (or,
+    against a record without facts, a function that changed). A function whose facts did not change and a catalog
+    entry are review, not drift."""
+    return bool(drift and (drift["facts"] or any(f["drift"] for f in drift["functions"])))
 
 
 def exit_code(ex, drift: dict | None = None) -> int:
     """The exit status of the decided extraction ``ex`` (and its ``drift``)."""
+    fence = (ex.facts.get("fence") or {}).get("kind")
+    if fence == "read_done_event":
+        return EXIT_OLDER_FENCE
+    if fence == "none":
+        return EXIT_NO_FENCE
     kinds = [f.status for f in ex.findings]
     if any(s in ("confirmed", "plausible") for s in kinds) or \
             any(f.decision and f.decision.verdict == "counterexample" for f in ex.findings) or has_drift(drift):
@@ -113,16 +135,14 @@ def cmd_sglang(args, out: TextIO) -> int:
         from fencecheck.commands.sglang_pr import run
 
         return run(args, out)
+    from fencecheck.commands.reader_drift import drift as drift_of
+    from fencecheck.commands.reader_drift import record_document, record_text, write_record
     from fencecheck.commands.reader_findings import decide
-    from fencecheck.sglang_source.drift import (
-        catalog_fingerprints,
-        compare,
-        compare_catalog,
-        load_release,
-    )
+    from fencecheck.sglang_source.drift import load_release
     from fencecheck.sglang_source.tree import find_installed, find_package_root
 
-    recorded = load_release(args.against) if args.against else None
+    if args.against and not Path(args.against).is_dir():
+        load_release(args.against)  # a bad --against is bad input before the work
     from fencecheck.commands.progress import progress_bar
 
     bar = progress_bar(3, "sglang", args.progress, args.err, unit="stage")
@@ -133,25 +153,23 @@ def cmd_sglang(args, out: TextIO) -> int:
         bar.close()
         raise
     bar.update(1)
-    current = ex.fingerprints.to_dict(ex.version)
+    import gc
+
+    gc.freeze()  # the syntax trees live until the command ends: the deciding part's collections need not scan them
     package = find_installed() if args.installed else find_package_root(args.path)
-    if args.fingerprints or recorded is not None:
-        from fencecheck.files.catalog import RELEASE
-
-        catalog = (recorded[1].get("catalog") or {}).get("version", RELEASE) if recorded is not None else RELEASE
-        current = current | {"catalog": catalog_fingerprints(package, catalog)}
-    drift = None
-    if recorded is not None:
-        where, data = recorded
-        drift = {"against": args.against, "recorded_version": data.get("sglang_version"),
-                 "functions": compare(data, current),
-                 "catalog_entries": compare_catalog(data.get("catalog") or {}, current["catalog"])}
+    current = record_document(ex, package) if (args.fingerprints or args.against or args.record) else None
+    drift = drift_of(args.against, current, package) if args.against else None
     if args.fingerprints:
-        from pathlib import Path
-
         from fencecheck.files.outputs import write_text_atomic
 
-        write_text_atomic(Path(args.fingerprints), json.dumps(current, indent=1) + "\n")
+        write_text_atomic(Path(args.fingerprints), record_text(current))
+    if args.record:
+        write_record(args.record, current)
+    if ex.protocol is not None and ex.protocol.kind != "declaration":
+        bar.close()
+        from functools import partial
+
+        return finish(args, ex, to_json(ex, drift), out, partial(render, drift=drift), partial(exit_code, drift=drift))
     try:
         bar.set_postfix_str("deciding the findings")
         ex, scenarios = decide(ex, witness=args.witness, context_model="flagged" if args.cross_check else "none")
@@ -160,10 +178,13 @@ def cmd_sglang(args, out: TextIO) -> int:
 
         bar.set_postfix_str("deciding the worker reads")
         ex, more = decide_worker_reads(ex, model=args.cross_check)
+        from fencecheck.commands.reader_fallback import decide_fallback
+
+        ex, fallback = decide_fallback(ex)
         bar.update(1)
     finally:
         bar.close()
-    scenarios += more
+    scenarios += fallback + more
     if args.scenarios:
         from fencecheck.files.outputs import write_tree
         from fencecheck.files.scenario_io import dumps
@@ -177,6 +198,12 @@ def cmd_sglang(args, out: TextIO) -> int:
 def to_json(ex, drift: dict | None = None) -> dict:
     """The document of the decided extraction ``ex``, with ``drift`` when ``--against`` asked for it."""
     return ex.to_json() | ({"drift": drift} if drift is not None else {})
+
+
+def _drift_lines(drift: dict) -> list[str]:
+    from fencecheck.commands.reader_drift import drift_text
+
+    return drift_text(drift)
 
 
 def _decl_text(d) -> str:
@@ -210,6 +237,10 @@ def _algorithms_text(algorithms) -> list[str]:
 
 def render(ex, drift: dict | None = None) -> str:
     """The human summary of the decided extraction ``ex`` (and its ``drift``)."""
+    from fencecheck.commands.reader_facts import facts_text, fence_text
+
+    if ex.protocol is not None and ex.protocol.kind != "declaration":
+        return fence_text(to_json(ex, drift)) + ("\n".join(_drift_lines(drift)) + "\n" if drift else "")
     lines = []
     b, w, f = ex.backends, ex.workers, ex.findings
     loops = sorted({c.event_loop for c in ex.barrier.calls})
@@ -235,14 +266,7 @@ def render(ex, drift: dict | None = None) -> str:
         elif x.kind == "read_outside_declaration" and x.why:
             lines.append(f"    {x.why}")
     if drift is not None:
-        lines.append(f"drift against {drift['against']} ({drift['recorded_version']}): {len(drift['functions'])} "
-                     f"functions differ")
-        for x in drift["functions"]:
-            lines.append(f"  {x['status'].upper()} {x['function']} ({x['file']}:{x['line']}): {'; '.join(x['facts'])}")
-        entries = drift.get("catalog_entries", [])
-        lines.append(f"catalog entries whose cited sources changed: {len(entries)}")
-        for x in entries:
-            lines.append(f"  {x['entry']}: {', '.join(x['changed'])}")
+        lines += _drift_lines(drift)
     nf = ex.not_findings
     sync = sum(1 for x in nf if x.why.startswith(("behind a host sync", "behind a capture-mode test")))
     device = sum(1 for x in nf if x.why.startswith("never resolved on "))
@@ -269,6 +293,7 @@ def render(ex, drift: dict | None = None) -> str:
         if r.publish != "never":
             lines.append(f"  {r.cls}: {r.publish} ({r.method.file}:{r.method.line})")
     lines += _algorithms_text(ex.algorithms)
+    lines += facts_text(ex.facts)
     lines += limits_text(ex)
     return "\n".join(lines) + "\n"
 

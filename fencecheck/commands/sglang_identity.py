@@ -36,6 +36,11 @@ KINDS = (
      "A limit of fencecheck's reader (the call depth, the read paths per function, the walks per tree) cut a read "
      "path of the backend at a site its shared_read_ends declaration for the mode does not cover: what the path "
      "reads is not known; nothing is said about it until the reader follows it."),
+    ("no_marker_fallback", "an IN_REPLAY declaration resolved by a no-marker fallback that publishes too early",
+     "On a platform whose decode graph runner has no in-graph marker while the barrier is on, the runner resolves "
+     "IN_REPLAY by its fallback rule; a fallback to PRE_REPLAY publishes the read-done event before the replay, so "
+     "a backend's reads in the graph before the marker race with the scheduler's next write. Fall back to "
+     "POST_REPLAY, create the marker on that platform, or keep the barrier off (coarse) there."),
 )
 KIND_NAMES = tuple(k for k, _, _ in KINDS)
 

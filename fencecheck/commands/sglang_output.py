@@ -53,7 +53,7 @@ def _model_text(model) -> str:
 
 def decision_lines(d, model: bool = True) -> list[str]:
     """The summary's lines on a finding's decision ``d``: its scenario's verdict and races (and the model's answer,
-    when ``model``), its release contexts, each witness."""
+    when ``model``), its generated configurations, each witness."""
     races = ", ".join(d.races) or "no race"
     lines = [f"    scenario {d.scenario}: {d.verdict} ({races})" + (f"; {_model_text(d.model)}" if model else "")]
     if d.contexts is not None:

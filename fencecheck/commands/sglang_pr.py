@@ -6,7 +6,7 @@ the two documents' findings (``sglang_identity``) are compared by identity: **ad
 baseline, not suppressed; a root cause whose baseline suppression HEAD removed counts as added), **fixed** (in the
 baseline, gone from HEAD), **unchanged**, and **suppressed** (silenced in HEAD by a ``# fencecheck: ignore``
 comment, ``sglang_suppress``). Only the added findings are decided (their scenarios by the simulator and the
-model, and in the release contexts), so the check costs two reads and the change. The protocol facts are compared
+model, and in the generated configurations), so the check costs two reads and the change. The protocol facts are compared
 too (``sglang_facts``). The exit status is that of the added root causes alone.
 """
 
@@ -28,11 +28,15 @@ class _BaselineFailed(FencecheckError):
 
 
 def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple[object, list]:
-    """The tree's extraction with its worker reads decided, and the scenarios of its worker findings."""
+    """The tree's extraction with its worker reads and its no-marker fallback decided, and the scenarios of those
+    findings."""
+    from fencecheck.commands.reader_fallback import decide_fallback
     from fencecheck.commands.reader_workers import decide_worker_reads
     from fencecheck.sglang_source import read_path
 
-    return decide_worker_reads(read_path(path, installed=installed), model=cross_check)
+    ex, built = decide_worker_reads(read_path(path, installed=installed), model=cross_check)
+    ex, fallback = decide_fallback(ex, model=cross_check)
+    return ex, fallback + built
 
 
 def read_baseline(base, cross_check: bool, into: str | None = None):
@@ -118,7 +122,7 @@ def compare(head_doc: dict, base_doc: dict, head_supp, base_supp) -> dict[str, l
 
 def decide_added(ex, doc: dict, added: list[RootCause], witness: bool, cross_check: bool) -> tuple[object, list]:
     """``ex`` (whose document is ``doc``) with the findings of the added root causes decided (as ``fencecheck
-    sglang`` decides them: their scenarios, and the release contexts), and their scenarios. The findings of the same
+    sglang`` decides them: their scenarios, and the generated configurations), and their scenarios. The findings of the same
     backend and mode are decided with them, so that each scenario keeps the name it has in a full run."""
     from dataclasses import replace
 

@@ -83,7 +83,7 @@ def _message(item: Item) -> str:
     contexts = f.get("contexts") or ()
     racing = [c["context"] for c in contexts if c.get("verdict") == "counterexample"]
     if contexts:
-        text += f" Races in {len(racing)} of {len(contexts)} release contexts."
+        text += f" Races in {len(racing)} of {len(contexts)} generated configurations."
     if f.get("why"):
         text += f" {f['why']}."
     if rc.kind == "read_outside_declaration":

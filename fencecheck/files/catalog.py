@@ -1,8 +1,8 @@
 """The built-in catalog, by SGLang version: each version's real configurations (and known hazards) as scenario files.
 
-A version is a folder of this package: ``sglang-0.5.23`` is SGLang as released (the default; its facts cite the
-release's ``path:function:line``, docs/sglang-0.5.23.md), ``pr-35059`` SGLang at PR #35059 (the PR's claims, which
-the proof obligations refer to; docs/sglang-mechanism.md).
+A version is a folder of this package: ``sglang-<version>`` is SGLang as released (the newest is the default; its
+facts cite the release's ``path:function:line``), ``pr-35059`` SGLang at PR #35059 (the PR's claims, which the proof
+obligations refer to; docs/sglang-mechanism.md).
 """
 
 from __future__ import annotations
@@ -16,12 +16,39 @@ from fencecheck.files.scenario_io import loads
 
 #: SGLang at PR #35059: the configurations the proof obligations about the PR's claims refer to.
 PR_ERA = "pr-35059"
-#: SGLang as released on the package registry.
-RELEASE = "sglang-0.5.23"
+#: The prefix of a released SGLang's catalog folder (``sglang-<version>``).
+RELEASE_PREFIX = "sglang-"
+
+
+def _version_key(name: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in name[len(RELEASE_PREFIX):].replace("-", ".").split("."))
+
+
+def _release_folders() -> tuple[str, ...]:
+    root = Path(str(resources.files("fencecheck.catalog")))
+    return tuple(sorted((p.name for p in root.iterdir() if p.is_dir() and p.name.startswith(RELEASE_PREFIX)),
+                        key=_version_key))
+
+
+#: The released SGLang versions with a catalog, oldest first (the catalog's ``sglang-<version>`` folders).
+RELEASES: tuple[str, ...] = _release_folders()
+#: The newest released SGLang with a catalog.
+RELEASE = RELEASES[-1]
 #: Every catalog version, oldest first.
-VERSIONS: tuple[str, ...] = (PR_ERA, RELEASE)
+VERSIONS: tuple[str, ...] = (PR_ERA, *RELEASES)
 #: The version ``catalog_paths``, ``load_catalog`` and ``fencecheck check --catalog`` use when none is named.
 DEFAULT_VERSION = RELEASE
+
+
+def catalog_of(version: str | None) -> str | None:
+    """The release catalog of an SGLang version (``sglang-<version>``) when the catalog has one, else None."""
+    name = f"{RELEASE_PREFIX}{version}" if version else None
+    return name if name in RELEASES else None
+
+
+def release_version(catalog: str = RELEASE) -> str:
+    """The SGLang version of a release catalog (``sglang-X.Y.Z`` -> ``X.Y.Z``)."""
+    return catalog[len(RELEASE_PREFIX):]
 
 
 def _folder(version: str) -> Path:

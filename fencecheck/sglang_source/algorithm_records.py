@@ -42,6 +42,15 @@ class Phase(Conditioned, Plain):
     file: str
     line: int
 
+    def to_json(self) -> dict:
+        """The phase's row, with its path's tests one literal each (``conditions``) after their conjunction."""
+        out = {}
+        for k, v in super().to_json().items():
+            out[k] = v
+            if k == "condition":
+                out["conditions"] = list(self.conditions)
+        return out
+
 
 @dataclass(frozen=True)
 class Publisher(Conditioned, Plain):

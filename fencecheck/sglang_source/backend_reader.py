@@ -79,7 +79,7 @@ class Reader:
         if c not in memo:
             out = []
             for fn in c.methods.values():
-                for node in ast.walk(fn):
+                for node in self.tree.walk(fn):
                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                         for t in node.targets:
                             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
@@ -150,6 +150,12 @@ class Reader:
         return self._walk(ci, mode)[1]
 
     def _walk(self, ci: ClassInfo, mode: str):
+        memo = self.__dict__.setdefault("_walks", {})
+        if (ci, mode) not in memo:
+            memo[ci, mode] = self._walk_once(ci, mode)
+        return memo[ci, mode]
+
+    def _walk_once(self, ci: ClassInfo, mode: str):
         reads, cuts = [], []
 
         def entry(site, method):

@@ -239,12 +239,12 @@ class PassedChildren:
                 self._fns[id(mod)] = _functions(mod)
             for fn, parents, qual in self._fns[id(mod)]:
                 local = {"cls": True} if id(fn) in own else {}
-                for node in ast.walk(fn):
+                for node in self.tree.walk(fn):
                     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                             and isinstance(node.value, (ast.Name, ast.Attribute)):
                         if any(r is ci for r in self._names(mod, fn, node.value)):
                             local[node.targets[0].id] = True
-                for node in ast.walk(fn):
+                for node in self.tree.walk(fn):
                     if not isinstance(node, ast.Call):
                         continue
                     f = node.func

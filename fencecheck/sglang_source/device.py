@@ -69,7 +69,7 @@ def backend_device(tree: Tree, ci: ClassInfo, root: ClassInfo) -> tuple[str, str
                                 f"{c.module.name} imports {a.name} at module level")
     for c in chain:
         for fn in c.methods.values():
-            for node in ast.walk(fn):
+            for node in tree.walk(fn):
                 if isinstance(node, ast.Attribute) and node.attr.endswith("_cpu") \
                         and ast.unparse(node.value) == "torch.ops.sgl_kernel":
                     return ("cpu", c.file, node.lineno, f"{c.name}.{fn.name} takes {ast.unparse(node)}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .tree import ClassInfo, Tree
 
-#: Recorded fingerprints of releases, by name (``sglang-0.5.23``).
+#: Recorded releases (facts, fingerprints, configurations), by name: ``sglang-<version>.json``.
 RELEASES = Path(__file__).resolve().parent / "releases"
 
 
@@ -57,7 +57,7 @@ class Fingerprints:
 
 
 def load_release(name_or_path: str) -> tuple[str, dict]:
-    """The recorded fingerprints of a release name (``sglang-0.5.23``) or a fingerprint file (``.json``)."""
+    """The record of a release name (``sglang-<version>``, in ``RELEASES``) or a fingerprint file (``.json``)."""
     from .tree import NotSGLang
 
     path = Path(name_or_path)
@@ -65,8 +65,8 @@ def load_release(name_or_path: str) -> tuple[str, dict]:
         path = RELEASES / f"{name_or_path}.json"
         if not path.is_file():
             known = ", ".join(sorted(p.stem for p in RELEASES.glob("*.json")))
-            raise NotSGLang("<flags>", "--against", f"expected a recorded release ({known}) or a fingerprint file "
-                                                    f"(.json), got {name_or_path!r}")
+            raise NotSGLang("<flags>", "--against", f"expected a recorded release ({known}), a record or fingerprint "
+                                                    f"file (.json) or an SGLang tree folder, got {name_or_path!r}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         functions = data["functions"]
@@ -130,14 +130,39 @@ def collect(tree: Tree, reader, ex) -> Fingerprints:
             fp.add_method(cls, node, "barrier")
         else:
             fp.add(f"{mod.name}.{name}", node, mod.rel, "barrier")
-    for r in ex.runners:
-        if r.publish == "never":
-            continue
-        m = r.method
-        mod = tree.module(_module_of(tree, m.file))
-        owner = mod.classes[m.cls]
-        fp.add_method(owner, owner.methods[m.name], f"runner {r.cls}")
+    collect_protocol(ex.protocol, fp)
     return fp
+
+
+def collect_protocol(proto, fp: Fingerprints | None = None) -> Fingerprints:
+    """The fingerprints of the functions the protocol facts come from (``protocol.Protocol``): the barrier, the
+    function assigning its gate, every function a runner's events were read from (for each runner that resolves,
+    publishes or clears), the functions creating the in-graph marker."""
+    fp = Fingerprints() if fp is None else fp
+    if proto is None:
+        return fp
+    for r in proto.runners:
+        if not any(e.kind in ("resolve", "publish", "clear") for e in r.events):
+            continue
+        for key, node, file in r.functions:
+            fp.add(key, node, file, f"runner {r.ci.name}")
+    g = getattr(proto, "gate_node", None)
+    if g is not None and g.node is not None:
+        fp.add(g.function, g.node, g.file, "barrier")
+    for b in proto.barriers:
+        mod_name = _module_of_rel(b.file)
+        if b.node is not None:
+            fp.add(".".join(x for x in (mod_name, b.cls, b.node.name) if x), b.node, b.file, "barrier")
+    for key, node, file in proto.marker_nodes:
+        fp.add(key, node, file, "marker")
+    return fp
+
+
+def _module_of_rel(rel: str) -> str:
+    parts = list(Path(rel).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 def _module_of(tree: Tree, rel: str) -> str:

@@ -58,6 +58,8 @@ class Extraction:
     call_graph: object = field(default=None, compare=False, repr=False)
     fingerprints: object = field(default=None, compare=False, repr=False)
     stats: dict = field(default_factory=dict, compare=False)
+    protocol: object = field(default=None, compare=False, repr=False)  # protocol.Protocol: fence, runners, platforms
+    facts: dict = field(default_factory=dict, compare=False)  # facts.read_facts: the protocol facts' top-level keys
 
     def to_json(self) -> dict:
         return {
@@ -72,15 +74,23 @@ class Extraction:
             "findings": [f.to_json() for f in self.findings],
             "not_findings": [f.to_json() for f in self.not_findings],
             "notes": [n.to_json() for n in self.notes],
+            **self.facts,
         }
 
 
 def read_tree(tree: Tree) -> Extraction:
+    """The extraction of ``tree``: with the declaration fence, everything (backends, findings, protocol facts); with an
+    older fence or none, its protocol facts only (``older_fence``)."""
     from .algorithms import read_algorithms
     from .device import never_published
     from .drift import collect
-    from .fence_sites import barrier, runners, workers
+    from .facts import read_facts
+    from .fence_sites import barrier, workers
+    from .protocol import DECLARATION, read_protocol
 
+    proto = read_protocol(tree)
+    if proto.kind != DECLARATION:
+        return older_fence(tree, proto)
     rd = Reader(tree)
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
@@ -89,18 +99,45 @@ def read_tree(tree: Tree) -> Extraction:
         findings += f
         not_findings += nf
     findings.sort(key=lambda f: (f.subject, f.subject_at, f.mode or "", f.kind, json_key(f)))
-    worker_rows, runner_rows = workers(tree), runners(tree)
+    worker_rows = workers(tree, proto.publisher_property or "last_shared_read_runner")
+    runner_rows = tuple(r.row() for r in proto.runners)
     findings, moved = never_published(tree, rd, findings, runner_rows)
     unique = {(f.subject, f.mode or "", f.file, f.line, f.location, f.why): f for f in
               sorted(not_findings + moved, key=lambda f: (len(f.via), f.via), reverse=True)}
     ex = Extraction(str(tree.root), tree.version(), tuple(rd.modes.members), (rd.modes.file, rd.modes.line),
                     tuple(backends), worker_rows, barrier(tree), runner_rows,
                     read_algorithms(tree, rd.modes, worker_rows, runner_rows), tuple(findings),
-                    tuple(unique[k] for k in sorted(unique)), call_graph=rd.walker.graph)
+                    tuple(unique[k] for k in sorted(unique)), call_graph=rd.walker.graph, protocol=proto)
     prints = collect(tree, rd, ex)
-    return replace(ex, fingerprints=prints, notes=notes(tree), stats={
+    return replace(ex, fingerprints=prints, facts=read_facts(tree, rd, ex), notes=notes(tree), stats={
         "files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
         "graph_edges": rd.walker.graph.number_of_edges()})
+
+
+def older_fence(tree: Tree, proto) -> Extraction:
+    """The extraction of a tree without the declaration fence: its protocol facts only (no backend, nothing
+    decided)."""
+    from .declare import Modes
+    from .drift import collect_protocol
+    from .facts import protocol_keys
+    from .fence_sites import barrier, workers
+    from .tree import NotSGLang
+
+    modes, at = (), (None, None)
+    try:
+        m = Modes(tree)
+        modes, at = tuple(m.members), (m.file, m.line)
+    except NotSGLang:  # a tree without ForwardMode has no modes to list (the fence says what it has)
+        pass
+    if proto.barriers:
+        bar = barrier(tree)
+        worker_rows = workers(tree, proto.publisher_property) if proto.publisher_property else ()
+    else:
+        bar, worker_rows = Barrier((), (), ()), ()
+    return Extraction(str(tree.root), tree.version(), modes, at, (), worker_rows, bar,
+                      tuple(r.row() for r in proto.runners), (), (), (), notes(tree),
+                      fingerprints=collect_protocol(proto), stats={"files": len(tree.paths), "parsed": tree.parsed},
+                      protocol=proto, facts=protocol_keys(proto))
 
 
 def json_key(f) -> str:

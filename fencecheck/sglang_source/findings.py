@@ -1,5 +1,5 @@
 """The reader's findings and not findings as frozen records, and the decisions the commands pair a finding with (a
-scenario's verdicts, the model's answer, witnesses, release contexts; the reader builds none). ``to_json`` renders
+scenario's verdicts, the model's answer, witnesses, generated configurations; the reader builds none). ``to_json`` renders
 each as the document shows it (docs/sglang-reader.schema.json), its keys in the document's order."""
 
 from __future__ import annotations
@@ -146,8 +146,34 @@ class WorkerReadFinding(Conditioned):
                 **(self.decision.to_json(mode=False) if self.decision else {"scenario": None})}
 
 
+@dataclass(frozen=True)
+class NoMarkerFallback:
+    """An ``IN_REPLAY`` declaration resolved by a decode graph runner's no-marker fallback on the platforms whose
+    runner has no in-graph marker while the barrier is on (``condition``): the backends that declare ``IN_REPLAY``
+    for ``mode`` and read in the graph before the marker; the evidence is the fallback, the marker's factory, the
+    gate and each backend's first such read. The commands build it only when its scenario races."""
+
+    kind: ClassVar[str] = "no_marker_fallback"
+    subject: str
+    subject_at: str
+    mode: str
+    status: str
+    condition: str
+    backends: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+    decision: Decision | None = None
+    declared: ClassVar[str] = "IN_REPLAY"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
+                "status": self.status, "declared": self.declared, "condition": self.condition,
+                "evidence": [e.to_json() for e in self.evidence],
+                **(self.decision.to_json() if self.decision else {"scenario": None}),
+                "backends": list(self.backends)}
+
+
 Finding = ReadOutsideDeclaration | UnresolvedDeclaration | UnresolvedReadPath | UnknownChildDeclaration | \
-    WorkerReadFinding
+    WorkerReadFinding | NoMarkerFallback
 
 
 # --- decisions (the commands build them) ----------------------------------------------------------------------------
@@ -186,7 +212,7 @@ class Witness(Plain):
 
 @dataclass(frozen=True)
 class ContextVerdict(Plain):
-    """A finding decided in one release catalog context: the simulator's verdict and races there, and whether the
+    """A finding decided in one generated configuration: the simulator's verdict and races there, and whether the
     model agrees (None: not asked, or unknown)."""
 
     context: str
@@ -199,7 +225,7 @@ class ContextVerdict(Plain):
 class Decision:
     """A finding's (or a worker read's) scenario decided: the simulator's verdict and distinct races
     (``location@phase/site``), the mode of the phase a worker read follows, the model's answer, the witnesses and
-    the release contexts (None: not asked)."""
+    the generated configurations (None: not asked)."""
 
     scenario: str
     verdict: str

@@ -30,7 +30,7 @@ def _no_decode_graphs(tree: Tree, ci: ClassInfo | None) -> str | None:
     MRO (the worker sets its model runner up without decode graphs), or None."""
     for c in (tree.mro(ci) if ci is not None else ()):
         for fn in c.methods.values():
-            for n in ast.walk(fn):
+            for n in tree.walk(fn):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "init_cuda_graphs" \
                         and any(k.arg == "capture_decode_cuda_graph" and isinstance(k.value, ast.Constant)
                                 and k.value.value is False for k in n.keywords):
@@ -46,7 +46,7 @@ def _runner_candidates(tree: Tree, ci: ClassInfo, attr: str, runners: dict) -> l
     for c in tree.mro(ci):
         for fn in c.methods.values():
             assigns: dict[str, list] = {}
-            for n in ast.walk(fn):
+            for n in tree.walk(fn):
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         if isinstance(t, ast.Name):
@@ -71,7 +71,7 @@ def _runner_candidates(tree: Tree, ci: ClassInfo, attr: str, runners: dict) -> l
                     if isinstance(r, ClassInfo) and (r.name, r.file) in runners:
                         found[(r.name, r.file)] = runners[(r.name, r.file)]
 
-            for n in ast.walk(fn):
+            for n in tree.walk(fn):
                 if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
                         isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                         and t.value.id == "self" for t in n.targets):

@@ -9,9 +9,17 @@ as one text joined with `` and `` (``condition``), null when there are none.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 
 from .children import Option
+
+
+def slug(text: str) -> str:
+    """A class or map name as a scenario-name fragment: ``DSparkWorkerV2`` -> ``d-spark-worker-v2`` (the reader's
+    scenario names: backend findings', worker reads' and generated configurations' alike)."""
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", text)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def condition_text(conditions: tuple[str, ...]) -> str | None:

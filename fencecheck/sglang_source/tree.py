@@ -86,7 +86,7 @@ class Module:
 
 #: A name is followed through at most this many ``from X import name`` re-exports.
 MAX_REEXPORTS = 8
-#: A class's method resolution order holds at most this many classes (SGLang 0.5.23's backends hold 7 at most).
+#: A class's method resolution order holds at most this many classes (SGLang's backends hold under 10).
 MAX_MRO = 64
 
 _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.M)
@@ -142,7 +142,10 @@ class Tree:
         self.parsed = 0
 
     def rel(self, mod: str) -> str:
-        return self.paths[mod].relative_to(self.base).as_posix()
+        memo = self.__dict__.setdefault("_rels", {})
+        if mod not in memo:
+            memo[mod] = self.paths[mod].relative_to(self.base).as_posix()
+        return memo[mod]
 
     def note(self, file: str, line: int | None, what: str, unresolved: bool = True) -> None:
         self.notes.append(Note(file, line, what, unresolved))
@@ -170,8 +173,23 @@ class Tree:
             self.texts[mod] = t
         return t
 
-    def modules_containing(self, *needles: str) -> list[str]:
-        return [m for m in self.paths if any(n in self.text(m) for n in needles)]
+    def walk(self, node: ast.AST) -> list[ast.AST]:
+        """``list(ast.walk(node))``, computed once per node (keyed by the node itself, which hashes by identity)."""
+        memo = self.__dict__.setdefault("_walks", {})
+        out = memo.get(node)
+        if out is None:
+            out = memo[node] = list(ast.walk(node))
+        return out
+
+    def modules_containing(self, *needles: str, under: str = "") -> list[str]:
+        """The modules whose text holds one of ``needles``, in the tree's order (each search once); with ``under``
+        (a dotted prefix, ``sglang.srt``) only the modules below it."""
+        memo = self.__dict__.setdefault("_containing", {})
+        key = (needles, under)
+        if key not in memo:
+            names = [m for m in self.paths if m == under or m.startswith(under + ".")] if under else self.paths
+            memo[key] = [m for m in names if any(n in self.text(m) for n in needles)]
+        return list(memo[key])
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
         """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
@@ -273,10 +291,16 @@ class Tree:
     def local_imports(self, mod: Module, stmts) -> dict[str, list]:
         """name -> what each ``from X import Y [as name]`` anywhere in ``stmts`` (imports inside functions) binds it
         to, as ``resolve`` gives it, in source order (several when branches import different things under one
-        name)."""
+        name). Computed once per module and statements; the caller must not change the result."""
+        stmts = list(stmts)
+        key = (mod.name, tuple(stmts))
+        memo = self.__dict__.setdefault("_local_imports", {})
+        if key in memo:
+            return memo[key]
         out: dict[str, list] = {}
+        memo[key] = out
         for s in stmts:
-            for n in ast.walk(s):
+            for n in self.walk(s):
                 if isinstance(n, ast.ImportFrom):
                     target = self.module(_absolute(mod.name, mod.path.name == "__init__.py", n.module, n.level))
                     for a in n.names:

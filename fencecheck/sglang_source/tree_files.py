@@ -19,7 +19,7 @@ from pathlib import Path
 
 from fencecheck.files.inputs import MAX_INPUT_BYTES
 
-#: A parsed module nests at most this many syntax-tree levels (the released 0.5.23 nests 47 at most).
+#: A parsed module nests at most this many syntax-tree levels (SGLang's releases nest under 50).
 MAX_NESTING = 100
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # Python's own line breaks (line numbers of the syntax tree)

@@ -55,7 +55,7 @@ class AttrTypes:
                 local = [None]
                 params = [a.arg for a in fn.args.args[1:]] if fn.name == "__init__" else []
                 kwonly = [a.arg for a in fn.args.kwonlyargs] if fn.name == "__init__" else []
-                for node in ast.walk(fn):
+                for node in self.tree.walk(fn):
                     if not isinstance(node, ast.Assign):
                         continue
                     value = node.value
@@ -93,15 +93,15 @@ class AttrTypes:
         return out
 
     def _constructions(self, ci: ClassInfo) -> list:
-        """(constructing class, call) for each ``ci(...)`` in a method of a class of the tree."""
+        """(constructing class, call) for each ``ci(...)`` in a method of a class under ``sglang/srt``."""
         if ci not in self._ctor:
             out = []
-            for m in self.tree.modules_containing(ci.name + "("):
+            for m in self.tree.modules_containing(ci.name + "(", under="sglang.srt"):
                 mod = self.tree.module(m)
                 for c in (mod.classes.values() if mod else ()):
                     for fn in c.methods.values():
                         local = [None]
-                        for node in ast.walk(fn):
+                        for node in self.tree.walk(fn):
                             if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] == ci.name \
                                     and self._class_of_call(c.module, fn, node, local) is ci:
                                 out.append((c, node))

@@ -1,23 +1,15 @@
-"""Synthetic graph runners: one that resolves its backend's declaration and publishes (the decode graph runner), one
-that publishes before every replay without asking, one that never publishes, and the eager runner (prefill only)."""
-
-
-class DecodeCudaGraphRunner:
-    def execute(self, forward_batch):
-        ends = self._resolve_shared_read_ends(forward_batch)
-        self._publish_read_done(ends)
+"""Synthetic draft graph runners: one that publishes a fresh event before every replay without asking its backend, and
+one that never publishes (the decode graph runner and the eager runner are the common tree's)."""
 
 
 class AlwaysPublishingRunner:
     def execute(self, forward_batch):
-        self._publish_read_done(None)
+        read_done = self.device_module.Event()
+        read_done.record()
+        self.model_runner.shared_read_done_event = read_done
+        return self.backend.replay(self.key, forward_batch)
 
 
 class SilentDraftRunner:
     def execute(self, forward_batch):
-        return forward_batch
-
-
-class EagerRunner:
-    def execute(self, forward_batch):
-        self.maybe_publish_prefill_shared_read_done(forward_batch)
+        return self.backend.replay(self.key, forward_batch)

@@ -1,0 +1,46 @@
+"""The protocol facts as the document's top-level keys, for a tree with the declaration fence (``read_facts``) and
+for one with an older fence or none (``older_fence``): ``fence``, ``graph_runners``, ``platforms``,
+``shared_locations``, ``steps`` and ``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
+
+from __future__ import annotations
+
+from .protocol import Protocol, platforms_json, runners_json
+from .tree import Tree
+
+
+def protocol_keys(proto: Protocol) -> dict:
+    return {"fence": proto.fence_json(), "graph_runners": runners_json(proto), "platforms": platforms_json(proto)}
+
+
+def algorithm_rows(ex) -> list[dict]:
+    """The ``algorithms`` rows of ``ex`` as the document has them; algorithms sharing one worker share one list of
+    phases."""
+    out, phases = [], {}
+    for a in ex.algorithms:
+        row = a.to_json()
+        row["phases"] = phases.setdefault(id(a.phases), row["phases"])
+        out.append(row)
+    return out
+
+
+def read_facts(tree: Tree, rd, ex) -> dict:
+    """The top-level keys of a tree with the declaration fence (``ex``: its extraction, read by ``rd``)."""
+    from .contexts import configurations
+    from .locations import shared_locations
+    from .steps import step_facts
+
+    proto = ex.protocol
+    out = protocol_keys(proto)
+    out["shared_locations"] = shared_locations(tree)
+    algorithms = algorithm_rows(ex)
+    out["steps"] = step_facts(tree, proto, algorithms)
+    out["configurations"] = configurations(tree, proto, out["steps"], algorithms,
+                                           [e.to_json() for e in ex.barrier.event_loops])
+    from fencecheck.files.catalog import catalog_of
+
+    from .catalog_compare import compare
+
+    cat = catalog_of(ex.version)
+    if cat is not None:
+        out["catalog_comparison"] = compare(out["configurations"]["configurations"], cat)
+    return out
