@@ -1,6 +1,6 @@
 """The synthetic pull-request pair (``sglang_trees/pr_base``, ``pr_head``) laid out as folders or as a git repository.
 
-Both sides lay ``common``, ``after_marker`` and ``pr_runner`` first. The change (base -> head) makes ``PagedBackend``
+Both sides lay ``common`` and ``after_marker`` first. The change (base -> head) makes ``PagedBackend``
 gather ``req_to_token`` inside ``forward_decode`` (one finding added) and moves ``LateReadBackend``'s lines down by
 three (its finding keeps its identity).
 """
@@ -19,7 +19,7 @@ ADDED = ("read_outside_declaration", "PagedBackend", "DECODE", "in_graph_after_m
 
 def lay(dest: Path, side: str) -> Path:
     """The ``side`` (``base`` or ``head``) of the pair laid out at ``dest`` (a folder holding ``sglang/``)."""
-    for case in ("common", "after_marker", "pr_runner", f"pr_{side}"):
+    for case in ("common", "after_marker", f"pr_{side}"):
         shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
     return dest
 

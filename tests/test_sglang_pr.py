@@ -177,7 +177,7 @@ def test_the_unpacked_revision_is_removed_also_when_its_read_fails(tmp_path):
     before = left()
     repo = _repo(tmp_path)
     assert pr_json(str(repo), "--baseline", "HEAD~1")[0] == 1
-    (repo / "python/sglang/srt/layers/attention/base_attn_backend.py").write_text("class (:\n")
+    (repo / "python/sglang/srt/layers/attention/base_attn_backend.py").write_text("class AttentionBackend(:\n")
     _git(repo, "commit", "-q", "-am", "unparsable")
     lay(repo / "python", "head")
     code, _, err = run(str(repo), "--baseline", "HEAD")

@@ -86,7 +86,7 @@ def test_one_tree_is_valid_sarif_with_the_read_the_declaration_and_the_publish_p
     assert github_problems(log, head) == []  # outside git: relative to the current folder, else the package's parent
     rules = [r["id"] for r in log["runs"][0]["tool"]["driver"]["rules"]]
     assert rules == ["read_outside_declaration", "worker_read_after_publish", "unresolved_declaration",
-                     "unresolved_read_path"]
+                     "unresolved_read_path", "no_marker_fallback"]
     results = log["runs"][0]["results"]
     paged = next(r for r in results if "PagedBackend reads" in r["message"]["text"])
     assert paged["ruleId"] == ADDED[0] and paged["level"] == "error"
@@ -96,8 +96,11 @@ def test_one_tree_is_valid_sarif_with_the_read_the_declaration_and_the_publish_p
     decl, pub = paged["relatedLocations"]
     assert decl["physicalLocation"]["artifactLocation"]["uri"].endswith("base_attn_backend.py")
     assert decl["message"]["text"].startswith("the declaration: AttentionBackend.shared_read_ends declares IN_REPLAY")
-    assert pub["physicalLocation"]["artifactLocation"]["uri"] == "sglang/srt/model_executor/decode_cuda_graph_runner.py"
-    assert pub["physicalLocation"]["region"]["startLine"] == 8
+    # the publish for the end it declares: the in-graph marker's
+    assert pub["physicalLocation"]["artifactLocation"]["uri"] == \
+        "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py"
+    assert pub["physicalLocation"]["region"]["startLine"] == 27 and "in graph marker for IN_REPLAY" in \
+        pub["message"]["text"]
     assert "counterexample" in paged["message"]["text"] and "verify --sglang" in paged["message"]["text"]
     assert all("baselineState" not in r for r in results)
 

@@ -198,8 +198,9 @@ def _publish_kinds(rc: RootCause) -> tuple[str, ...]:
 
 def publish_points(doc: dict, rc: RootCause) -> list[Where]:
     """Where the read-done event of ``rc``'s step is published: for a worker read, the publisher's runner call; for
-    a backend, the publish calls of the runners (``runners[].events``) whose publish behaviour serves its mode
-    (a decode graph runner that resolves the declaration; the prefill publish for a prefill mode), each once."""
+    a backend, the publishes of the graph runners (``graph_runners[].publishes``) whose publish behaviour serves its
+    mode (a decode graph runner that resolves the declaration; the prefill publish for a prefill mode) and that
+    publish for the end it declares; else the publish calls of those runners (``runners[].events``), each once."""
     if rc.kind == "worker_read_after_publish":
         return [rc.declaration]
     if rc.kind != "read_outside_declaration":
@@ -207,6 +208,17 @@ def publish_points(doc: dict, rc: RootCause) -> list[Where]:
     wanted = _publish_kinds(rc)
     event = "prefill_publish" if wanted == ("prefill_publish",) else "publish"
     out: dict[tuple, Where] = {}
+    for kind in wanted:  # the protocol facts' publishes of that end, where the tree's runners say which end each serves
+        for r in doc.get("graph_runners", ()):
+            if r["policy"] != kind:
+                continue
+            for p in r["publishes"]:
+                if p["ends"] is not None and rc.declared in p["ends"]:
+                    out.setdefault((p["file"], p["line"]), Where(
+                        p["file"], p["line"], f"{r['entry']['class']}.{r['entry']['name']} publishes the read-done "
+                                              f"event {p['at'].replace('_', ' ')} for {rc.declared} ({kind})"))
+        if out:
+            return [out[k] for k in sorted(out)]
     for kind in wanted:
         for r in doc["runners"]:
             if r["publish"] != kind:
