@@ -34,9 +34,9 @@ def small(monkeypatch):
     monkeypatch.setattr(A, "release_catalog", lambda: release)
     from fencecheck.commands import reader_findings as D
 
-    generated = D._contexts
+    generated = D.generated_contexts
     keep_generated = {"no-speculation-decode-cuda-overlap-0", "no-speculation-decode-cuda-overlap-1"}
-    monkeypatch.setattr(D, "_contexts", lambda doc: [c for c in generated(doc) if c[0] in keep_generated])
+    monkeypatch.setattr(D, "generated_contexts", lambda ex: [c for c in generated(ex) if c[0] in keep_generated])
     # the reader part: two generated configurations (plain decode as a graph and eagerly)
 
 

@@ -148,14 +148,12 @@ def cmd_sglang(args, out: TextIO) -> int:
     bar = progress_bar(3, "sglang", args.progress, args.err, unit="stage")
     bar.set_postfix_str("reading")
     try:
-        ex = read_path(args.path, installed=args.installed)
+        # the syntax trees live until the command ends: the deciding part's collections need not scan them
+        ex = read_path(args.path, installed=args.installed, freeze=True)
     except BaseException:
         bar.close()
         raise
     bar.update(1)
-    import gc
-
-    gc.freeze()  # the syntax trees live until the command ends: the deciding part's collections need not scan them
     package = find_installed() if args.installed else find_package_root(args.path)
     current = record_document(ex, package) if (args.fingerprints or args.against or args.record) else None
     drift = drift_of(args.against, current, package) if args.against else None

@@ -11,19 +11,22 @@ from .extract import Extraction, read_tree
 from .tree import NotSGLang, Tree, find_installed, find_package_root
 
 
-def read_path(path: str | None, installed: bool = False) -> Extraction:
+def read_path(path: str | None, installed: bool = False, freeze: bool = False) -> Extraction:
     """The extraction of the tree at ``path`` (a checkout root, its ``python/`` folder or a ``sglang`` package
-    folder), or of the installed ``sglang`` when ``installed``."""
+    folder), or of the installed ``sglang`` when ``installed``. ``freeze``: what the reading made is moved out of the
+    cyclic collector's reach before it is switched back on (a command that exits after one read: no collection
+    scans the syntax trees again; a process that reads many trees leaves it off, or their cycles are never freed)."""
     root = find_installed() if installed else find_package_root(path)
-    with reading(root):
+    with reading(root, freeze):
         return read_tree(Tree(root))
 
 
 @contextlib.contextmanager
-def reading(root):
+def reading(root, freeze: bool = False):
     """What a read of the tree at ``root`` runs under: the cyclic collector off (the syntax trees are many small
-    acyclic objects: it only costs time here), the reader's recursion budget, and Python's recursion limit, past
-    every limit the reader checks, as one line (never a traceback)."""
+    acyclic objects: it only costs time here) and, with ``freeze``, what was made frozen before it is on again; the
+    reader's recursion budget, and Python's recursion limit, past every limit the reader checks, as one line (never
+    a traceback)."""
     import gc
 
     enabled = gc.isenabled()
@@ -36,6 +39,8 @@ def reading(root):
                 raise NotSGLang(str(root), "", "nested too deeply for the reader (Python's recursion limit)") \
                     from None
     finally:
+        if freeze:
+            gc.freeze()
         if enabled:
             gc.enable()
 

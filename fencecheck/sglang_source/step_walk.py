@@ -18,6 +18,7 @@ function it enters, or one that function reaches, may hold a phase (``StepWalk.m
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass
 
 from .declare import Modes, compare_mode
@@ -101,7 +102,7 @@ class StepWalk:
             if t is not None:
                 m2, dead = self.block(s.body if t else s.orelse, mode, conds, ctx)
                 return m2, conds, dead
-            text = ast.unparse(s.test)
+            text = _src(s.test)
             m1, d1 = self.block(s.body, mode, conds + (text,), ctx)
             m2, d2 = self.block(s.orelse, mode, conds + (negated(text),), ctx)
             if d1 and d2:
@@ -114,7 +115,7 @@ class StepWalk:
         if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             head = s.test if isinstance(s, ast.While) else s.iter
             mode = self.exprs(head, mode, conds, ctx)
-            inner = dict(ctx, loop=f"{'while' if isinstance(s, ast.While) else 'for'} {ast.unparse(head)[:80]} "
+            inner = dict(ctx, loop=f"{'while' if isinstance(s, ast.While) else 'for'} {_src(head)[:80]} "
                                    f"({ctx['file']}:{s.lineno})")
             m1, _ = self.block(s.body, mode, conds, inner)
             return (m1 if m1 == mode else None), conds, False
@@ -138,7 +139,7 @@ class StepWalk:
                         if m is not None:
                             mode = m
                     elif isinstance(t, ast.Name):
-                        text = ast.unparse(value)
+                        text = _src(value)
                         if "runner" in text.rsplit(".", 1)[-1].lower() and not isinstance(value, ast.Call):
                             ctx["aliases"][t.id] = text
             return mode, conds, False
@@ -190,7 +191,7 @@ class StepWalk:
 
     def _phase(self, c, runner, mode, conds, ctx, kind="runner", recv=None):
         attr = recv[len("self."):] if recv and recv.startswith("self.") and recv[5:].isidentifier() else None
-        self.calls.append(StepCall(runner, ast.unparse(c.func), mode if kind == "runner" else None, kind,
+        self.calls.append(StepCall(runner, _src(c.func), mode if kind == "runner" else None, kind,
                                    tuple(conds), ctx["file"], c.lineno, ctx["chain"] + ((ctx["key"], c.lineno),),
                                    ctx["loop"], ctx["subject"], attr))
 
@@ -201,7 +202,7 @@ class StepWalk:
             return mode
         if isinstance(f, ast.Attribute):
             recv = f.value
-            rtext = ctx["aliases"].get(recv.id, ast.unparse(recv)) if isinstance(recv, ast.Name) else ast.unparse(recv)
+            rtext = ctx["aliases"].get(recv.id, _src(recv)) if isinstance(recv, ast.Name) else _src(recv)
             shown = rtext.replace("self.", f"{subject.name}.", 1) if subject and rtext.startswith("self.") else rtext
             is_self = isinstance(recv, ast.Name) and recv.id == "self"
             if f.attr in RUNNER_METHODS and "runner" in rtext.rsplit(".", 1)[-1].lower():
@@ -213,7 +214,7 @@ class StepWalk:
             if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self" \
                     and subject is not None and self.types(subject).get(recv.attr) is None \
                     and "worker" in recv.attr.lower() and "target" not in recv.attr:
-                self.unresolved.append(f"`{ast.unparse(f)}` ({ctx['file']}:{c.lineno}): the class of "
+                self.unresolved.append(f"`{_src(f)}` ({ctx['file']}:{c.lineno}): the class of "
                                        f"`{rtext}` is not known statically; its phases are not followed")
         target = self.target(c, subject, ctx["key"], ctx["module"], ctx["imports"])
         if target is None:
@@ -268,10 +269,10 @@ class StepWalk:
         while todo:
             subj, key, fn, mod = todo.pop()
             imports = last_local_imports(self.tree, mod, fn.body)
-            aliases = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Call)
-                       and "runner" in ast.unparse(n.value).rsplit(".", 1)[-1].lower()
+            aliases = {t.id for n in self.tree.walk(fn) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Call)
+                       and "runner" in _src(n.value).rsplit(".", 1)[-1].lower()
                        for t in n.targets if isinstance(t, ast.Name)}
-            for n in ast.walk(fn):
+            for n in self.tree.walk(fn):
                 if _phase_like(n, aliases):
                     memo[start] = True
                     return True
@@ -305,7 +306,7 @@ def _phase_like(n, aliases) -> bool:
             if f.attr == ENTRY and not (isinstance(recv, ast.Name) and recv.id == "self"):
                 return True
             if f.attr in RUNNER_METHODS and ((isinstance(recv, ast.Name) and recv.id in aliases)
-                                             or "runner" in ast.unparse(recv).rsplit(".", 1)[-1].lower()):
+                                             or "runner" in _src(recv).rsplit(".", 1)[-1].lower()):
                 return True
         return any(k.arg == "forward_mode" for k in n.keywords)
     if isinstance(n, ast.Assign):
@@ -313,7 +314,23 @@ def _phase_like(n, aliases) -> bool:
     return False
 
 
+#: Per syntax-tree node (weakly held: a node's entries go with its tree), its source text and its calls in post
+#: order: a decode step's walk visits the same statements under many conditions.
+_SRC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _src(node) -> str:
+    out = _SRC.get(node)
+    if out is None:
+        out = _SRC[node] = ast.unparse(node)
+    return out
+
+
 def _calls_postorder(node):
+    hit = _CALLS.get(node)
+    if hit is not None:
+        return hit
     out = []
 
     def visit(n):
@@ -324,6 +341,7 @@ def _calls_postorder(node):
             out.append(n)
 
     visit(node)
+    _CALLS[node] = out
     return out
 
 
