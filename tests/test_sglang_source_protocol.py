@@ -219,3 +219,59 @@ def test_a_record_and_drift_against_another_tree(tmp_path):
     assert (fb["old"]["end"], fb["new"]["end"]) == ("POST_REPLAY", "PRE_REPLAY")
     key = "sglang.srt.model_executor.runner.decode_cuda_graph_runner.DecodeCudaGraphRunner._resolve_shared_read_ends"
     assert [(f["function"], f["drift"]) for f in d["functions"]] == [(key, True)]
+
+
+def _never_replayed_tree(tmp_path):
+    """The after-marker tree with a base graph-state hook that raises and a decode graph runner that calls it while
+    it is built; ``ReplayedLateBackend`` overrides the hook, ``LateReadBackend`` does not."""
+    root = _tree(tmp_path, {"srt/layers/attention/replayed_backend.py": (
+        "from sglang.srt.layers.attention.late_backend import LateReadBackend\n\n\n"
+        "class ReplayedLateBackend(LateReadBackend):\n"
+        "    def init_cuda_graph_state(self, max_bs, max_num_tokens):\n        self.buf = max_bs\n")},
+        case="after_marker")
+    _edit(root, "srt/layers/attention/base_attn_backend.py", "class AttentionBackend(ABC):\n",
+          "class AttentionBackend(ABC):\n    def init_cuda_graph_state(self, max_bs, max_num_tokens):\n"
+          "        \"\"\"Init the global shared states for cuda graph.\"\"\"\n        raise NotImplementedError()\n\n")
+    _edit(root, DECODE_RUNNER, "        self.in_graph_metadata_prep_done = None\n",
+          "        self.in_graph_metadata_prep_done = None\n        self._init_state()\n\n"
+          "    def _init_state(self):\n        self.attn_backend.init_cuda_graph_state(8, 64)\n")
+    return root
+
+
+def test_a_backend_no_decode_graph_replays_has_its_graph_reads_decided_eagerly(tmp_path):
+    """A backend that inherits the raising hook the decode graph runner calls unconditionally runs DECODE eagerly,
+    where the eager runner publishes nothing for DECODE: its late read is a not finding citing the hook, the base
+    and the eager scenario (proved by both oracles); the backend that overrides the hook keeps its finding."""
+    root = _never_replayed_tree(tmp_path)
+    code, out, _ = _run(root, "--json")
+    doc = json.loads(out)
+    replay = doc["graph_replay"]
+    assert [(h["hook"], h["function"], h["base"]["raises"]) for h in replay["hooks"]] == [
+        ("init_cuda_graph_state", "DecodeCudaGraphRunner._init_state", True)]
+    never = {r["class"]: r for r in replay["never_replayed"]}
+    assert "LateReadBackend" in never and "ReplayedLateBackend" not in never
+    assert "DECODE" in never["LateReadBackend"]["modes"] and "EXTEND" not in never["LateReadBackend"]["modes"]
+    subjects = {(f["subject"], f["mode"]) for f in doc["findings"]}
+    assert ("ReplayedLateBackend", "DECODE") in subjects and ("LateReadBackend", "DECODE") not in subjects
+    (nf,) = [n for n in doc["not_findings"] if n["subject"] == "LateReadBackend" and n["mode"] == "DECODE"]
+    assert nf["why"].startswith("never replayed in a decode graph: LateReadBackend inherits init_cuda_graph_state")
+    assert "sglang/srt/layers/attention/base_attn_backend.py:" in nf["why"] and nf["why"].endswith(
+        "scenario sglang-late-read-backend-decode-eager: proved")
+    assert code == 1  # the overriding backend's finding
+
+
+def test_a_hook_called_under_a_condition_or_a_base_that_does_not_raise_replays_every_backend(tmp_path):
+    """Evidence the rule can fail both ways: the hook called only under a condition, or a base hook that does
+    something, leaves every backend replayable and the late read a finding."""
+    root = _never_replayed_tree(tmp_path)
+    _edit(root, DECODE_RUNNER, "        self.attn_backend.init_cuda_graph_state(8, 64)\n",
+          "        if self.model_runner.enable_graphs:\n            self.attn_backend.init_cuda_graph_state(8, 64)\n")
+    doc = read_path(root).to_json()
+    assert doc["graph_replay"]["hooks"] == [] and doc["graph_replay"]["never_replayed"] == []
+    root = _never_replayed_tree(tmp_path / "b")
+    _edit(root, "srt/layers/attention/base_attn_backend.py", "        raise NotImplementedError()\n",
+          "        self.graph_state = (max_bs, max_num_tokens)\n")
+    code, out, _ = _run(root, "--json")
+    doc = json.loads(out)
+    assert doc["graph_replay"]["never_replayed"] == [] and doc["graph_replay"]["hooks"][0]["base"]["raises"] is False
+    assert ("LateReadBackend", "DECODE") in {(f["subject"], f["mode"]) for f in doc["findings"]}

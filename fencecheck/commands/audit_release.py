@@ -117,7 +117,10 @@ def reader_part(state: dict) -> Part:
     if installed != RELEASE_VERSION:
         have = f"sglang {installed} is installed" if installed else "sglang is not installed"
         return Part(READER_PART, True, f"not run: {have} (pip install --no-deps sglang=={RELEASE_VERSION})", 0.0)
-    ex, _ = decide(read_path(None, installed=True), witness=True)
+    from fencecheck.commands.reader_replay import demote_never_replayed
+
+    ex, _ = demote_never_replayed(read_path(None, installed=True))
+    ex, _ = decide(ex, witness=True)
     ex, _ = decide_worker_reads(ex, model=True)
     from fencecheck.commands.reader_fallback import decide_fallback
 

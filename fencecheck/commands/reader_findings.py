@@ -31,10 +31,12 @@ from fencecheck.verdict import Verdict, oracles_agree
 from fencecheck.vocab import ForwardMode
 
 
-def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int, rule: str | None = None) -> dict | None:
+def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int, rule: str | None = None,
+                  eager: str | None = None) -> dict | None:
     """The scenario of ``finding`` (None when its mode is not one fencecheck's scenarios model), resolved under the
     tree's no-marker fallback ``rule`` (``configurations.rule``; the PRE_REPLAY fallback, the earlier one, when the
-    tree's rule was not read)."""
+    tree's rule was not read). ``eager``: the publish policy of the tree's eager runner, for a backend no decode
+    graph can replay (``graph_replay.never_replayed``): its phase then runs eagerly on that runner."""
     mode = finding.mode
     if mode not in ForwardMode.__members__:
         return None
@@ -48,19 +50,22 @@ def scenario_dict(finding: ReadOutsideDeclaration, backend: Backend, index: int,
     name = f"sglang-{slug(finding.subject)}-{mode.lower().replace('_', '-')}" + ("-snapshot" if snapshot else "") \
         + (f"-{index}" if index else "")
     cond = f" when {finding.condition}" if finding.conditions else ""
+    runner = "replayed by a decode graph runner with its marker" if eager is None else \
+        "run eagerly (no decode graph can replay the backend) by the tree's eager runner"
+    phase = {"name": mode.lower(), "runner": "target", "mode": mode, "backend": finding.subject}
+    if eager is not None:
+        phase["execution"] = "eager"
     return {
         "name": name,
         "description": (f"{finding.subject} as read from the sources: declares {finding.declared} for {mode}"
-                        f"{cond}; its reads of scheduler-shared state in that mode, per site, replayed by a decode "
-                        f"graph runner with its marker under the WAR barrier."),
+                        f"{cond}; its reads of scheduler-shared state in that mode, per site, {runner} under the WAR "
+                        f"barrier."),
         "cites": [f"{e.file}:{e.line}: {e.what}" for e in finding.evidence],
         "resolution": rule or "declaration_only",
         "backends": {finding.subject: {"declares": {mode: finding.declared},
                                        "reads": {mode: {s: sorted(v) for s, v in sorted(sites.items())}}}},
-        "runners": {"target": {}},
-        "algorithm": {"name": "none", "publisher": "target",
-                      "steps": {"normal": [{"name": mode.lower(), "runner": "target", "mode": mode,
-                                            "backend": finding.subject}]}},
+        "runners": {"target": {} if eager is None else {"publish": eager}},
+        "algorithm": {"name": "none", "publisher": "target", "steps": {"normal": [phase]}},
     }
 
 

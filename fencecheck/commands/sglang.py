@@ -170,6 +170,9 @@ def cmd_sglang(args, out: TextIO) -> int:
         return finish(args, ex, to_json(ex, drift), out, partial(render, drift=drift), partial(exit_code, drift=drift))
     try:
         bar.set_postfix_str("deciding the findings")
+        from fencecheck.commands.reader_replay import demote_never_replayed
+
+        ex, _ = demote_never_replayed(ex)
         ex, scenarios = decide(ex, witness=args.witness, context_model="flagged" if args.cross_check else "none")
         bar.update(1)
         from fencecheck.commands.reader_workers import decide_worker_reads

@@ -34,7 +34,10 @@ def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple
     from fencecheck.commands.reader_workers import decide_worker_reads
     from fencecheck.sglang_source import read_path
 
-    ex, built = decide_worker_reads(read_path(path, installed=installed), model=cross_check)
+    from fencecheck.commands.reader_replay import demote_never_replayed
+
+    ex, _ = demote_never_replayed(read_path(path, installed=installed))
+    ex, built = decide_worker_reads(ex, model=cross_check)
     ex, fallback = decide_fallback(ex, model=cross_check)
     return ex, fallback + built
 

@@ -1,6 +1,6 @@
 """The protocol facts as the document's top-level keys, for a tree with the declaration fence (``read_facts``) and
 for one with an older fence or none (``older_fence``): ``fence``, ``graph_runners``, ``platforms``,
-``shared_locations``, ``steps`` and ``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
+``shared_locations``, ``steps``, ``graph_replay`` and ``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     out["shared_locations"] = shared_locations(tree)
     algorithms = algorithm_rows(ex)
     out["steps"] = step_facts(tree, proto, algorithms)
+    from .replay import graph_replay
+
+    out["graph_replay"] = graph_replay(tree, proto, rd)
     out["configurations"] = configurations(tree, proto, out["steps"], algorithms,
                                            [e.to_json() for e in ex.barrier.event_loops])
     from fencecheck.files.catalog import catalog_of
