@@ -275,3 +275,48 @@ def test_a_hook_called_under_a_condition_or_a_base_that_does_not_raise_replays_e
     doc = json.loads(out)
     assert doc["graph_replay"]["never_replayed"] == [] and doc["graph_replay"]["hooks"][0]["base"]["raises"] is False
     assert ("LateReadBackend", "DECODE") in {(f["subject"], f["mode"]) for f in doc["findings"]}
+
+
+AITER_LATE = '''try:
+    from aiter import paged_attention
+except ImportError:
+    paged_attention = None
+
+from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+
+
+class RocmLateBackend(AttentionBackend):
+    """Takes the base rule (IN_REPLAY for DECODE) and reads req_to_token in its forward, after the marker."""
+
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        return paged_attention(self.req_to_token[forward_batch.req_pool_indices])
+'''
+
+
+def test_a_backend_bound_to_a_platform_without_the_marker_is_decided_by_the_trees_fallback(tmp_path):
+    """A backend whose module imports aiter unconditionally runs on hip only, where the tree's decode graph runner has
+    no marker: with the POST_REPLAY fallback its late read is covered (a not finding citing the import, the marker's
+    absence and the fallback); with PRE_REPLAY it races and stays a finding; imported under a condition it binds to
+    nothing and stays a finding."""
+    rel = "srt/layers/attention/rocm_late_backend.py"
+    root = _tree(tmp_path, {rel: AITER_LATE})
+    code, out, _ = _run(root, "--json")
+    doc = json.loads(out)
+    assert [(r["class"], r["platform"], r["at"]["line"]) for r in doc["backend_platforms"]] == [
+        ("RocmLateBackend", "hip", 2)]
+    assert not [f for f in doc["findings"] if f["subject"] == "RocmLateBackend"]
+    (nf,) = [n for n in doc["not_findings"] if n["subject"] == "RocmLateBackend" and n["mode"] == "DECODE"]
+    assert nf["why"].startswith("on hip only: ") and "no in-graph marker" in nf["why"] and \
+        "fallback to POST_REPLAY" in nf["why"] and nf["why"].endswith("-hip-no-marker: proved")
+    _edit(root, DECODE_RUNNER, "return SharedReadEnds.POST_REPLAY", "return SharedReadEnds.PRE_REPLAY")
+    code, out, _ = _run(root, "--json")
+    assert ("RocmLateBackend", "DECODE") in {(f["subject"], f["mode"]) for f in json.loads(out)["findings"]}
+    other = _tree(tmp_path / "b", {rel: AITER_LATE.replace("try:\n    from aiter", "if False:\n    from aiter").replace(
+        "except ImportError:\n    paged_attention = None", "else:\n    paged_attention = None")})
+    code, out, _ = _run(other, "--json")
+    doc = json.loads(out)
+    assert doc["backend_platforms"] == []
+    assert ("RocmLateBackend", "DECODE") in {(f["subject"], f["mode"]) for f in doc["findings"]}

@@ -120,6 +120,9 @@ def reader_part(state: dict) -> Part:
     from fencecheck.commands.reader_replay import demote_never_replayed
 
     ex, _ = demote_never_replayed(read_path(None, installed=True))
+    from fencecheck.commands.reader_platform import demote_platform_bound
+
+    ex, _ = demote_platform_bound(ex)
     ex, _ = decide(ex, witness=True)
     ex, _ = decide_worker_reads(ex, model=True)
     from fencecheck.commands.reader_fallback import decide_fallback

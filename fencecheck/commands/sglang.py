@@ -172,7 +172,9 @@ def cmd_sglang(args, out: TextIO) -> int:
         bar.set_postfix_str("deciding the findings")
         from fencecheck.commands.reader_replay import demote_never_replayed
 
-        ex, _ = demote_never_replayed(ex)
+        from fencecheck.commands.reader_platform import demote_platform_bound
+
+        ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
         ex, scenarios = decide(ex, witness=args.witness, context_model="flagged" if args.cross_check else "none")
         bar.update(1)
         from fencecheck.commands.reader_workers import decide_worker_reads

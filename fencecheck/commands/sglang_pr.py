@@ -37,6 +37,9 @@ def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple
     from fencecheck.commands.reader_replay import demote_never_replayed
 
     ex, _ = demote_never_replayed(read_path(path, installed=installed))
+    from fencecheck.commands.reader_platform import demote_platform_bound
+
+    ex, _ = demote_platform_bound(ex)
     ex, built = decide_worker_reads(ex, model=cross_check)
     ex, fallback = decide_fallback(ex, model=cross_check)
     return ex, fallback + built

@@ -76,6 +76,39 @@ def backend_device(tree: Tree, ci: ClassInfo, root: ClassInfo) -> tuple[str, str
     return None
 
 
+#: A package whose unconditional module-level import binds the module's classes to a platform: AMD's kernel library
+#: AITER exists for ROCm only (``hip``), Ascend's PyTorch extension for NPUs.
+PLATFORM_IMPORTS = {"aiter": "hip", "torch_npu": "npu"}
+
+
+def _top_level_imports(mod):
+    """The import statements a module runs unconditionally: at its top level, or in the body of a top-level ``try``
+    (an ``if`` is a condition: not followed)."""
+    for node in mod.tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.Try):
+            yield from (n for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
+def platform_binding(tree: Tree, ci: ClassInfo, root: ClassInfo) -> tuple[str, str, int, str] | None:
+    """(platform, file, line, what) when a module defining a class on ``ci``'s MRO (the root aside) imports a
+    platform's own package unconditionally (``PLATFORM_IMPORTS``), else None."""
+    for c in tree.mro(ci):
+        if c is root:
+            continue
+        for node in _top_level_imports(c.module):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                top = name.split(".")[0]
+                if node.__class__ is ast.ImportFrom and node.level:
+                    continue
+                if top in PLATFORM_IMPORTS:
+                    return (PLATFORM_IMPORTS[top], c.module.rel, node.lineno,
+                            f"{c.module.name} imports {name} unconditionally at module level")
+    return None
+
+
 def _barrier_gate(tree: Tree) -> str | None:
     """``file:line (expression)`` where the scheduler decides whether the barrier applies at all."""
     for m in tree.modules_containing("_war_barrier_enabled ="):

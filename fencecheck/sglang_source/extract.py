@@ -231,6 +231,31 @@ def _uncaptured_why(at: tuple) -> str:
     return f"behind a host sync at {at[0]}:{at[1]} (a path a CUDA graph cannot capture)"
 
 
+def _feasible(rd: Reader, ci: ClassInfo, cond: tuple[str, ...], reads: list) -> tuple[list, list]:
+    """``reads`` ((site, read) pairs) split into those whose path can run under the declaration row's conditions
+    ``cond`` and (read, why) for those whose path cannot (``feasible.contradiction``: an unsatisfiable core)."""
+    from .feasible import contradiction, volatile_attributes
+
+    memo = rd.__dict__.setdefault("_volatile", {})
+    if ci not in memo:
+        memo[ci] = volatile_attributes(rd.tree, ci)
+    mro = {c.name for c in rd.tree.mro(ci)}
+    keep, pruned = [], []
+    for s, r in reads:
+        if not (cond or r.conditions):
+            keep.append((s, r))
+            continue
+        same_self = all(h.func.split(".")[0] in mro or h.func.split(".")[0][:1].islower() for h in r.via)
+        core = contradiction(cond + tuple(r.conditions), memo[ci], same_self)
+        if core is None:
+            keep.append((s, r))
+        else:
+            pruned.append((r, "its path cannot run: " + " and ".join(f"`{c}`" for c in core) + " cannot all hold "
+                              "(the SMT solver: unsatisfiable, each text naming one value on the backend's own "
+                              "class)"))
+    return keep, pruned
+
+
 def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bool = False) -> tuple[list, list]:
     """Findings and not findings of ``ci`` in ``mode`` for the declaration ``rows`` of ``decl`` (owner, def). A
     prefill snapshot's rows (``snapshot``) are published after the whole eager metadata prep, in-graph part
@@ -257,8 +282,10 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
                 covered = covered | {ReadSite.IN_GRAPH_BEFORE_MARKER}
             # a child picked among those the constructing calls pass: its reads are the composite's in that row
             extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if r.host_sync is None]
-            bad = [(s, r) for s, r in live + extra if s not in covered]
             cond = tuple(conds) + tuple(c2)
+            bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
+            not_findings += [NotFinding(ci.name, mode, r.location, r.file, r.line, _via(r), why) for r, why in pruned
+                             if snapshot is False]
             cut = [(s, c) for s, c in live_cuts + [x for k in chosen for x in rd.cuts(k, mode)]
                    if s not in covered and c.host_sync is None]
             if cut:

@@ -1,6 +1,6 @@
 """The protocol facts as the document's top-level keys, for a tree with the declaration fence (``read_facts``) and
 for one with an older fence or none (``older_fence``): ``fence``, ``graph_runners``, ``platforms``,
-``shared_locations``, ``steps``, ``graph_replay`` and ``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
+``shared_locations``, ``steps``, ``graph_replay``, ``backend_platforms`` and ``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
 
 from __future__ import annotations
 
@@ -37,6 +37,14 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     from .replay import graph_replay
 
     out["graph_replay"] = graph_replay(tree, proto, rd)
+    from .device import platform_binding
+
+    out["backend_platforms"] = []
+    for ci in rd.backends:
+        hit = platform_binding(tree, ci, rd.root) if ci is not rd.root else None
+        if hit is not None:
+            out["backend_platforms"].append({"class": ci.name, "file": ci.file, "line": ci.line, "platform": hit[0],
+                                             "at": {"file": hit[1], "line": hit[2]}, "why": hit[3]})
     out["configurations"] = configurations(tree, proto, out["steps"], algorithms,
                                            [e.to_json() for e in ex.barrier.event_loops])
     from fencecheck.files.catalog import catalog_of

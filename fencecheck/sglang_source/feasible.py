@@ -1,0 +1,120 @@
+"""Whether a read's path can run at all: the conditions of its declaration row and of its path, as one formula for the
+SMT solver (z3), with the literals that name the same value linked.
+
+Each condition is parsed as Python and translated: ``and``/``or``/``not`` as themselves, a comparison and its negation
+(``x is None`` / ``x is not None``, ``a < b`` / ``a >= b``, ``==`` / ``!=``, ``in`` / ``not in``) as one atom and its
+negation, anything else (an attribute, a call) as an atom. Two occurrences of one atom's text are one variable only
+when the text names the same value wherever it occurs (``linkable``): every name in it is ``self`` (the path stays on
+the backend's own class: ``same_self``), a builtin, or a class (capitalized), and no attribute of ``self`` in it is
+assigned outside ``__init__`` (``volatile``: it may change between two tests). Any other occurrence is a variable of
+its own, so it can never make the formula unsatisfiable: only what surely contradicts prunes a path.
+
+The solver's work is bounded by a resource limit (``RLIMIT``), never by time; an answer other than unsat keeps the
+path. ``contradiction`` returns the conditions of an unsatisfiable core (z3's, in the order given), so the reason a
+path is pruned names exactly the tests that cannot hold together.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+import z3
+
+#: z3's resource limit for one path's formula (a handful of literals needs a few thousand).
+RLIMIT = 500_000
+
+_NEG = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+        ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+_POSITIVE = (ast.Lt, ast.Gt, ast.Eq, ast.Is, ast.In)
+_BUILTINS = frozenset(dir(builtins))
+
+
+def linkable(text: str, volatile: frozenset[str] = frozenset(), same_self: bool = True) -> bool:
+    """Whether every occurrence of the atom ``text`` names one value (see the module's docstring)."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            if n.id == "self":
+                if not same_self:
+                    return False
+            elif n.id not in _BUILTINS and not n.id[:1].isupper():
+                return False
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
+                and n.attr in volatile:
+            return False
+    return True
+
+
+class _Atoms:
+    def __init__(self, link):
+        self.link, self.named, self.fresh = link, {}, 0
+
+    def __call__(self, text: str):
+        if self.link(text):
+            if text not in self.named:
+                self.named[text] = z3.Bool(f"a{len(self.named)}")
+            return self.named[text]
+        self.fresh += 1
+        return z3.Bool(f"f{self.fresh}")
+
+    def formula(self, n):
+        if isinstance(n, ast.BoolOp):
+            parts = [self.formula(v) for v in n.values]
+            return z3.And(*parts) if isinstance(n.op, ast.And) else z3.Or(*parts)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return z3.Not(self.formula(n.operand))
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _NEG:
+            op = type(n.ops[0])
+            if op in _POSITIVE:
+                return self(ast.unparse(n))
+            return z3.Not(self(ast.unparse(ast.Compare(n.left, [_NEG[op]()], n.comparators))))
+        return self(ast.unparse(n))
+
+
+def contradiction(conditions, volatile: frozenset[str] = frozenset(), same_self: bool = True) -> tuple[str, ...] | None:
+    """The conditions of an unsatisfiable core of ``conditions`` (texts), or None when they can hold together (or the
+    solver does not say unsat within ``RLIMIT``)."""
+    atoms = _Atoms(lambda t: linkable(t, volatile, same_self))
+    solver = z3.Solver()
+    solver.set("rlimit", RLIMIT)
+    tracked = []
+    for i, text in enumerate(conditions):
+        try:
+            node = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            continue
+        flag = z3.Bool(f"c{i}")
+        solver.add(z3.Implies(flag, atoms.formula(node)))
+        tracked.append((flag, text))
+    if not atoms.named:
+        return None
+    if solver.check([f for f, _ in tracked]) != z3.unsat:
+        return None
+    core = {str(c) for c in solver.unsat_core()}
+    return tuple(text for f, text in tracked if str(f) in core)
+
+
+def volatile_attributes(tree, ci) -> frozenset[str]:
+    """The attributes of ``self`` assigned (``=``, ``+=``, annotated, ``setattr(self, "x", ...)``) in a method of
+    ``ci``'s MRO other than ``__init__``."""
+    out = set()
+    for c in tree.mro(ci):
+        for name, fn in c.methods.items():
+            if name == "__init__":
+                continue
+            for n in tree.walk(fn):
+                targets = n.targets if isinstance(n, ast.Assign) else \
+                    [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
+                for t in targets:
+                    for x in ast.walk(t):
+                        if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == "self":
+                            out.add(x.attr)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and n.args \
+                        and isinstance(n.args[0], ast.Name) and n.args[0].id == "self" and len(n.args) > 1 \
+                        and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
+                    out.add(n.args[1].value)
+    return frozenset(out)
