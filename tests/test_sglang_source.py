@@ -454,7 +454,8 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
     assert "takes torch.ops.sgl_kernel.decode_attention_cpu (sglang/srt/layers/attention/cpu_late_backend.py:11)" \
         in cpu["why"] and "CPUGraphRunner.execute never publishes" in cpu["why"]
     code, out, _ = _run(root)
-    assert code == 1 and "not findings: 0 reads behind a host sync or a capture-mode test, 0 start-up reads, 2 reads on a device" in out
+    assert code == 1 and "not findings: 0 reads behind a host sync or a capture-mode test, 0 start-up reads, 2 reads on a device" \
+        in out
     runner = root / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
     runner.write_text(runner.read_text("utf-8").replace(
         "        return self.backend.replay(forward_batch)",
@@ -515,3 +516,21 @@ def test_the_summary_ends_with_its_verdict_line(tmp_path):
     code, out, _ = _run(_tree(tmp_path / "c", "composite"))
     last = out.splitlines()[-1]
     assert code == 1 and last.startswith("sglang 0.0.0+synthetic: ") and "finding(s) to review (" in last
+
+
+def test_the_short_summary_has_a_line_per_root_cause_and_details_has_each_finding(tmp_path):
+    """Without --details the findings that share their reads are one line, naming each backend and mode it affects
+    and the read site; --details lists each finding with its evidence."""
+    from fencecheck.commands.sglang_summary import root_causes
+
+    root = _tree(tmp_path, "after_marker")
+    code, out, _ = _run(root)
+    ex = read_path(root)
+    lines = [x for x in out.splitlines() if x.startswith("  CONFIRMED ") or x.startswith("  PLAUSIBLE ")]
+    assert len(lines) == len(root_causes(ex.findings)) == 1
+    assert "req_to_token at in_graph_after_marker (sglang/srt/layers/attention/late_backend.py:" in lines[0]
+    assert "LateReadBackend (DECODE)" in lines[0] and "declares IN_REPLAY; counterexample" in lines[0]
+    assert "reads req_to_token at in_graph_after_marker via" not in out  # the evidence is in --details
+    code, out, _ = _run(root, "--details")
+    assert "CONFIRMED LateReadBackend DECODE: declares IN_REPLAY but reads outside it" in out
+    assert "reads req_to_token at in_graph_after_marker via" in out

@@ -76,7 +76,7 @@ def test_a_read_at_the_call_depth_limit_is_found_and_one_past_it_is_unresolved_n
                                                                        "self.h8", None)
     entered = lines.index("        return self.h7(fb)") + 1  # a via entry: the function and the call entering it
     assert row["via"][-1] == f"X.h7 ({MODULE}:{entered})"
-    code, out, err = _run(root)
+    code, out, err = _run(root, "--details")
     assert (code, err) == (3, "")
     assert "UNRESOLVED X DECODE: unresolved read path" in out and "read paths cut by a limit of the reader" in out
 
@@ -273,7 +273,8 @@ def test_a_class_hierarchy_deeper_than_the_mro_limit_is_cut_with_a_note(tmp_path
     assert _found(doc, "C299")["unresolved_declaration"]["evidence"][0]["what"].endswith(
         "shared_read_ends not found on C299's MRO")
     out, err = io.StringIO(), io.StringIO()
-    code = main(["sglang", str(build(tmp_path / "again", {f"{ATTN}/x.py": HEAD + "\n".join(classes)}))], out, err)
+    again = build(tmp_path / "again", {f"{ATTN}/x.py": HEAD + "\n".join(classes)})
+    code = main(["sglang", str(again), "--details"], out, err)
     assert code == 1 and err.getvalue() == ""  # the summary names a backend whose declaration is not found too
     assert "C299 (" in out.getvalue() and "where it is declared is not known" in out.getvalue()
 

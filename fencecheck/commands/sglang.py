@@ -84,6 +84,9 @@ def add_parser(sub) -> None:
                         "first (exit 1), then the functions whose code changed (drift when a fact they support "
                         "changed, else review) and the catalog entries whose cited sources changed (review)")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
+    p.add_argument("--details", action="store_true",
+                   help="the text summary in full: every finding with its evidence and decision, every fact table "
+                        "(by default one line per root cause; --witness implies it)")
     p.add_argument("--cross-check", action="store_true",
                    help="also ask the SMT model about every generated configuration where the simulator finds a race (the "
                         "backend findings' own scenarios are always decided by both; fencecheck audit always "
@@ -195,12 +198,38 @@ def cmd_sglang(args, out: TextIO) -> int:
         write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in scenarios})  # whole or not at all
     from functools import partial
 
-    return finish(args, ex, to_json(ex, drift), out, partial(render, drift=drift), partial(exit_code, drift=drift))
+    return finish(args, ex, to_json(ex, drift), out,
+                  partial(render, drift=drift, details=args.details or args.witness), partial(exit_code, drift=drift))
 
 
 def to_json(ex, drift: dict | None = None) -> dict:
     """The document of the decided extraction ``ex``, with ``drift`` when ``--against`` asked for it."""
     return ex.to_json() | ({"drift": drift} if drift is not None else {})
+
+
+def _short(ex, drift, lines: list[str]) -> str:
+    from fencecheck.commands.sglang_summary import facts_line, root_causes, summary_lines
+
+    lines[-1] += f" in {len(root_causes(ex.findings))} root causes (the findings sharing their reads folded; " \
+                 "--details shows each with its evidence)"
+    lines += summary_lines(ex)
+    if drift is not None:
+        lines += _drift_lines(drift)
+    lines.append(_not_findings_line(ex))
+    lines.append(facts_line(ex))
+    lines += limits_text(ex)
+    return "\n".join(lines) + "\n"
+
+
+def _not_findings_line(ex) -> str:
+    nf = ex.not_findings
+    sync = sum(1 for x in nf if x.why.startswith(("behind a host sync", "behind a capture-mode test")))
+    device = sum(1 for x in nf if x.why.startswith("never resolved on "))
+    start = sum(1 for x in nf if x.mode is None)
+    other = len(nf) - sync - device - start
+    return (f"not findings: {sync} reads behind a host sync or a capture-mode test, {start} start-up reads, {device} "
+            f"reads on a device whose runners never publish, {other} decided otherwise (never replayed, bound to a "
+            "platform without the marker, a path that cannot run; --json lists them, with why)")
 
 
 def _drift_lines(drift: dict) -> list[str]:
@@ -238,8 +267,9 @@ def _algorithms_text(algorithms) -> list[str]:
     return lines
 
 
-def render(ex, drift: dict | None = None) -> str:
-    """The human summary of the decided extraction ``ex`` (and its ``drift``)."""
+def render(ex, drift: dict | None = None, details: bool = True) -> str:
+    """The human summary of the decided extraction ``ex`` (and its ``drift``): with ``details`` every finding with
+    its evidence and every fact table, else one line per root cause (``sglang_summary``)."""
     from fencecheck.commands.reader_facts import facts_text, fence_text
 
     if ex.protocol is not None and ex.protocol.kind != "declaration":
@@ -254,6 +284,8 @@ def render(ex, drift: dict | None = None) -> str:
     by = {s: sum(1 for x in f if x.status == s) for s in ("confirmed", "plausible", "unresolved")}
     lines.append(f"findings: {len(f)} ({by['confirmed']} confirmed, {by['plausible']} plausible, "
                  f"{by['unresolved']} unresolved)")
+    if not details:
+        return _short(ex, drift, lines)
     for x in f:
         head = f"  {x.status.upper()} {x.subject} {x.mode}: "
         if x.kind == "read_outside_declaration":
@@ -270,11 +302,7 @@ def render(ex, drift: dict | None = None) -> str:
             lines.append(f"    {x.why}")
     if drift is not None:
         lines += _drift_lines(drift)
-    nf = ex.not_findings
-    sync = sum(1 for x in nf if x.why.startswith(("behind a host sync", "behind a capture-mode test")))
-    device = sum(1 for x in nf if x.why.startswith("never resolved on "))
-    lines.append(f"not findings: {sync} reads behind a host sync or a capture-mode test, {len(nf) - sync - device} "
-                 f"start-up reads, {device} reads on a device whose runners never publish (--json lists them, with why)")
+    lines.append(_not_findings_line(ex))
     lines.append("declarations (backends that do not take the base rule unchanged):")
     roots = {x.cls for x in b if x.kind == "base"}
     for x in b:

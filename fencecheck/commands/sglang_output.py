@@ -123,5 +123,5 @@ def verdict_line(ex, code: int) -> str:
     if code == EXIT_OK:
         return f"{head} no finding"
     if code == EXIT_RACE:
-        return f"{head} {len(kinds)} finding(s) to review ({counted or 'drift'}), each listed above with its evidence"
+        return f"{head} {len(kinds)} finding(s) to review ({counted or 'drift'}), listed above (--details: each with its evidence)"
     return f"{head} no finding, but facts left unresolved ({counted or 'see the notes'}): nothing is proved there"

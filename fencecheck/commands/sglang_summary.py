@@ -1,0 +1,89 @@
+"""The short summary of a decided extraction (``fencecheck sglang`` without ``--details``): one line per root cause,
+the findings that share their uncovered reads (the same read sites, file:line) folded under it with the backends and
+modes they affect, ordered by severity (``confirmed``, then ``plausible``, then ``unresolved``), then a line each on
+the not findings and the protocol facts. ``--details`` prints every finding with its evidence and every fact table;
+``--json`` the whole document."""
+
+from __future__ import annotations
+
+import re
+
+_SEVERITY = {"confirmed": 0, "plausible": 1, "unresolved": 2}
+_READ = re.compile(r"^reads (?P<loc>\S+) at (?P<site>\S+) via ")
+
+
+def _reads(f) -> tuple:
+    """The uncovered reads of a finding as (file, line, location, site), in its evidence's order."""
+    if f.kind != "read_outside_declaration":
+        e = f.evidence[-1] if f.evidence else None
+        return ((e.file, e.line, getattr(f, "location", None) or "", f.kind),) if e else ()
+    out = []
+    for e in f.evidence[1:]:
+        m = _READ.match(e.what)
+        if m:
+            out.append((e.file, e.line, m["loc"], m["site"]))
+    return tuple(out)
+
+
+def _affected(findings) -> str:
+    """``A, B (DECODE, TARGET_VERIFY); C (DECODE)``: the subjects grouped by the modes they are found in."""
+    modes: dict[str, list[str]] = {}
+    for f in findings:
+        modes.setdefault(f.subject, [])
+        if f.mode and f.mode not in modes[f.subject]:
+            modes[f.subject].append(f.mode)
+    by: dict[tuple, list[str]] = {}
+    for subject, ms in modes.items():
+        by.setdefault(tuple(ms), []).append(subject)
+    return "; ".join(", ".join(s) + (f" ({', '.join(ms)})" if ms else "") for ms, s in by.items())
+
+
+def _decided(findings) -> str:
+    verdicts = sorted({f.decision.verdict for f in findings if f.decision is not None})
+    text = "/".join(verdicts) if verdicts else "not decided"
+    rows = [f.decision.contexts for f in findings if f.decision is not None and f.decision.contexts is not None]
+    if rows:
+        racing = sorted({sum(r.verdict == "counterexample" for r in c) for c in rows})
+        total = sorted({len(c) for c in rows})
+        span = (lambda v: str(v[0]) if v[0] == v[-1] else f"{v[0]}-{v[-1]}")  # noqa: E731
+        text += f"; races in {span(racing)} of {span(total)} configurations"
+    return text
+
+
+def root_causes(findings) -> list[tuple[str, tuple, list]]:
+    """(worst status, reads, findings) per group of findings with the same kind and uncovered reads, by severity."""
+    groups: dict[tuple, list] = {}
+    for f in findings:
+        groups.setdefault((f.kind, _reads(f)), []).append(f)
+    out = [(min((f.status for f in fs), key=lambda s: _SEVERITY.get(s, 3)), key, fs) for key, fs in groups.items()]
+    return sorted(out, key=lambda x: (_SEVERITY.get(x[0], 3), -len(x[2]), x[2][0].subject, x[1]))
+
+
+def summary_lines(ex) -> list[str]:
+    """The findings' part of the short summary."""
+    groups = root_causes(ex.findings)
+    lines = []
+    for status, (kind, reads), fs in groups:
+        if reads:
+            file, line, loc, site = reads[0]
+            where = f"{loc} at {site}" if kind == "read_outside_declaration" else \
+                (f"{loc}" if loc else kind.replace("_", " "))
+            where += f" ({file}:{line}" + (f", and {len(reads) - 1} more read sites" if len(reads) > 1 else "") + ")"
+        else:
+            where = "no read"
+        declared = {getattr(f, "declared", None) for f in fs} - {None}
+        lines.append(f"  {status.upper()} {kind.replace('_', ' ')}: {where}: {_affected(fs)}"
+                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}")
+    return lines
+
+
+def facts_line(ex) -> str:
+    """One line on the tree's protocol facts."""
+    facts = ex.facts or {}
+    conf = facts.get("configurations") or {}
+    plats = (facts.get("platforms") or {}).get("platforms", ())
+    marker = [p["platform"] for p in plats if p.get("marker") == "present"]
+    return (f"protocol: {(facts.get('fence') or {}).get('kind', 'not read')} fence; no-marker rule "
+            f"{conf.get('rule') or 'unresolved'}; marker on {', '.join(marker) or 'no platform'}; "
+            f"{len(conf.get('configurations', ()))} configurations generated from the facts "
+            f"(--details lists the facts, --json everything)")
