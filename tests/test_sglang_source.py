@@ -534,3 +534,23 @@ def test_the_short_summary_has_a_line_per_root_cause_and_details_has_each_findin
     code, out, _ = _run(root, "--details")
     assert "CONFIRMED LateReadBackend DECODE: declares IN_REPLAY but reads outside it" in out
     assert "reads req_to_token at in_graph_after_marker via" in out
+
+
+def test_each_racing_finding_carries_its_smallest_fix_verified_by_both_oracles(tmp_path):
+    """The late decode read is covered by POST_REPLAY, the earliest end holding its site: the fix's scenario is
+    proved by the simulator and the model, and so is every generated configuration where the finding raced; a finding
+    that does not race gets no fix."""
+    from fencecheck.commands.reader_findings import covering_end
+
+    ex, _ = decide(read_path(_tree(tmp_path, "after_marker")))
+    (f,) = ex.findings
+    fix = f.decision.fix
+    assert (fix.change, fix.declares, fix.verdict, fix.model_verdict) == (
+        "declare POST_REPLAY for DECODE", "POST_REPLAY", "proved", "proved")
+    racing = [c for c in f.decision.contexts if c.verdict == "counterexample"]
+    assert fix.contexts == len(racing) >= 1 and fix.contexts_proved == fix.contexts and fix.still_racing == ()
+    from fencecheck.vocab import ReadSite
+
+    assert covering_end("PRE_REPLAY", [ReadSite.IN_GRAPH_BEFORE_MARKER]) == "IN_REPLAY"
+    assert covering_end("IN_REPLAY", [ReadSite.PRE_REPLAY, ReadSite.IN_GRAPH_AFTER_MARKER]) == "POST_REPLAY"
+    assert covering_end("POST_REPLAY", [ReadSite.POST_REPLAY]) is None

@@ -21,6 +21,7 @@ from fencecheck.sglang_source.extract import Extraction
 from fencecheck.sglang_source.findings import (
     ContextVerdict,
     Decision,
+    Fix,
     ModelAnswer,
     ReadOutsideDeclaration,
     StaleRead,
@@ -212,6 +213,58 @@ def decide(ex: Extraction, witness: bool = False, contexts: bool = True,
         for (i, _), rows in zip(tables, decide_contexts([data for _, data in tables], generated_contexts(ex),
                                                        model=context_model)):
             decided[i] = replace(decided[i], contexts=rows)
+    generated = dict(generated_contexts(ex)) if contexts else {}
+    for i, data in tables:
+        if decided[i].verdict == Verdict.COUNTEREXAMPLE.value:
+            decided[i] = replace(decided[i], fix=verified_fix(ex.findings[i], data, decided[i], generated))
     findings = tuple(replace(f, decision=decided[i]) if i in decided else
                      replace(f, why=unmodelled[i]) if i in unmodelled else f for i, f in enumerate(ex.findings))
     return replace(ex, findings=findings), built
+
+
+def covering_end(declared: str, sites) -> str | None:
+    """The earliest publishing end after ``declared`` whose covered sites hold every one of ``sites``."""
+    from fencecheck.vocab import COVERED_SITES, PUBLISHING_ENDS, SharedReadEnds
+
+    order = list(PUBLISHING_ENDS)
+    start = order.index(SharedReadEnds[declared]) + 1 if declared in SharedReadEnds.__members__ and \
+        SharedReadEnds[declared] in order else 0
+    return next((e.name for e in order[start:] if set(sites) <= COVERED_SITES[e]), None)
+
+
+#: The model's verdict on a fixed configuration, by its content (the same backend reads and mode: one answer).
+_FIX_MODELS: dict[str, str] = {}
+
+
+def verified_fix(f: ReadOutsideDeclaration, data: dict, decision: Decision, generated: dict) -> Fix | None:
+    """The smallest declaration change for the racing finding ``f`` (its scenario table ``data``), decided by the
+    simulator and the model on that scenario and by the simulator in each generated configuration (``generated``,
+    name -> table) where ``f`` races (a later end only publishes later, so it cannot add a race where there was
+    none); None when no end covers its reads."""
+    import copy
+    import json
+
+    from fencecheck.model.check import model_check
+    from fencecheck.reference.run import run_scenario
+    from fencecheck.reference.sim.races import check_trace
+
+    end = covering_end(f.declared, [s for s, _ in f.uncovered])
+    if end is None:
+        return None
+    fixed = copy.deepcopy(data)
+    (backend,) = fixed["backends"].values()
+    backend["declares"][f.mode] = end
+    fixed["name"] += "-fix"
+    s = scenario_from_dict(fixed, fixed["name"])
+    report = check_trace(run_scenario(s))
+    key = json.dumps([list(fixed["backends"].values()), f.mode], sort_keys=True)  # the names do not change the answer
+    if key not in _FIX_MODELS:
+        _FIX_MODELS[key] = model_check(s).verdict.value
+    m = _FIX_MODELS[key]
+    racing = [c.context for c in decision.contexts or () if c.verdict == Verdict.COUNTEREXAMPLE.value]
+    rows = decide_contexts([fixed], [(n, generated[n]) for n in racing if n in generated], model="none")[0] \
+        if racing else ()
+    still = tuple(r.context for r in rows if r.verdict != Verdict.PROVED.value)
+    what = "the prefill snapshot's declaration" if f.declared_by == "_snapshot_prefill_shared_reads" else "declare"
+    change = f"{what} {end} for {f.mode}" if what == "declare" else f"{what}: {end} for {f.mode}"
+    return Fix(change, end, report.verdict.value, m, len(racing), len(rows) - len(still), still)

@@ -58,6 +58,10 @@ def decision_lines(d, model: bool = True) -> list[str]:
     lines = [f"    scenario {d.scenario}: {d.verdict} ({races})" + (f"; {_model_text(d.model)}" if model else "")]
     if d.contexts is not None:
         lines.append(f"    {contexts_text(d.contexts)}")
+    if d.fix is not None:
+        from fencecheck.commands.sglang_summary import fix_text
+
+        lines.append(f"    {fix_text(d.fix)}")
     for wit in d.witness or ():
         o = wit.stale_read
         lines.append(f"    witness: {wit.race}: " + (

@@ -86,7 +86,11 @@ def _message(item: Item) -> str:
         text += f" Races in {len(racing)} of {len(contexts)} generated configurations."
     if f.get("why"):
         text += f" {f['why']}."
-    if rc.kind == "read_outside_declaration":
+    fix = f.get("fix")
+    if fix:
+        text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "
+                 f"scenario; {fix['contexts_proved']} of the {fix['contexts']} configurations it races in proved).")
+    elif rc.kind == "read_outside_declaration":
         text += (f" Fix: declare an end that covers {rc.site}, or move the read before the publish point; "
                  f"`fencecheck verify --sglang TREE {rc.subject}` gives verified advice.")
     return text

@@ -50,6 +50,27 @@ def _decided(findings) -> str:
     return text
 
 
+def fix_text(fix) -> str:
+    """A verified fix as the summary says it."""
+    verdict = fix.verdict if fix.verdict == fix.model_verdict else f"simulator {fix.verdict}, model {fix.model_verdict}"
+    text = f"fix: {fix.change} ({verdict}"
+    if fix.contexts:
+        text += f"; {fix.contexts_proved} of the {fix.contexts} configurations it races in proved"
+        if fix.still_racing:
+            text += (f", {len(fix.still_racing)} still race with it (not this declaration's to fix: "
+                     f"{', '.join(fix.still_racing[:3])}" + (", ..." if len(fix.still_racing) > 3 else "") + ")")
+    return text + ")"
+
+
+def _fixes(findings) -> str:
+    fixes = [f.decision.fix for f in findings if f.decision is not None and f.decision.fix is not None]
+    if not fixes:
+        return ""
+    changes = sorted({x.declares for x in fixes})
+    ok = all(x.verdict == x.model_verdict == "proved" for x in fixes)
+    return f"; fix: declare {'/'.join(changes)} ({'proved' if ok else 'NOT proved'} in every finding's scenario)"
+
+
 def root_causes(findings) -> list[tuple[str, tuple, list]]:
     """(worst status, reads, findings) per group of findings with the same kind and uncovered reads, by severity."""
     groups: dict[tuple, list] = {}
@@ -73,7 +94,7 @@ def summary_lines(ex) -> list[str]:
             where = "no read"
         declared = {getattr(f, "declared", None) for f in fs} - {None}
         lines.append(f"  {status.upper()} {kind.replace('_', ' ')}: {where}: {_affected(fs)}"
-                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}")
+                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}{_fixes(fs)}")
     return lines
 
 

@@ -222,6 +222,23 @@ class ContextVerdict(Plain):
 
 
 @dataclass(frozen=True)
+class Fix(Plain):
+    """The smallest declaration change that covers every read of a finding outside its declaration (the earliest
+    end whose covered sites hold them all), checked before it is printed: the simulator's and the model's verdicts
+    on the finding's scenario with the change, and of the generated configurations where the finding races, how
+    many the change proves and which still race with it (a race there is not this declaration's to fix: an eager
+    phase reading after another phase published, a deferred barrier; their races are in the finding's ``contexts``)."""
+
+    change: str
+    declares: str
+    verdict: str
+    model_verdict: str
+    contexts: int
+    contexts_proved: int
+    still_racing: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Decision:
     """A finding's (or a worker read's) scenario decided: the simulator's verdict and distinct races
     (``location@phase/site``), the mode of the phase a worker read follows, the model's answer, the witnesses and
@@ -234,6 +251,7 @@ class Decision:
     model: ModelAnswer | None = None
     witness: tuple[Witness, ...] | None = None
     contexts: tuple[ContextVerdict, ...] | None = None
+    fix: Fix | None = None
 
     def to_json(self, mode: bool = True) -> dict:
         out = {"scenario": self.scenario, "verdict": self.verdict, "races": list(self.races)}
@@ -245,4 +263,6 @@ class Decision:
             out["witness"] = [w.to_json() for w in self.witness]
         if self.contexts is not None:
             out["contexts"] = [c.to_json() for c in self.contexts]
+        if self.fix is not None:
+            out["fix"] = self.fix.to_json()
         return out
