@@ -129,6 +129,9 @@ def _finding_reads(finding: dict) -> set[str]:
 
 
 def _matches(finding: dict, item: dict) -> bool:
+    if finding["kind"] == "no_marker_fallback":  # it reports every listed backend's reads before the marker
+        return (item["kind"] == "read_outside_declaration" and item["site"] == "in_graph_before_marker"
+                and item["subject"] in finding.get("backends", ()) and finding["mode"] == item["mode"])
     return (finding["kind"] == item["kind"] and finding["subject"] == item["subject"]
             and finding["mode"] == item["mode"] and item["read"] in _finding_reads(finding))
 
