@@ -1,7 +1,6 @@
-"""Which races of the release catalog (``fencecheck/catalog/sglang-0.5.23/race-*``) the reader finds on the release's
-own sources, and which it does not yet.
+"""Which races of the release catalog the reader finds on the release's own sources, and which not yet.
 
-A race of a backend's or a worker's reads is one of the reader's findings; a race of the configuration itself (an
+The catalog's races are ``fencecheck/catalog/sglang-0.5.23/race-*``. A race of a backend's or a worker's reads is one of the reader's findings; a race of the configuration itself (an
 eager phase after another phase's publish, a deferred barrier) shows in the configurations the release's facts
 generate, decided here with an honest backend (the base rule, reading at every site its declaration covers). The
 post-verify mamba commit is not found: the reader does not follow NGRAM's commit through the mamba pool."""

@@ -554,3 +554,19 @@ def test_each_racing_finding_carries_its_smallest_fix_verified_by_both_oracles(t
     assert covering_end("PRE_REPLAY", [ReadSite.IN_GRAPH_BEFORE_MARKER]) == "IN_REPLAY"
     assert covering_end("IN_REPLAY", [ReadSite.PRE_REPLAY, ReadSite.IN_GRAPH_AFTER_MARKER]) == "POST_REPLAY"
     assert covering_end("POST_REPLAY", [ReadSite.POST_REPLAY]) is None
+
+
+def test_a_racing_finding_names_the_least_demanding_configuration_it_races_in(tmp_path):
+    """The late decode read races in plain decode on CUDA under the overlap scheduler: that configuration, needing
+    nothing more; a configuration's needs name the algorithm, the platform, the settings and the loop."""
+    from fencecheck.commands.reader_findings import needs
+
+    ex, _ = decide(read_path(_tree(tmp_path, "after_marker")))
+    (f,) = ex.findings
+    assert (f.decision.reach.configuration, f.decision.reach.needs) == ("no-speculation-decode-cuda-overlap-0", ())
+    cfg = {"source": "EAGLE", "condition": "self.x", "platform_class": "hip-no-marker-forced", "platforms": ["hip"],
+           "marker": False, "settings": ["SGLANG_ENABLE_WAR_BARRIER=True"], "loop": "pp"}
+    assert needs(cfg) == ("--speculative-algorithm EAGLE (when self.x)", "platform hip without the in-graph marker",
+                          "SGLANG_ENABLE_WAR_BARRIER=True", "pipeline parallelism")
+    code, out, _ = _run(_tree(tmp_path / "b", "after_marker"))
+    assert "least demanding: no-speculation-decode-cuda-overlap-0 (needs nothing more)" in out

@@ -22,6 +22,7 @@ from fencecheck.sglang_source.findings import (
     ContextVerdict,
     Decision,
     Fix,
+    Reach,
     ModelAnswer,
     ReadOutsideDeclaration,
     StaleRead,
@@ -213,6 +214,10 @@ def decide(ex: Extraction, witness: bool = False, contexts: bool = True,
         for (i, _), rows in zip(tables, decide_contexts([data for _, data in tables], generated_contexts(ex),
                                                        model=context_model)):
             decided[i] = replace(decided[i], contexts=rows)
+    configs = {c["name"]: c for c in (ex.facts.get("configurations") or {}).get("configurations", ())}
+    for i, _ in tables:
+        if decided[i].contexts:
+            decided[i] = replace(decided[i], reach=reach(decided[i].contexts, configs))
     generated = dict(generated_contexts(ex)) if contexts else {}
     for i, data in tables:
         if decided[i].verdict == Verdict.COUNTEREXAMPLE.value:
@@ -220,6 +225,36 @@ def decide(ex: Extraction, witness: bool = False, contexts: bool = True,
     findings = tuple(replace(f, decision=decided[i]) if i in decided else
                      replace(f, why=unmodelled[i]) if i in unmodelled else f for i, f in enumerate(ex.findings))
     return replace(ex, findings=findings), built
+
+
+#: What a configuration's event loop needs beyond the default overlap scheduler.
+_LOOPS = {"overlap": None, "normal": "the normal scheduler (--disable-overlap-schedule)",
+          "pp": "pipeline parallelism", "disagg_prefill": "the disaggregated prefill server"}
+
+
+def needs(cfg: dict) -> tuple[str, ...]:
+    """What the generated configuration ``cfg`` needs beyond the default: a speculative algorithm (and the step's
+    condition), a platform other than CUDA or CUDA without external events, a setting, another event loop."""
+    out = []
+    if not cfg["source"].startswith("no speculation"):
+        out.append(f"--speculative-algorithm {cfg['source']}" + (f" (when {cfg['condition']})" if cfg["condition"]
+                                                                 else ""))
+    if cfg["platform_class"] != "cuda":
+        out.append(f"platform {'/'.join(cfg['platforms'])}" + ("" if cfg["marker"] else " without the in-graph marker"))
+    out += list(cfg["settings"])
+    if _LOOPS.get(cfg["loop"], cfg["loop"]):
+        out.append(_LOOPS.get(cfg["loop"], cfg["loop"]))
+    return tuple(out)
+
+
+def reach(rows, configs: dict) -> Reach | None:
+    """The least demanding configuration of ``rows`` (a finding's ``ContextVerdict``) where it races."""
+    racing = [(needs(configs[r.context]), r.context) for r in rows
+              if r.verdict == Verdict.COUNTEREXAMPLE.value and r.context in configs]
+    if not racing:
+        return None
+    need, name = min(racing, key=lambda x: (len(x[0]), x[1]))
+    return Reach(name, need)
 
 
 def covering_end(declared: str, sites) -> str | None:

@@ -89,7 +89,8 @@ def _message(item: Item) -> str:
     fix = f.get("fix")
     if fix:
         text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "
-                 f"scenario; {fix['contexts_proved']} of the {fix['contexts']} configurations it races in proved).")
+                 f"scenario; {fix['contexts_proved']} of the {fix['contexts']} configurations it races in proved); "
+                 f"`fencecheck verify --sglang TREE {rc.subject}` checks the backend in every context.")
     elif rc.kind == "read_outside_declaration":
         text += (f" Fix: declare an end that covers {rc.site}, or move the read before the publish point; "
                  f"`fencecheck verify --sglang TREE {rc.subject}` gives verified advice.")

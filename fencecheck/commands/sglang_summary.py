@@ -1,6 +1,7 @@
 """The short summary of a decided extraction (``fencecheck sglang`` without ``--details``): one line per root cause,
 the findings that share their uncovered reads (the same read sites, file:line) folded under it with the backends and
-modes they affect, ordered by severity (``confirmed``, then ``plausible``, then ``unresolved``), then a line each on
+modes they affect, ordered by severity (``confirmed``, then ``plausible``, then ``unresolved``; within one, the root
+causes racing in a configuration that needs less first: ``reach``), then a line each on
 the not findings and the protocol facts. ``--details`` prints every finding with its evidence and every fact table;
 ``--json`` the whole document."""
 
@@ -62,6 +63,17 @@ def fix_text(fix) -> str:
     return text + ")"
 
 
+def _needs(findings) -> tuple[int, str]:
+    """(how much the least demanding configuration needs, its text) over the findings' ``reach``."""
+    reached = [f.decision.reach for f in findings if f.decision is not None and f.decision.reach is not None]
+    if not reached:
+        return 99, ""
+    best = min(reached, key=lambda r: (len(r.needs), r.configuration))
+    short = [n.split(" (when ")[0] for n in best.needs]
+    return len(best.needs), (f"; least demanding: {best.configuration} (" + (", ".join(short) if short else
+                                                                             "needs nothing more") + ")")
+
+
 def _fixes(findings) -> str:
     fixes = [f.decision.fix for f in findings if f.decision is not None and f.decision.fix is not None]
     if not fixes:
@@ -77,7 +89,7 @@ def root_causes(findings) -> list[tuple[str, tuple, list]]:
     for f in findings:
         groups.setdefault((f.kind, _reads(f)), []).append(f)
     out = [(min((f.status for f in fs), key=lambda s: _SEVERITY.get(s, 3)), key, fs) for key, fs in groups.items()]
-    return sorted(out, key=lambda x: (_SEVERITY.get(x[0], 3), -len(x[2]), x[2][0].subject, x[1]))
+    return sorted(out, key=lambda x: (_SEVERITY.get(x[0], 3), _needs(x[2])[0], -len(x[2]), x[2][0].subject, x[1]))
 
 
 def summary_lines(ex) -> list[str]:
@@ -94,7 +106,7 @@ def summary_lines(ex) -> list[str]:
             where = "no read"
         declared = {getattr(f, "declared", None) for f in fs} - {None}
         lines.append(f"  {status.upper()} {kind.replace('_', ' ')}: {where}: {_affected(fs)}"
-                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}{_fixes(fs)}")
+                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}{_needs(fs)[1]}{_fixes(fs)}")
     return lines
 
 

@@ -222,6 +222,16 @@ class ContextVerdict(Plain):
 
 
 @dataclass(frozen=True)
+class Reach(Plain):
+    """The least demanding generated configuration a finding races in: its name and what it needs beyond a CUDA
+    machine, the overlap scheduler, no speculative algorithm and no setting (the backend's own selection, its
+    path's conditions and the model it serves are the finding's, not the configuration's)."""
+
+    configuration: str
+    needs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Fix(Plain):
     """The smallest declaration change that covers every read of a finding outside its declaration (the earliest
     end whose covered sites hold them all), checked before it is printed: the simulator's and the model's verdicts
@@ -252,6 +262,7 @@ class Decision:
     witness: tuple[Witness, ...] | None = None
     contexts: tuple[ContextVerdict, ...] | None = None
     fix: Fix | None = None
+    reach: Reach | None = None
 
     def to_json(self, mode: bool = True) -> dict:
         out = {"scenario": self.scenario, "verdict": self.verdict, "races": list(self.races)}
@@ -263,6 +274,8 @@ class Decision:
             out["witness"] = [w.to_json() for w in self.witness]
         if self.contexts is not None:
             out["contexts"] = [c.to_json() for c in self.contexts]
+        if self.reach is not None:
+            out["reach"] = self.reach.to_json()
         if self.fix is not None:
             out["fix"] = self.fix.to_json()
         return out
