@@ -74,3 +74,32 @@ def test_the_same_read_is_a_finding_once_the_flag_can_change_between_the_tests(t
     code, doc = _run(root)
     assert code == 1 and [(f["subject"], f["mode"]) for f in doc["findings"] if f["subject"] == "GuardedBackend"] == [
         ("GuardedBackend", "DECODE")]
+
+
+def test_conditions_are_shown_in_negation_normal_form_each_once():
+    from fencecheck.sglang_source.feasible import simplified
+
+    assert simplified(["not (not isinstance(x, A)) and not (y is None or not self.f)"]) == \
+        "isinstance(x, A) and y is not None and self.f"
+    assert simplified(["not (a and b)", "not a", "c < d", "c < d"]) == "not a and c < d"  # (not a or not b) absorbed
+    assert simplified(["not (a or b) or c"]) == "(not a and (not b) or c)"  # ast.unparse's own parentheses
+    assert simplified([]) is None and simplified(["x ="]) == "x ="
+
+
+def test_the_simplified_text_means_what_the_conditions_mean():
+    """Evidence the simplifier can fail: z3 finds no assignment telling a condition from its simplified text."""
+    import z3
+
+    from fencecheck.sglang_source.feasible import _Atoms, simplified
+
+    cases = [["not (not a) and not (b or not c)"], ["not (a and b)", "not a"], ["not (x is not None)", "y >= 2"],
+             ["a or not (b and not c)", "a"]]
+    for conds in cases:
+        atoms = _Atoms(lambda t: True)
+        import ast
+
+        left = z3.And(*[atoms.formula(ast.parse(c, mode="eval").body) for c in conds])
+        right = atoms.formula(ast.parse(simplified(conds), mode="eval").body)
+        s = z3.Solver()
+        s.add(left != right)
+        assert s.check() == z3.unsat, conds

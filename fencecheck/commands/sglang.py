@@ -271,6 +271,7 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
     """The human summary of the decided extraction ``ex`` (and its ``drift``): with ``details`` every finding with
     its evidence and every fact table, else one line per root cause (``sglang_summary``)."""
     from fencecheck.commands.reader_facts import facts_text, fence_text
+    from fencecheck.sglang_source.feasible import simplified
 
     if ex.protocol is not None and ex.protocol.kind != "declaration":
         return fence_text(to_json(ex, drift)) + ("\n".join(_drift_lines(drift)) + "\n" if drift else "")
@@ -289,7 +290,7 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
     for x in f:
         head = f"  {x.status.upper()} {x.subject} {x.mode}: "
         if x.kind == "read_outside_declaration":
-            head += f"declares {x.declared}" + (f" when {x.condition}" if x.conditions else "") + \
+            head += f"declares {x.declared}" + (f" when {simplified(x.conditions)}" if x.conditions else "") + \
                 " but reads outside it"
         else:
             head += x.kind.replace("_", " ")

@@ -32,6 +32,7 @@ from .records import (
     condition_text,
     unresolved_row,
 )
+from .feasible import simplified
 from .tree import ClassInfo, Tree
 from .tree_files import Note
 
@@ -294,7 +295,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
                 continue
             seen, evidence = set(), [Evidence(owner.file, node.lineno,
                                               f"{owner.name}.{node.name} declares {end} for {mode}"
-                                              + (f" when {condition_text(cond)}" if cond else ""))]
+                                              + (f" when {simplified(cond)}" if cond else ""))]
             plausible = bool(cond)
             for s, r in sorted(bad, key=lambda x: (x[1].file, x[1].line, x[0].value)):
                 k = (r.file, r.line, s)
@@ -304,7 +305,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
                 plausible |= bool(r.conditions)
                 evidence.append(Evidence(r.file, r.line, f"reads {r.location} at {s.value} via "
                                          + " -> ".join(h.func for h in r.via)
-                                         + (f" (when {condition_text(r.conditions)})" if r.conditions else "")))
+                                         + (f" (when {simplified(r.conditions)})" if r.conditions else "")))
             evidence += _passed_evidence(rd, ci, [r for _, r in bad], chosen)
             findings.append(ReadOutsideDeclaration(ci.name, f"{ci.file}:{ci.line}", mode, end, node.name, cond,
                                                    "plausible" if plausible else "confirmed", tuple(evidence),

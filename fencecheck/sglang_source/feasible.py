@@ -118,3 +118,54 @@ def volatile_attributes(tree, ci) -> frozenset[str]:
                         and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
                     out.add(n.args[1].value)
     return frozenset(out)
+
+
+def _nnf(node, negate: bool = False):
+    """``node`` in negation normal form: ``not`` pushed onto the atoms (De Morgan), double negations dropped, a
+    negated comparison turned into its opposite (``is`` / ``is not``, ``<`` / ``>=``, ...)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _nnf(node.operand, not negate)
+    if isinstance(node, ast.BoolOp):
+        op = node.op if not negate else (ast.Or() if isinstance(node.op, ast.And) else ast.And())
+        parts = []
+        for v in node.values:
+            x = _nnf(v, negate)
+            parts += x.values if isinstance(x, ast.BoolOp) and type(x.op) is type(op) else [x]
+        return ast.BoolOp(op, parts)
+    if negate:
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _NEG:
+            return ast.Compare(node.left, [_NEG[type(node.ops[0])]()], node.comparators)
+        return ast.UnaryOp(ast.Not(), node)
+    return node
+
+
+def simplified(conditions) -> str | None:
+    """The conjunction of ``conditions`` (texts) as a person reads it best, with the same meaning: each in negation
+    normal form, the top-level conjuncts flattened and each kept once (in their first order), a disjunction dropped
+    when one of its disjuncts is itself a conjunct (absorption); None when there are none. A text that does not
+    parse is kept as it is."""
+    out: list[str] = []
+    for text in conditions:
+        try:
+            node = _nnf(ast.parse(text, mode="eval").body)
+        except (SyntaxError, RecursionError):
+            parts = [text]
+        else:
+            parts = [ast.unparse(v) for v in node.values] if isinstance(node, ast.BoolOp) \
+                and isinstance(node.op, ast.And) else [ast.unparse(node)]
+        for p in parts:
+            if p not in out:
+                out.append(p)
+    kept = set(out)
+    out = [p for p in out if not _absorbed(p, kept)]  # (a or b) and a is a
+    return " and ".join(f"({p})" if " or " in p else p for p in out) if out else None
+
+
+def _absorbed(text: str, conjuncts: set[str]) -> bool:
+    """Whether the disjunction ``text`` has a disjunct that is itself one of the other ``conjuncts``."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and \
+        any(ast.unparse(v) in conjuncts - {text} for v in node.values)
