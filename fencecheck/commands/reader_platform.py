@@ -10,21 +10,15 @@ Runs before the findings are decided, as ``reader_replay`` does."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from fencecheck.commands.reader_replay import not_findings_of, proved, with_not_findings
 from fencecheck.files.scenario_io import scenario_from_dict
 from fencecheck.sglang_source.extract import Extraction
-from fencecheck.sglang_source.findings import NotFinding
 
 
 def demote_platform_bound(ex: Extraction) -> tuple[Extraction, list]:
     """``ex`` with the ``IN_REPLAY`` findings of the backends bound to a platform without the marker moved to its not
     findings where their scenario on that platform is proved, and those scenarios."""
     from fencecheck.commands.reader_findings import scenario_dict, tree_rule
-    from fencecheck.model.check import model_check
-    from fencecheck.reference.run import run_scenario
-    from fencecheck.reference.sim.races import check_trace
-    from fencecheck.verdict import Verdict
 
     bound = {f"{r['file']}:{r['line']}": r for r in ex.facts.get("backend_platforms") or ()}
     plats = {p["platform"]: p for p in (ex.facts.get("platforms") or {}).get("platforms", ())}
@@ -47,8 +41,7 @@ def demote_platform_bound(ex: Extraction) -> tuple[Extraction, list]:
         data["name"] += f"-{row['platform']}-no-marker"
         data["runners"] = {"target": {"marker": False}}
         s = scenario_from_dict(data, data["name"])
-        report = check_trace(run_scenario(s))
-        if report.verdict is not Verdict.PROVED or model_check(s).verdict is not Verdict.PROVED:
+        if not proved(s):
             keep.append(f)
             continue
         fb = plat["fallback"]
@@ -56,10 +49,6 @@ def demote_platform_bound(ex: Extraction) -> tuple[Extraction, list]:
                f"{row['platform']} has no in-graph marker ({plat['marker_why']}), so its decode graph runner "
                f"resolves IN_REPLAY by the fallback to {fb['end']} ({fb['rule']}, {fb['file']}:{fb['line']}); "
                f"scenario {s.name}: proved")
-        moved += [NotFinding(f.subject, f.mode, r.location, r.file, r.line, tuple(v.text() for v in r.via), why)
-                  for _, r in f.uncovered]
+        moved += not_findings_of(f, why)
         built.append(s)
-    if not moved:
-        return ex, []
-    unique = {(n.subject, n.mode or "", n.file, n.line, n.location, n.why): n for n in ex.not_findings + tuple(moved)}
-    return replace(ex, findings=tuple(keep), not_findings=tuple(unique[k] for k in sorted(unique))), built
+    return with_not_findings(ex, keep, moved), built

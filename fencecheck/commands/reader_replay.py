@@ -30,10 +30,6 @@ def demote_never_replayed(ex: Extraction) -> tuple[Extraction, list]:
     """``ex`` with the graph-mode findings of the backends no decode graph replays moved to its not findings where
     their eager scenario is proved, and those scenarios."""
     from fencecheck.commands.reader_findings import scenario_dict, tree_rule
-    from fencecheck.model.check import model_check
-    from fencecheck.reference.run import run_scenario
-    from fencecheck.reference.sim.races import check_trace
-    from fencecheck.verdict import Verdict
 
     facts = ex.facts.get("graph_replay") or {}
     never = {f"{r['file']}:{r['line']}": r for r in facts.get("never_replayed", ())}
@@ -55,8 +51,7 @@ def demote_never_replayed(ex: Extraction) -> tuple[Extraction, list]:
             continue
         data["name"] += "-eager"
         s = scenario_from_dict(data, data["name"])
-        report = check_trace(run_scenario(s))
-        if report.verdict is not Verdict.PROVED or model_check(s).verdict is not Verdict.PROVED:
+        if not proved(s):
             keep.append(f)  # both oracles must prove it before a finding is dropped
             continue
         h = hooks[row["hook"]]
@@ -65,10 +60,30 @@ def demote_never_replayed(ex: Extraction) -> tuple[Extraction, list]:
                f"{facts['runner']['class']} calls it unconditionally while it is built ({h['function']}, "
                f"{h['file']}:{h['line']}): its {f.mode} runs eagerly, on the eager runner {eager['class']} "
                f"({eager['file']}:{eager['line']}, {eager['policy']}); scenario {s.name}: proved")
-        moved += [NotFinding(f.subject, f.mode, r.location, r.file, r.line, tuple(v.text() for v in r.via), why)
-                  for _, r in f.uncovered]
+        moved += not_findings_of(f, why)
         built.append(s)
+    return with_not_findings(ex, keep, moved), built
+
+
+def proved(s) -> bool:
+    """Whether the simulator and the model both prove the scenario ``s``."""
+    from fencecheck.model.check import model_check
+    from fencecheck.reference.run import run_scenario
+    from fencecheck.reference.sim.races import check_trace
+    from fencecheck.verdict import Verdict
+
+    return check_trace(run_scenario(s)).verdict is Verdict.PROVED and model_check(s).verdict is Verdict.PROVED
+
+
+def not_findings_of(f, why: str) -> list[NotFinding]:
+    """The not findings the reads of the finding ``f`` outside its declaration become, each with ``why``."""
+    return [NotFinding(f.subject, f.mode, r.location, r.file, r.line, tuple(v.text() for v in r.via), why)
+            for _, r in f.uncovered]
+
+
+def with_not_findings(ex: Extraction, keep: list, moved: list) -> Extraction:
+    """``ex`` with ``keep`` as its findings and ``moved`` among its not findings (each once, sorted)."""
     if not moved:
-        return ex, []
+        return ex
     unique = {(n.subject, n.mode or "", n.file, n.line, n.location, n.why): n for n in ex.not_findings + tuple(moved)}
-    return replace(ex, findings=tuple(keep), not_findings=tuple(unique[k] for k in sorted(unique))), built
+    return replace(ex, findings=tuple(keep), not_findings=tuple(unique[k] for k in sorted(unique)))

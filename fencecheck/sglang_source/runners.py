@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from fencecheck.vocab import NO_MARKER_FALLBACK, SharedReadEnds
 
 from .records import Runner, RunnerEvent, RunnerMethod
+from .step_walk import calls_postorder as _calls_postorder
 from .tree import ClassInfo, FuncInfo, Tree
 
 MAX_DEPTH = 4
@@ -335,20 +336,6 @@ def _bind(fn, call: ast.Call) -> dict:
         params = params[1:]
     pairs = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
     return {p: a.value for p, a in pairs if isinstance(a, ast.Constant)}
-
-
-def _calls_postorder(node):
-    out = []
-
-    def visit(n):
-        for k in ast.iter_child_nodes(n):
-            if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                visit(k)
-        if isinstance(n, ast.Call):
-            out.append(n)
-
-    visit(node)
-    return out
 
 
 # --- the fallback ---------------------------------------------------------------------------------------------------

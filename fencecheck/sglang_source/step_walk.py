@@ -180,7 +180,7 @@ class StepWalk:
 
     def exprs(self, node, mode, conds, ctx):
         """Follows the calls under ``node`` (arguments before the call that takes them); returns the mode after."""
-        for c in _calls_postorder(node):
+        for c in calls_postorder(node):
             for k in c.keywords:
                 if k.arg == "forward_mode":
                     m = self.mode_of(k.value, mode)
@@ -327,7 +327,9 @@ def _src(node) -> str:
     return out
 
 
-def _calls_postorder(node):
+def calls_postorder(node):
+    """The calls in ``node`` in post order (arguments before the call), not entering nested functions, classes or
+    lambdas; computed once per node."""
     hit = _CALLS.get(node)
     if hit is not None:
         return hit
