@@ -98,7 +98,11 @@ def test_verify_sglang_is_verify_of_the_same_backend_file(tmp_path):
     f = tmp_path / "paged.toml"
     f.write_text(tomli_w.dumps(v.data))
     code2, out2, _ = run(str(f))
-    assert code2 == code and out.split("\n", 1)[1] == out2  # the same report, after the line naming the source
+    body = out.split("\n", 1)[1]
+    tree_at = body.index("the tree's generated configurations: ")
+    # the same report, after the line naming the source, up to the tree's configurations and the verdict line
+    assert code2 == code and body[:tree_at] == out2[:out2.rindex("verify PagedBackend: ")]
+    assert body.splitlines()[-1].endswith("and the tree's generated configurations)")
     doc = json.loads(run("--sglang", str(head), "PagedBackend", "--json")[1])
     assert doc["sglang"]["class"] == "PagedBackend" and doc["sglang"]["catalog"] == "sglang-0.5.23"
     (variant,) = doc["variants"]
@@ -115,3 +119,37 @@ def test_verify_sglang_on_the_release(tmp_path):
     assert "FlashInferAttnBackend (sglang/srt/layers/attention/flashinfer_backend.py:" in out
     assert "finding: DECODE: FlashInferAttnBackend reads req_to_token at in_graph_after_marker" in out
     assert out.rstrip().split("\n")[-1].startswith("verify FlashInferAttnBackend: RACES in ")
+
+
+@pytest.mark.slow
+def test_verify_sglang_decides_the_tree_s_generated_configurations(tmp_path):
+    """The late read races in the tree's plain CUDA decode configuration and not with an honest backend there (one
+    the backend brings); the honest backend races in none; a configuration racing with an honest backend too is the
+    configuration's own."""
+    from fencecheck.commands.verify_source import Source
+    from fencecheck.commands.verify_tree import tree_races
+
+    head = lay(tmp_path / "head", "head")
+    code, out, _ = run("--sglang", str(head), "PagedBackend")
+    assert "1 race with it and not with an honest backend" in out
+    assert "    no-speculation-decode-cuda-overlap-0: req_to_token@p0-decode/in_graph_after_marker (model " \
+           "counterexample)" in out
+    doc = json.loads(run("--sglang", str(head), "PagedBackend", "--json")[1])
+    tree_doc = doc["variants"][0]["tree_configurations"]
+    assert tree_doc["decided"] > 1 and [r["configuration"] for r in tree_doc["racing"]] == [
+        "no-speculation-decode-cuda-overlap-0"] and tree_doc["racing"][0]["own"] is False
+    code, out, _ = run("--sglang", str(head), "HonestBackend")
+    assert "0 race with it and not with an honest backend, 0 race with an honest backend too" in out
+    phase = {"side": "target", "call": "c", "file": "f.py", "line": 1}
+    eager_after_graph = {"name": "verify-after-verify", "source": "X", "condition": None, "publisher": "target",
+                         "phases": [{**phase, "mode": "TARGET_VERIFY", "policy": "resolve", "execution": "graph"},
+                                    {**phase, "mode": "TARGET_VERIFY", "policy": "prefill", "execution": "eager"}],
+                         "platforms": ["cuda"], "marker": True, "barrier": True, "force_coarse": False,
+                         "settings": [], "loop": "overlap", "event_loops": ["event_loop_overlap"],
+                         "prefill_read_done": True}
+    source = Source("r", None, "B", "f.py", 1, {"rule": "declaration_only_post_fallback",
+                                                "configurations": [eager_after_graph]})
+    table = {"name": "B", "declares": {"TARGET_VERIFY": "IN_REPLAY"},
+             "reads": {"TARGET_VERIFY": {"pre_replay": ["req_to_token"]}}}
+    decided, races = tree_races(source, table)
+    assert decided == 1 and [(r.configuration, r.own) for r in races] == [("verify-after-verify", True)]

@@ -166,7 +166,12 @@ def cmd_verify(args, out: TextIO) -> int:
                 out.write(f"verify {backend.name}: SAFE (it reads no scheduler-shared state in any mode and declares "
                           f"the base rule)\n")
         else:
-            code, doc = _verify_one(args, backend, catalog, out)
+            tree = None
+            if variant is not None and source.configurations is not None:
+                from fencecheck.commands.verify_tree import tree_races
+
+                tree = tree_races(source, variant.data)
+            code, doc = _verify_one(args, backend, catalog, out, tree)
         codes.append(code)
         if doc is not None and variant is not None:
             doc = {"rows": [{"backend": r.backend, "mode": r.mode, "end": r.end, "condition": r.condition,
@@ -184,8 +189,9 @@ def cmd_verify(args, out: TextIO) -> int:
     return EXIT_RACE if EXIT_RACE in codes else EXIT_UNKNOWN if EXIT_UNKNOWN in codes else EXIT_OK
 
 
-def _verify_one(args, backend, catalog, out: TextIO) -> tuple[int, dict | None]:
-    """Verifies one backend file and writes its text report (with ``--json``: returns its document instead)."""
+def _verify_one(args, backend, catalog, out: TextIO, tree=None) -> tuple[int, dict | None]:
+    """Verifies one backend file and writes its text report (with ``--json``: returns its document instead);
+    ``tree``: with ``--sglang``, (decided, races) in the tree's generated configurations (``verify_tree``)."""
     import sys
 
     from fencecheck.files.scenario_io import dump
@@ -213,23 +219,36 @@ def _verify_one(args, backend, catalog, out: TextIO) -> tuple[int, dict | None]:
     else:
         _verify_text(args, report, explain_contexts(report), out, RULE, ASSUMED)
     brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought and not c.safe for c in report.contexts)
+    tree_brought = []
+    if tree is not None:
+        from fencecheck.commands.verify_tree import tree_text
+
+        decided, races = tree
+        tree_brought = [r.configuration for r in races if not r.own]
+        if args.json:
+            doc = {**doc, "tree_configurations": {"decided": decided, "racing": [r.to_json() for r in races]}}
+        else:
+            out.write("\n".join(tree_text(decided, races)) + "\n")
     if not args.json:
-        out.write(verdict_line(report, args.catalog, brought) + "\n")
-    if report.safe:
+        out.write(verdict_line(report, args.catalog, brought, tree_brought) + "\n")
+    if report.safe and not tree_brought:
         return EXIT_OK, doc
-    return (EXIT_RACE if brought else EXIT_UNKNOWN), doc
+    return (EXIT_RACE if brought or tree_brought else EXIT_UNKNOWN), doc
 
 
-def verdict_line(report, catalog: str, brought: bool) -> str:
-    """The last line of ``verify``'s text: the verdict over every context, and where the contexts come from."""
+def verdict_line(report, catalog: str, brought: bool, tree: list[str] | tuple = ()) -> str:
+    """The last line of ``verify``'s text: the verdict over every context, and where the contexts come from (with
+    ``--sglang``, ``tree``: the tree's generated configurations the backend brings a race to)."""
     where = f"the symbolic family and {len(report.contexts)} scenarios of the {catalog} catalog"
-    if report.safe:
+    if report.safe and not tree:
         return f"verify {report.backend}: SAFE in every context ({where})"
     racing = [c.scenario for c in report.contexts if c.brought and not c.safe]
     symbolic = ["the symbolic family"] if report.verdict is Verdict.COUNTEREXAMPLE else []
-    if brought:
-        return (f"verify {report.backend}: RACES in {len(symbolic) + len(racing)} context(s) "
-                f"({', '.join(symbolic + racing)}; of {where})")
+    if brought or tree:
+        shown = symbolic + racing + [f"{len(tree)} of the tree's generated configurations"] * bool(tree)
+        return (f"verify {report.backend}: RACES in {len(symbolic) + len(racing) + len(tree)} context(s) "
+                f"({', '.join(shown)}; of {where}" + (" and the tree's generated configurations" if tree else "")
+                + ")")
     return f"verify {report.backend}: UNKNOWN (a solver ran out of its budget; never read as safe; of {where})"
 
 

@@ -65,6 +65,7 @@ class Source:
     cls: str
     file: str
     line: int
+    configurations: dict | None = None  # the configurations the tree's facts generate (``contexts.configurations``)
 
 
 def read_entries(tree_path: str, name: str) -> tuple[Source, dict]:
@@ -112,7 +113,26 @@ def _read_entries(root, tree_path: str, name: str) -> tuple[Source, dict]:
         for _, child in entry.children:
             todo += [c for c in by_name.get(child, ()) if c.name not in entries][:1]
     ci = found[0]
-    return Source(str(tree.root), tree.version(), ci.name, ci.file, ci.line), entries
+    return Source(str(tree.root), tree.version(), ci.name, ci.file, ci.line, _configurations(tree, rd)), entries
+
+
+def _configurations(tree, rd) -> dict | None:
+    """The configurations the tree's protocol facts generate (as ``fencecheck sglang`` decides its findings in), or
+    None for a tree without the declaration fence."""
+    from fencecheck.sglang_source.algorithms import read_algorithms
+    from fencecheck.sglang_source.contexts import configurations
+    from fencecheck.sglang_source.fence_sites import barrier, workers
+    from fencecheck.sglang_source.protocol import DECLARATION, read_protocol
+    from fencecheck.sglang_source.steps import step_facts
+
+    proto = read_protocol(tree)
+    if proto.kind != DECLARATION:
+        return None
+    runner_rows = tuple(r.row() for r in proto.runners)
+    worker_rows = workers(tree, proto.publisher_property or "last_shared_read_runner")
+    algos = [a.to_json() for a in read_algorithms(tree, rd.modes, worker_rows, runner_rows)]
+    steps = step_facts(tree, proto, algos)
+    return configurations(tree, proto, steps, algos, [e.to_json() for e in barrier(tree).event_loops])
 
 
 def _rows(entry, mode: str) -> list[Row]:
