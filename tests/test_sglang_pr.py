@@ -212,3 +212,22 @@ def test_the_example_pair_is_the_test_pair(tmp_path):
         files = {p.relative_to(laid).as_posix(): p.read_bytes() for p in laid.rglob("*") if p.is_file()}
         ex = examples / side
         assert {p.relative_to(ex).as_posix(): p.read_bytes() for p in ex.rglob("*") if p.is_file()} == files
+
+
+def test_an_unresolved_note_the_change_adds_is_reported_and_exits_3(tmp_path):
+    """A module the reader cannot follow (nested past its limit) added by the change, and nothing else: a note of
+    the change, exit 3; the same note in the baseline too: nothing added, exit 0."""
+    deep = ("from sglang.srt.layers.attention.base_attn_backend import AttentionBackend\n\n\n"
+            "class DeepBackend(AttentionBackend):\n    X = " + "[" * 150 + "1" + "]" * 150 + "\n")
+    head = lay(tmp_path / "head", "head")
+    base = lay(tmp_path / "base", "head")
+    (head / "sglang/srt/layers/attention/deep_module.py").write_text(deep, "utf-8")
+    code, doc = pr_json(str(head), "--baseline", str(base))
+    assert code == 3 and doc["counts"]["added"] == 0
+    (note,) = doc["notes"]["added"]
+    assert note["file"] == "sglang/srt/layers/attention/deep_module.py" and note["unresolved"] is True
+    code, out, _ = run(str(head), "--baseline", str(base))
+    assert code == 3 and "unresolved notes the change adds: 1" in out and "sglang/srt/layers/attention/deep_module.py" in out
+    (base / "sglang/srt/layers/attention/deep_module.py").write_text(deep, "utf-8")
+    code, doc = pr_json(str(head), "--baseline", str(base))
+    assert code == 0 and doc["notes"]["added"] == []

@@ -146,17 +146,26 @@ def decide_added(ex, doc: dict, added: list[RootCause], witness: bool, cross_che
     return ex, [s for s in built if s.name in names]
 
 
-def exit_code(states: dict[str, list[RootCause]], doc: dict) -> int:
+def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple = ()) -> int:
     """1 when the change adds a finding (a read outside a declaration, a worker read after the publisher) or a race;
-    3 when it adds only unresolved ones; 0 otherwise (it fixes some, or changes no finding)."""
+    3 when it adds only unresolved ones, or an unresolved note (``added_notes``: a module the reader could not read,
+    a limit it reached); 0 otherwise (it fixes some, or changes no finding)."""
     added = states["added"]
     if any(rc.status in ("confirmed", "plausible") or doc["findings"][rc.finding].get("verdict") == "counterexample"
            for rc in added):
         return EXIT_RACE
-    return EXIT_UNKNOWN if added else EXIT_OK
+    return EXIT_UNKNOWN if added or notes else EXIT_OK
 
 
-def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp) -> dict:
+def added_notes(head_notes, base_doc: dict) -> list:
+    """HEAD's unresolved notes (``tree_files.Note``) the baseline has not (the same file and what, lines aside)."""
+    from fencecheck.commands.sglang_identity import without_lines
+
+    seen = {(n["file"], without_lines(n["what"])) for n in base_doc.get("notes", ()) if n.get("unresolved")}
+    return [n for n in head_notes if n.unresolved and (n.file, without_lines(n.what)) not in seen]
+
+
+def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp, notes=()) -> dict:
     """The pull-request document (docs/sglang-pr.schema.json)."""
     def row(state, rc) -> dict:
         if state == "added":
@@ -180,6 +189,7 @@ def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp
         "facts": {"changed": {c: [x.to_json() for x in changes if x.category == c] for c in CATEGORIES},
                   "unchanged": unchanged},
         "suppressions": {"unused": [s.to_json() for s in head_supp.unused]},
+        "notes": {"added": [n.to_json() for n in notes]},
     }
 
 
@@ -212,6 +222,10 @@ def render(pr: dict, states, changes, head_ex) -> str:
                  + ", ".join(f"{k} {v}" for k, v in pr["facts"]["unchanged"].items()) + ")")
     for x in changes:
         lines.append(f"  {x.category}: {x.text()}")
+    notes = pr.get("notes", {}).get("added", [])
+    if notes:
+        lines.append(f"unresolved notes the change adds: {len(notes)} (what the reader could not read or follow)")
+        lines += [f"  {n['file']}" + (f":{n['line']}" if n["line"] else "") + f": {n['what']}" for n in notes]
     for s in pr["suppressions"]["unused"]:
         lines.append(f"unused suppression: {s['file']}:{s['line']}: ignore[{','.join(s['kinds'])}] {s['reason']}")
     return "\n".join(lines) + "\n"
@@ -246,7 +260,8 @@ def run(args, out: TextIO) -> int:
 
         write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in built})
     changes, unchanged = diff(facts(base_doc), facts(head_doc))
-    pr = document(head_doc, base_doc, base, states, changes, unchanged, head_supp)
+    notes = added_notes(head_ex.notes, base_doc)
+    pr = document(head_doc, base_doc, base, states, changes, unchanged, head_supp, notes)
     warn_unused(head_supp, getattr(args, "err", None))
     fmt = args.format
     if fmt == "sarif":
@@ -273,4 +288,4 @@ def run(args, out: TextIO) -> int:
         out.write("\n")
     else:
         out.write(render(pr, states, changes, head_ex))
-    return exit_code(states, head_doc)
+    return exit_code(states, head_doc, notes)
