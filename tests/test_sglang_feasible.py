@@ -103,3 +103,12 @@ def test_the_simplified_text_means_what_the_conditions_mean():
         s = z3.Solver()
         s.add(left != right)
         assert s.check() == z3.unsat, conds
+
+
+def test_the_solver_is_asked_only_when_an_atom_repeats():
+    """A formula whose every atom occurs once is satisfiable: no repeat, no solver; a repeat, a candidate."""
+    from fencecheck.sglang_source.feasible import may_contradict
+
+    assert not may_contradict(("self.a", "not self.b", "x is None or y < 2"))
+    assert may_contradict(("self.a", "not self.a")) and may_contradict(("x is not None", "x is None"))
+    assert may_contradict(("n < 2", "n >= 2"))

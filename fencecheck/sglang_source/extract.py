@@ -235,17 +235,17 @@ def _uncaptured_why(at: tuple) -> str:
 def _feasible(rd: Reader, ci: ClassInfo, cond: tuple[str, ...], reads: list) -> tuple[list, list]:
     """``reads`` ((site, read) pairs) split into those whose path can run under the declaration row's conditions
     ``cond`` and (read, why) for those whose path cannot (``feasible.contradiction``: an unsatisfiable core)."""
-    from .feasible import contradiction, volatile_attributes
+    from .feasible import contradiction, may_contradict, volatile_attributes
 
     memo = rd.__dict__.setdefault("_volatile", {})
-    if ci not in memo:
-        memo[ci] = volatile_attributes(rd.tree, ci)
     mro = {c.name for c in rd.tree.mro(ci)}
     keep, pruned = [], []
     for s, r in reads:
-        if not (cond or r.conditions):
+        if not may_contradict(cond + tuple(r.conditions)):
             keep.append((s, r))
             continue
+        if ci not in memo:
+            memo[ci] = volatile_attributes(rd.tree, ci)
         same_self = all(h.func.split(".")[0] in mro or h.func.split(".")[0][:1].islower() for h in r.via)
         core = contradiction(cond + tuple(r.conditions), memo[ci], same_self)
         if core is None:

@@ -75,9 +75,37 @@ class _Atoms:
         return self(ast.unparse(n))
 
 
+def _atom_texts(node, out: list) -> None:
+    """The texts of the atoms ``_Atoms.formula`` makes of ``node``, one per occurrence."""
+    if isinstance(node, ast.BoolOp):
+        for v in node.values:
+            _atom_texts(v, out)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        _atom_texts(node.operand, out)
+    elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _NEG:
+        op = type(node.ops[0])
+        out.append(ast.unparse(node if op in _POSITIVE else ast.Compare(node.left, [_NEG[op]()], node.comparators)))
+    else:
+        out.append(ast.unparse(node))
+
+
+def may_contradict(conditions) -> bool:
+    """Whether some atom text occurs twice in ``conditions``: a formula in which every variable occurs once is
+    satisfiable, so without a repeat there is nothing for the solver to find."""
+    texts: list[str] = []
+    for text in conditions:
+        try:
+            _atom_texts(ast.parse(text, mode="eval").body, texts)
+        except (SyntaxError, RecursionError):
+            continue
+    return len(set(texts)) < len(texts)
+
+
 def contradiction(conditions, volatile: frozenset[str] = frozenset(), same_self: bool = True) -> tuple[str, ...] | None:
     """The conditions of an unsatisfiable core of ``conditions`` (texts), or None when they can hold together (or the
     solver does not say unsat within ``RLIMIT``)."""
+    if not may_contradict(conditions):
+        return None
     atoms = _Atoms(lambda t: linkable(t, volatile, same_self))
     solver = z3.Solver()
     solver.set("rlimit", RLIMIT)
