@@ -134,12 +134,14 @@ def test_verify_sglang_decides_the_tree_s_generated_configurations(tmp_path):
     assert "1 race with it and not with an honest backend" in out
     assert "    no-speculation-decode-cuda-overlap-0: req_to_token@p0-decode/in_graph_after_marker (model " \
            "counterexample)" in out
-    doc = json.loads(run("--sglang", str(head), "PagedBackend", "--json")[1])
-    tree_doc = doc["variants"][0]["tree_configurations"]
-    assert tree_doc["decided"] > 1 and [r["configuration"] for r in tree_doc["racing"]] == [
-        "no-speculation-decode-cuda-overlap-0"] and tree_doc["racing"][0]["own"] is False
-    code, out, _ = run("--sglang", str(head), "HonestBackend")
-    assert "0 race with it and not with an honest backend, 0 race with an honest backend too" in out
+    assert out.splitlines()[-1].startswith("verify PagedBackend: RACES in ")  # the verdict line counts them, last
+    source, (paged,) = load(str(head), "PagedBackend")
+    decided, races = tree_races(source, paged.data)
+    assert decided > 1 and [(r.configuration, r.own) for r in races] == [("no-speculation-decode-cuda-overlap-0",
+                                                                          False)]
+    assert races[0].to_json()["model_verdict"] == "counterexample"
+    source, (honest,) = load(str(head), "HonestBackend")
+    assert tree_races(source, honest.data)[1] == []
     phase = {"side": "target", "call": "c", "file": "f.py", "line": 1}
     eager_after_graph = {"name": "verify-after-verify", "source": "X", "condition": None, "publisher": "target",
                          "phases": [{**phase, "mode": "TARGET_VERIFY", "policy": "resolve", "execution": "graph"},
