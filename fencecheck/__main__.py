@@ -1,5 +1,3 @@
-import sys
+from fencecheck.commands.main import run
 
-from fencecheck.commands.main import main
-
-sys.exit(main())
+run()

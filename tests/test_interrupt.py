@@ -46,3 +46,20 @@ def test_audit_interrupted_ends_with_one_line(tmp_path, after):
     assert lines[-1] == "fencecheck: interrupted", err
     assert all(line.startswith("[") for line in lines[:-1]), err  # the stage lines, nothing else
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_a_ctrl_c_once_the_command_has_returned_keeps_its_exit_status():
+    """The interrupt lands while the interpreter exits (as when a run ends just as Ctrl-C is pressed): the exit
+    status stays the command's, not a death by SIGINT."""
+    code = ("import os, signal, sys\n"
+            "import fencecheck.commands.main as m\n"
+            "m.main = lambda: 3\n"
+            "real = sys.exit\n"
+            "def late(c):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    real(c)\n"
+            "sys.exit = late\n"
+            "m.run()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stderr) == (3, "")
