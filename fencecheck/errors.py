@@ -126,10 +126,16 @@ class ScheduleError(FencecheckError):
 
 def worker_ignores_interrupts() -> None:
     """A worker process's initializer: Ctrl-C is the parent's to handle (one line, exit 130), which ends the
-    workers; a worker that also took it would print its own traceback."""
+    workers; a worker that also took it would print its own traceback. z3 is told not to take it either (it would
+    install its own handler during each check, cancel the search and answer unknown)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import z3
+    except ImportError:  # pragma: no cover - z3 is a dependency; a worker without the model needs nothing more
+        return
+    z3.set_param("ctrl_c", False)
 
 
 def quiet_interrupted_finalizers() -> None:

@@ -71,6 +71,10 @@ def rlimit_count(s: z3.Solver) -> int:
     return int(s.statistics().get_key_value("rlimit count"))
 
 
+#: z3's reason for ``unknown`` when a SIGINT (Ctrl-C) arrives during a check: its own handler cancels the search.
+Z3_INTERRUPTED = "interrupted from keyboard"
+
+
 def check(s: z3.Solver, *assumptions) -> Answer:
     """Check ``s``: unsat -> the property holds (``PROVED``), sat -> ``COUNTEREXAMPLE``, anything else -> ``UNKNOWN``
     with z3's reason (resource limit, or the safety net's timeout). A query for a race is sat exactly when a race
@@ -84,7 +88,10 @@ def check(s: z3.Solver, *assumptions) -> Answer:
         return Answer(Verdict.PROVED, "", used, seconds)
     if answer == z3.sat:
         return Answer(Verdict.COUNTEREXAMPLE, "", used, seconds)
-    return Answer(Verdict.UNKNOWN, _reason(s.reason_unknown(), seconds, getattr(s, "fencecheck_timeout_ms", SAFETY_TIMEOUT_MS)), used, seconds)
+    reason = s.reason_unknown()
+    if reason == Z3_INTERRUPTED:  # z3 takes Ctrl-C during a check for itself: it is the user's, not a verdict
+        raise KeyboardInterrupt
+    return Answer(Verdict.UNKNOWN, _reason(reason, seconds, getattr(s, "fencecheck_timeout_ms", SAFETY_TIMEOUT_MS)), used, seconds)
 
 
 def check_cases(s: z3.Solver, cases: list, budget: Budget) -> Answer:

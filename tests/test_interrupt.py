@@ -63,3 +63,21 @@ def test_a_ctrl_c_once_the_command_has_returned_keeps_its_exit_status():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert (done.returncode, done.stderr) == (3, "")
+
+
+def test_a_ctrl_c_that_z3_takes_during_a_check_is_an_interrupt_not_a_verdict(monkeypatch):
+    """z3 cancels a check on SIGINT and answers unknown "interrupted from keyboard": that is Ctrl-C, raised as
+    KeyboardInterrupt, while a resource limit stays an unknown verdict."""
+    import z3
+
+    from fencecheck.model.solver import Z3_INTERRUPTED, check, make_solver
+    from fencecheck.verdict import Verdict
+
+    s = make_solver()
+    s.add(z3.Int("x") > 0)
+    monkeypatch.setattr(s, "check", lambda *a: z3.unknown)
+    monkeypatch.setattr(s, "reason_unknown", lambda: Z3_INTERRUPTED)
+    with pytest.raises(KeyboardInterrupt):
+        check(s)
+    monkeypatch.setattr(s, "reason_unknown", lambda: "canceled")
+    assert check(s).verdict is Verdict.UNKNOWN
