@@ -1,3 +1,5 @@
-from fencecheck.commands.main import run
+import sys
 
-run()
+from fencecheck.commands.main import main
+
+sys.exit(main())

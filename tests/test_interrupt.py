@@ -48,23 +48,6 @@ def test_audit_interrupted_ends_with_one_line(tmp_path, after):
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
-def test_a_ctrl_c_once_the_command_has_returned_keeps_its_exit_status():
-    """The interrupt lands while the interpreter exits (as when a run ends just as Ctrl-C is pressed): the exit
-    status stays the command's, not a death by SIGINT."""
-    code = ("import os, signal, sys\n"
-            "import fencecheck.commands.main as m\n"
-            "m.main = lambda: 3\n"
-            "real = sys.exit\n"
-            "def late(c):\n"
-            "    os.kill(os.getpid(), signal.SIGINT)\n"
-            "    real(c)\n"
-            "sys.exit = late\n"
-            "m.run()\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert (done.returncode, done.stderr) == (3, "")
-
-
 def test_a_ctrl_c_that_z3_takes_during_a_check_is_an_interrupt_not_a_verdict(monkeypatch):
     """z3 cancels a check on SIGINT and answers unknown "interrupted from keyboard": that is Ctrl-C, raised as
     KeyboardInterrupt, while a resource limit stays an unknown verdict."""

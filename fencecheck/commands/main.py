@@ -115,17 +115,6 @@ def _inputs(args) -> tuple[list[Path], list[Path]]:
     return files, trees
 
 
-def run() -> None:
-    """The ``fencecheck`` command line: ``main`` on its arguments, then the exit with its status. A Ctrl-C arriving
-    once the command has returned (its output written, the interpreter joining worker processes and running
-    finalizers) is ignored: the exit status stays the command's, never a death by the signal."""
-    import signal
-
-    code = main()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(code)
-
-
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run one command; returns its exit code. Never raises (but ``SystemExit``) and never prints a traceback: an
     unexpected exception is reported in one line as a bug (exit 70), Ctrl-C in one line (exit 130), and a stdout
