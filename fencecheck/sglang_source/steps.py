@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 
+from .barrier import _functions as module_functions
 from .tree import Tree
 
 
@@ -100,7 +101,7 @@ def bindings(tree: Tree, proto) -> dict:
     built, swaps = [], []
     for m in tree.modules_containing("Runner", under="sglang.srt.speculative"):
         mod = tree.module(m)
-        for cls, fn in _functions(mod):
+        for cls, fn in (module_functions(mod) if mod else ()):
             for n in tree.walk(fn):
                 if isinstance(n, ast.Call) and n.args and _name(n.func) in given:
                     built.append({"runner": _name(n.func), "model_runner": ast.unparse(n.args[0]),
@@ -118,16 +119,6 @@ def bindings(tree: Tree, proto) -> dict:
 
 def _name(f) -> str:
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-
-
-def _functions(mod):
-    for node in (mod.tree.body if mod else ()):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield None, node
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    yield node.name, item
 
 
 def step_facts(tree: Tree, proto, algorithms: list[dict]) -> dict:
