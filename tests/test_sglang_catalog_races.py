@@ -3,7 +3,8 @@
 The catalog's races are ``fencecheck/catalog/sglang-0.5.23/race-*``. A race of a backend's or a worker's reads is one of the reader's findings; a race of the configuration itself (an
 eager phase after another phase's publish, a deferred barrier) shows in the configurations the release's facts
 generate, decided here with an honest backend (the base rule, reading at every site its declaration covers). The
-post-verify mamba commit is not found: the reader does not follow NGRAM's commit through the mamba pool."""
+post-verify mamba commit is a finding of NGRAM's worker: its commit reads the row map through the pool's
+``get_mamba_indices`` (``pool_reads``)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,15 @@ AS_FINDINGS = {
     "race-dspark-commit-in-graph": ("read_outside_declaration", "DeepseekV4AttnBackend", "TARGET_VERIFY",
                                     "is_dspark()"),
     "race-dspark-commit-after-verify": ("worker_read_after_publish", "DSparkWorkerV2", "TARGET_VERIFY", None),
+    "race-mamba-commit-after-verify": ("worker_read_after_publish", "NGRAMWorker", "TARGET_VERIFY",
+                                       "replayssm"),
 }
 #: Catalog race -> the stem of the generated configurations that race with an honest backend.
 AS_CONFIGURATIONS = {
     "race-uno-tree-eager-verify": "uno-cuda-overlap",
     "race-disagg-prefill-claim-fails": "no-speculation-prefill-cuda-disagg-prefill",
 }
-NOT_FOUND = {"race-mamba-commit-after-verify"}
+NOT_FOUND: set[str] = set()
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,15 @@
 which condition) with each runner phase's publish behaviour (``publish``), the worker's publisher (joined from the
 ``workers`` rows) and the worker's reads of scheduler-shared state after the publisher's runner has returned.
 
-A worker read after the publisher is a read of a scheduler-shared map (``reads.SHARED_ATTRS`` and the translator
-methods) found by ``reads.ReadWalker`` on the worker whose call chain comes after the call chain of the publisher's
-runner call: the last phase on the publisher's side (draft or target, from the names) that can put an event into its
-mailbox, else the last phase on that side. A read whose data is copied to the host at once (``.tolist()``,
-``.item()``, ``.cpu()``, ``.numpy()`` on it) completes before the worker returns, before the scheduler issues its
+A worker read after the publisher is a read of a scheduler-shared map (``reads.SHARED_ATTRS``, the translator
+methods and the tree's pool methods) found by ``reads.ReadWalker`` on the worker whose call chain comes after the call
+chain of the publisher's runner call. The walk decides the forward-mode tests for the mode a step starts in
+(``DECODE``), and a second walk decides none: a step changes the batch's mode as it goes (NGRAM sets ``TARGET_VERIFY``
+before its verify and tests it after), so the paths the first walk drops are kept from the second, with their mode
+tests as conditions. The ordering point is the last phase on the
+publisher's side (draft or target, from the names) that can put an event into its mailbox, else the last phase on that
+side. A read whose data is copied to the host at once (``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it)
+completes before the worker returns, before the scheduler issues its
 next write: not a finding. Every other read keeps the runner phases before it (what its scenario is built from) and
 stays ``unresolved``: the reader runs no oracle; ``fencecheck sglang`` decides it (``commands/reader_workers.py``).
 """
@@ -96,6 +100,11 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[Worker
     phase on that side, and the reads are covered by the coarse barrier. ``runs``: (step call, phase) of each runner
     phase."""
     all_reads, cuts = walker.method_walk(ci, ENTRY, STEP_MODE)
+    # and the paths a test of the mode the step starts in drops (the module's docstring), their mode tests kept
+    paths = {_path_key(r) for r in all_reads}
+    loose, loose_cuts = walker.method_walk(ci, ENTRY, None)
+    all_reads += [r for r in loose if _path_key(r) not in paths]
+    cuts += [c for c in loose_cuts if c not in cuts]
     for c in cuts:
         if c.host_sync is None:
             unresolved.append(f"a read path of {ci.name} cut: {c.text()}; via "
@@ -122,6 +131,11 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[Worker
                                 pub, after, before, copy, PENDING if copy is None else host_copy_outcome(copy),
                                 (index, len(out)))
     return tuple(out[k] for k in sorted(out))
+
+
+def _path_key(read) -> tuple:
+    """A read's site and the call chain that reaches it."""
+    return read.file, read.line, read.location, tuple((h.key, h.line) for h in read.via)
 
 
 def _position(read) -> list[tuple[str, int]]:

@@ -4,7 +4,7 @@ MRO), ``super()``, helper functions (resolved through imports), child backends w
 
 A read is an access to one of ``SHARED_ATTRS`` (or a local alias of one, or a parameter of that name) used as data:
 indexed, passed to a call, or the receiver of a method call; or a call to a translator method that reads them
-(``TRANSLATOR_READS``). Taking the attribute into a local or ``self`` field is not a read. Branches on the forward
+(``TRANSLATOR_READS``) or to a pool method of the tree that does (``pool_reads``). Taking the attribute into a local or ``self`` field is not a read. Branches on the forward
 mode are decided for the mode at hand; other tests are kept as conditions on the path. A host sync (``.item()``,
 ``.tolist()``, ``.cpu()``, ``synchronize()``) before a read on its path means the path cannot be captured into a CUDA
 graph: such a read is shown as not a finding. The functions visited form a ``networkx`` call graph.
@@ -19,12 +19,14 @@ import networkx as nx
 
 from ..vocab import SHARED_LOCATIONS
 from .declare import Modes, compare_mode
+from .pool_reads import pool_reads
 from .tree import ClassInfo, FuncInfo, Tree
 
 #: Scheduler-shared maps read by attribute name (docs/sglang-0.5.23.md, "Read sites per backend family"): the
 #: vocabulary's one list.
 SHARED_ATTRS = SHARED_LOCATIONS
-#: Translator and pool methods that read a shared map, and the map they read.
+#: Translator methods that read a shared map, and the map they read (the tree's own pool methods are added to these
+#: per tree: ``pool_reads.pool_reads``).
 TRANSLATOR_READS = {
     "pack_read_stream": "req_to_token",
     "copy_page_table": "req_to_token",
@@ -150,6 +152,8 @@ class ReadWalker:
         self.functions: dict[str, tuple] = {}  # qualified name -> (def node, file) of every function walked
         self.walks = 0  # function bodies walked (MAX_WALKS)
         self._reach: dict = {}  # (subject, function) -> may_read
+        #: method name -> the map a call of it reads: the translators above and the tree's pool methods
+        self.translators = {**{m: loc for m, (loc, _, _) in pool_reads(tree).items()}, **TRANSLATOR_READS}
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
@@ -232,7 +236,7 @@ class ReadWalker:
             f = todo.pop()
             for n in _walk_no_defs(f.node):
                 if isinstance(n, ast.Call):
-                    if isinstance(n.func, ast.Attribute) and n.func.attr in TRANSLATOR_READS:
+                    if isinstance(n.func, ast.Attribute) and n.func.attr in self.translators:
                         self._reach[k] = True
                         return True
                     t = self.target(f, n, note=False)
@@ -422,8 +426,9 @@ class _BodyWalker:
 
     def read_of(self, node) -> str | None:
         parent = getattr(node, "_fc_parent", None)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRANSLATOR_READS:
-            return TRANSLATOR_READS[node.func.attr]
+        translators = self.rw.translators
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in translators:
+            return translators[node.func.attr]
         loc = None
         if isinstance(node, ast.Attribute) and node.attr in SHARED_ATTRS and isinstance(node.ctx, ast.Load):
             loc = node.attr
