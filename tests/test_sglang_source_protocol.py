@@ -296,6 +296,72 @@ class RocmLateBackend(AttentionBackend):
 '''
 
 
+ROCM_BY_CONSTRUCTION = AITER_LATE.replace("try:\n    from aiter import paged_attention\nexcept ImportError:\n"
+                                          "    paged_attention = None\n", "paged_attention = None\n") + '''
+
+class RocmMultiStep:
+    def __init__(self, model_runner):
+        self.backends = [RocmLateBackend(model_runner) for _ in range(2)]
+'''
+#: The registry of the tree: RocmLateBackend is constructed after ``if not _is_hip: raise`` (a local import), and
+#: inside RocmMultiStep, itself bound under another name by an import under ``is_hip()``.
+ROCM_REGISTRY = '''from sglang.srt.utils.common import is_hip
+
+_is_hip = is_hip()
+
+
+def create_rocm_backend(runner):
+    if not _is_hip:
+        raise ValueError("the ROCm backend runs on ROCm only")
+    from sglang.srt.layers.attention.rocm_late_backend import RocmLateBackend
+
+    return RocmLateBackend(runner)
+
+
+def create_multistep(runner):
+    if is_hip():
+        from sglang.srt.layers.attention.rocm_late_backend import RocmMultiStep as MultiStep
+    else:
+        from sglang.srt.layers.attention.triton_like_backend import HonestBackend as MultiStep
+    return MultiStep(runner)
+'''
+
+
+def test_a_backend_constructed_only_on_one_platform_is_bound_to_it(tmp_path):
+    """A backend whose every construction runs on hip (behind the registry's predicate alias, inside a class bound
+    under another name on hip) is decided there by the tree's fallback, as an imported platform package is; one more
+    construction without a predicate binds it to nothing and it stays a finding."""
+    files = {"srt/layers/attention/rocm_late_backend.py": ROCM_BY_CONSTRUCTION,
+             "srt/layers/attention/attention_registry.py": ROCM_REGISTRY}
+    root = _tree(tmp_path, files)
+    doc = json.loads(_run(root, "--json")[1])
+    (row,) = doc["backend_platforms"]
+    assert (row["class"], row["platform"]) == ("RocmLateBackend", "hip")
+    assert row["why"].startswith("every construction of RocmLateBackend runs on hip only: ")
+    reg = "sglang/srt/layers/attention/attention_registry.py"
+    lines = ROCM_REGISTRY.splitlines()
+    for needle, why in (("    from sglang.srt.layers.attention.rocm_late_backend import RocmLateBackend", "when _is_hip"),
+                        ("        self.backends = [RocmLateBackend(model_runner) for _ in range(2)]",
+                         "inside RocmMultiStep, itself constructed on hip only")):
+        src = lines if needle in lines else ROCM_BY_CONSTRUCTION.splitlines()
+        at = (reg if src is lines else "sglang/srt/layers/attention/rocm_late_backend.py") + f":{src.index(needle) + 1}"
+        assert f"{at} ({why})" in row["why"], (at, row["why"])
+    assert not [f for f in doc["findings"] if f["subject"] == "RocmLateBackend"]
+    (nf,) = [n for n in doc["not_findings"] if n["subject"] == "RocmLateBackend" and n["mode"] == "DECODE"]
+    assert nf["why"].startswith("on hip only: every construction of RocmLateBackend") and \
+        nf["why"].endswith("-hip-no-marker: proved")
+    other = _tree(tmp_path / "b", {**files, "srt/layers/attention/attention_registry.py": ROCM_REGISTRY + '''
+
+def create_anywhere(runner):
+    from sglang.srt.layers.attention.rocm_late_backend import RocmLateBackend
+
+    return RocmLateBackend(runner)
+'''})
+    doc = json.loads(_run(other, "--json")[1])
+    assert doc["backend_platforms"] == []
+    assert ("RocmLateBackend", "DECODE") in {(f["subject"], f["mode"]) for f in doc["findings"]}
+
+
 def test_a_backend_bound_to_a_platform_without_the_marker_is_decided_by_the_trees_fallback(tmp_path):
     """A backend whose module imports aiter unconditionally runs on hip only, where the tree's decode graph runner has
     no marker: with the POST_REPLAY fallback its late read is covered (a not finding citing the import, the marker's

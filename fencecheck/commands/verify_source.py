@@ -130,7 +130,7 @@ def _configurations(tree, rd) -> dict | None:
         return None
     runner_rows = tuple(r.row() for r in proto.runners)
     worker_rows = workers(tree, proto.publisher_property or "last_shared_read_runner")
-    algos = [a.to_json() for a in read_algorithms(tree, rd.modes, worker_rows, runner_rows)]
+    algos = [a.to_json() for a in read_algorithms(tree, rd.modes, worker_rows, runner_rows, worker_reads=False)]
     steps = step_facts(tree, proto, algos)
     return configurations(tree, proto, steps, algos, [e.to_json() for e in barrier(tree).event_loops])
 

@@ -32,14 +32,16 @@ from .worker_types import AttrTypes
 
 
 def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ...],
-                    runners: tuple[Runner, ...] = ()) -> tuple[Algorithm, ...]:
+                    runners: tuple[Runner, ...] = (), worker_reads: bool = True) -> tuple[Algorithm, ...]:
     """The ``algorithms`` rows of the tree (empty when it has no ``SpeculativeAlgorithm``), sorted by name and
-    condition. ``runners``: the ``runners`` rows (each phase's publish behaviour is read from them)."""
+    condition. ``runners``: the ``runners`` rows (each phase's publish behaviour is read from them).
+    ``worker_reads`` False: the workers' reads after the publisher are not walked (every row's are empty), for a
+    caller that needs the phases and publishers alone (the configurations)."""
     algos = registry(tree)
     if algos is None:
         return ()
     types = AttrTypes(tree)
-    walker = ReadWalker(tree, modes, types)
+    walker = ReadWalker(tree, modes, types) if worker_reads else None
     publish = PhasePublish(tree, types, runners)
     out, per_worker = [], {}
     rows, notes = dispatch(tree, algos)
@@ -47,7 +49,8 @@ def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ..
         ci = row.worker
         if ci not in per_worker:
             try:
-                per_worker[ci] = _worker_step(tree, modes, types, walker, publish, ci, workers, len(per_worker))
+                per_worker[ci] = _worker_step(tree, modes, types, walker, publish, ci,
+                                              workers, len(per_worker))
             except RecursionError:
                 tree.note(ci.file, ci.line, f"{ci.name}: nested too deeply to walk its decode step (Python's "
                                             "recursion limit)")
@@ -90,7 +93,7 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index):
     if not publisher:
         unresolved.append(f"{ci.name} has no last_shared_read_runner: no publisher to order its reads against")
     runs = [(c, ph) for c, ph in zip(w.calls, phases) if c.kind == "runner"]
-    reads = _reads_after(walker, ci, runs, publisher, unresolved, index)
+    reads = _reads_after(walker, ci, runs, publisher, unresolved, index) if walker is not None else ()
     return tuple(phases), unresolved, publisher, reads
 
 

@@ -93,7 +93,17 @@ def _top_level_imports(mod):
 
 def platform_binding(tree: Tree, ci: ClassInfo, root: ClassInfo) -> tuple[str, str, int, str] | None:
     """(platform, file, line, what) when a module defining a class on ``ci``'s MRO (the root aside) imports a
-    platform's own package unconditionally (``PLATFORM_IMPORTS``), else None."""
+    platform's own package unconditionally (``PLATFORM_IMPORTS``), or else when every construction of ``ci`` runs on
+    one platform only (``constructed.construction_platform``), else None."""
+    hit = _import_binding(tree, ci, root)
+    if hit is not None:
+        return hit
+    from .constructed import construction_platform
+
+    return construction_platform(tree, ci)
+
+
+def _import_binding(tree: Tree, ci: ClassInfo, root: ClassInfo) -> tuple[str, str, int, str] | None:
     for c in tree.mro(ci):
         if c is root:
             continue
