@@ -230,9 +230,10 @@ def test_the_releases_algorithms_table_is_pinned(release):
 def test_the_releases_worker_reads_after_the_publisher_are_decided_and_pinned(release):
     def tag(r):
         f = r["finding"]
+        why = "host copy" if r["why"].startswith("copied to the host") else r["why"].split(":")[0]
         return f"{r['file']}:{r['line']} {r['location']}" + (
             f" ({f['status']}: {', '.join(f.get('races') or [])})" if f
-            else f" (not a finding: {r.get('verdict') or 'host copy'})")
+            else f" (not a finding: {r.get('verdict') or why})")
 
     algorithms, findings = release
     got = {f"{a['name']} {a['condition']}": sorted(tag(r) for r in a["reads_after_publisher"]) for a in algorithms}

@@ -142,8 +142,14 @@ def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction
 
     rule = tree_rule(ex)
     worker = {r: a.worker.cls for a in ex.algorithms for r in a.reads_after_publisher if r.host_copy is None}
+    no_barrier = {(w["worker"], w["publisher"], tuple(w["conditions"])): w["why"]
+                  for w in ex.facts.get("publishers_without_barrier") or ()}
     scenarios, sims, models, outcomes = _Scenarios(), {}, {}, {}
     for r in sorted(worker, key=lambda r: r.found):
+        why = no_barrier.get((worker[r], r.publisher.publisher, tuple(r.publisher.conditions)))
+        if why is not None:  # that publisher exists only where no loop applies the barrier (pipeline.py)
+            outcomes[r] = ReadOutcome(None, why)
+            continue
         data = worker_read_scenario(f"sglang-{slug(worker[r])}-reads-{slug(r.location)}-{r.line}", worker[r],
                                     r.publisher, r.location, r.before, rule)
         if data is None:

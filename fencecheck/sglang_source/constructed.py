@@ -34,7 +34,7 @@ from .tree import ClassInfo, Tree, _absolute
 MAX_DEPTH = 3
 
 
-def _parents(tree: Tree, mod) -> dict[int, ast.AST]:
+def parents_of(tree: Tree, mod) -> dict[int, ast.AST]:
     memo = tree.__dict__.setdefault("_construct_parents", {})
     hit = memo.get(mod.name)
     if hit is None:
@@ -47,7 +47,7 @@ def _ends(stmts) -> bool:
     return bool(stmts) and isinstance(stmts[-1], (ast.Return, ast.Raise))
 
 
-def _conditions(node, parents) -> tuple[list[ast.expr], ast.AST | None]:
+def path_tests(node, parents) -> tuple[list[ast.expr], ast.AST | None]:
     """The tests on ``node``'s path (each a test or its negation) and the function or class body it is in (None:
     module level)."""
     conds: list[ast.expr] = []
@@ -106,7 +106,7 @@ def _sites(tree: Tree, ci: ClassInfo):
         mod = tree.module(m)
         if mod is None:
             continue
-        parents = _parents(tree, mod)
+        parents = parents_of(tree, mod)
         for n in tree.walk(mod.tree):
             if isinstance(n, ast.ImportFrom) and any(a.name == ci.name for a in n.names):
                 inside = _function_of(n, parents) is not None
@@ -143,8 +143,8 @@ def construction_platform(tree: Tree, ci: ClassInfo, _depth: int = 0) -> tuple[s
     platforms: set[str] = set()
     sites: list[tuple[str, int, str]] = []
     for mod, node in _sites(tree, ci):
-        parents = _parents(tree, mod)
-        conds, fn = _conditions(node, parents)
+        parents = parents_of(tree, mod)
+        conds, fn = path_tests(node, parents)
         owner = _enclosing_class(fn, parents)
         aliases = _Aliases(_predicate_names(mod))
         test = ast.BoolOp(ast.And(), [aliases.visit(copy.deepcopy(c)) for c in conds]) if conds else None

@@ -1,6 +1,7 @@
 """The protocol facts as the document's top-level keys, for a tree with the declaration fence (``read_facts``) and
 for one with an older fence or none (``older_fence``): ``fence``, ``graph_runners``, ``platforms``,
-``shared_locations``, ``steps``, ``graph_replay``, ``backend_platforms`` and ``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
+``shared_locations``, ``steps``, ``graph_replay``, ``backend_platforms``, ``publishers_without_barrier`` and
+``configurations`` (docs/sglang-reader.md, "Protocol facts")."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def read_facts(tree: Tree, rd, ex) -> dict:
         if hit is not None:
             out["backend_platforms"].append({"class": ci.name, "file": ci.file, "line": ci.line, "platform": hit[0],
                                              "at": {"file": hit[1], "line": hit[2]}, "why": hit[3]})
+    out["publishers_without_barrier"] = publishers_without_barrier(tree, ex)
     out["configurations"] = configurations(tree, proto, out["steps"], algorithms,
                                            [e.to_json() for e in ex.barrier.event_loops])
     from fencecheck.files.catalog import catalog_of
@@ -54,4 +56,27 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     cat = catalog_of(ex.version)
     if cat is not None:
         out["catalog_comparison"] = compare(out["configurations"]["configurations"], cat)
+    return out
+
+
+def publishers_without_barrier(tree: Tree, ex) -> list[dict]:
+    """The algorithms' publisher rows that never meet a loop applying the barrier (``pipeline.without_barrier``),
+    each once: the worker, the publisher, its conditions and why."""
+    from .pipeline import without_barrier
+
+    loops = tuple(sorted(e.event_loop for e in ex.barrier.event_loops if e.barrier_lines))
+    out, seen = [], set()
+    for a in ex.algorithms:
+        if a.worker is None or not loops:
+            continue
+        ci = next((c for c in tree.classes_named(a.worker.cls) if c.file == a.worker.file), None)
+        for p in a.publisher:
+            key = (a.worker.cls, a.worker.file, p.publisher, p.conditions)
+            if ci is None or not p.conditions or key in seen:
+                continue
+            seen.add(key)
+            why = without_barrier(tree, ci, p.conditions, loops)
+            if why is not None:
+                out.append({"worker": a.worker.cls, "file": a.worker.file, "publisher": p.publisher,
+                            "conditions": list(p.conditions), "why": why})
     return out
