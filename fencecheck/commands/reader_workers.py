@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from fencecheck.commands.reader_findings import model_answer, slug, tree_rule
 from fencecheck.files.scenario_io import scenario_from_dict
-from fencecheck.sglang_source.algorithm_records import Algorithm, Phase, Publisher, ReadOutcome, WorkerRead
+from fencecheck.sglang_source.algorithm_records import PENDING, Algorithm, Phase, Publisher, ReadOutcome, WorkerRead
 from fencecheck.sglang_source.extract import Extraction
 from fencecheck.sglang_source.findings import Decision, WorkerReadFinding
 from fencecheck.sglang_source.records import Evidence
@@ -141,7 +141,8 @@ def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction
     from fencecheck.reference.sim.races import check_trace
 
     rule = tree_rule(ex)
-    worker = {r: a.worker.cls for a in ex.algorithms for r in a.reads_after_publisher if r.host_copy is None}
+    worker = {r: a.worker.cls for a in ex.algorithms for r in a.reads_after_publisher
+              if r.host_copy is None and r.outcome == PENDING}  # not one the reader settled (a path that cannot run)
     no_barrier = {(w["worker"], w["publisher"], tuple(w["conditions"])): w["why"]
                   for w in ex.facts.get("publishers_without_barrier") or ()}
     scenarios, sims, models, outcomes = _Scenarios(), {}, {}, {}

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import ast
 
-from .algorithm_records import PENDING, After, Algorithm, Phase, Publisher, WorkerRead, host_copy_outcome
+from .algorithm_records import PENDING, After, Algorithm, Phase, Publisher, ReadOutcome, WorkerRead, host_copy_outcome
+from .attributes import dead_path
 from .declare import Modes
 from .dispatch import dispatch, registry
 from .phase_publish import PhasePublish, may_publish
@@ -119,20 +120,28 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[Worker
             unresolved.append(f"no phase runs on the publisher `{pub.publisher}`'s side ({pub.side})")
             continue
         publishing = [(c, ph) for c, ph in mine if may_publish(ph.mode, ph.publish)]
-        call, last = (publishing or mine)[-1]
-        after = After(last.call, last.file, last.line, last.conditions, last.mode, bool(publishing))
+        candidates = publishing or mine
         for r in all_reads:
             pos = _position(r)
-            if not _after(pos, call.chain):
+            # the last of those phases on the read's own path (a step's paths each publish last somewhere else)
+            on_path = [(c, ph) for c, ph in candidates if _after(pos, c.chain, walker.functions) is not None]
+            if not on_path:
                 continue
+            call, last = on_path[-1]
+            if not _after(pos, call.chain, walker.functions):
+                continue
+            after = After(last.call, last.file, last.line, last.conditions, last.mode, bool(publishing))
             k = (r.file, r.line, r.location)
             if k in out:
                 continue
             copy = _host_copy(walker, r)
-            before = tuple(ph for c, ph in runs if _after(pos, c.chain))
+            before = tuple(ph for c, ph in runs if _after(pos, c.chain, walker.functions))
+            outcome = PENDING if copy is None else host_copy_outcome(copy)
+            dead = dead_path(walker.tree, r.conditions) if copy is None else None
+            if dead is not None:
+                outcome = ReadOutcome(None, f"its path cannot run: {dead} (attributes.py)")
             out[k] = WorkerRead(r.location, r.file, r.line, r.what, tuple(h.text() for h in r.via), r.conditions,
-                                pub, after, before, copy, PENDING if copy is None else host_copy_outcome(copy),
-                                (index, len(out)))
+                                pub, after, before, copy, outcome, (index, len(out)))
     return tuple(out[k] for k in sorted(out))
 
 
@@ -147,14 +156,56 @@ def _position(read) -> list[tuple[str, int]]:
     return [(hops[i].key, hops[i + 1].line) for i in range(len(hops) - 1)] + [(hops[-1].key, read.line)]
 
 
-def _after(pos, chain) -> bool | None:
-    """Whether ``pos`` comes after the call chain ``chain`` in one step (None: on other paths)."""
+def _after(pos, chain, functions=None) -> bool | None:
+    """Whether ``pos`` comes after the call chain ``chain`` in one step (None: on other paths: they part in another
+    function, or at lines of one function no path runs both of, ``_exclusive``; ``functions``: qualified name ->
+    (def node, file) of the functions walked)."""
     for (k1, l1), (k2, l2) in zip(pos, chain):
         if k1 != k2:
             return None
         if l1 != l2:
+            fn = (functions or {}).get(k1, (None,))[0]
+            if fn is not None and _exclusive(fn, l1, l2):
+                return None
             return l1 > l2
     return False  # the same call, or inside the runner's call
+
+
+_BLOCKS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+def _statements(fn, line: int) -> list[tuple[ast.AST, str, ast.stmt]]:
+    """(parent, block field, statement) of each statement holding ``line``, from ``fn``'s body inwards."""
+    out, parent = [], fn
+    while True:
+        for field in _BLOCKS:
+            block = getattr(parent, field, None)
+            hit = next((s for s in block or () if isinstance(s, ast.AST) and hasattr(s, "lineno")
+                        and s.lineno <= line <= (s.end_lineno or s.lineno)), None) if isinstance(block, list) else None
+            if hit is not None:
+                out.append((parent, field, hit))
+                parent = hit
+                break
+        else:
+            return out
+
+
+def _exclusive(fn, l1: int, l2: int) -> bool:
+    """Whether no path through ``fn`` runs both line ``l1`` and line ``l2``: they lie in the two branches of one
+    ``if``, or the earlier lies in a block that ends in ``return`` or ``raise`` and the later after that block
+    (``if self.tree_mode: return self._forward_decode_tree(...)`` before the linear path)."""
+    a, b = _statements(fn, l1), _statements(fn, l2)
+    i = 0
+    while i < min(len(a), len(b)) and a[i][2] is b[i][2]:
+        i += 1
+    if i >= len(a) or i >= len(b):
+        return False  # one holds the other (a compound statement and a line inside it)
+    (pa, fa, _), (pb, fb, _) = a[i], b[i]
+    if pa is pb and fa != fb:
+        return isinstance(pa, ast.If)  # a try's body, handlers and else can each run after another
+    early = a if l1 < l2 else b
+    return any(isinstance(getattr(p, f)[-1], (ast.Return, ast.Raise)) for p, f, _ in early[i + 1:]) or \
+        isinstance(early[i][2], (ast.Return, ast.Raise))
 
 
 def _side(text: str) -> str:

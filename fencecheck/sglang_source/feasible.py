@@ -50,16 +50,19 @@ def linkable(text: str, volatile: frozenset[str] = frozenset(), same_self: bool 
 
 
 class _Atoms:
-    def __init__(self, link):
-        self.link, self.named, self.fresh = link, {}, 0
+    """One z3 variable per linkable atom text, a fresh one per other occurrence; ``prefix`` keeps the variables of
+    two instances apart."""
+
+    def __init__(self, link, prefix: str = ""):
+        self.link, self.named, self.fresh, self.prefix = link, {}, 0, prefix
 
     def __call__(self, text: str):
         if self.link(text):
             if text not in self.named:
-                self.named[text] = z3.Bool(f"a{len(self.named)}")
+                self.named[text] = z3.Bool(f"{self.prefix}a{len(self.named)}")
             return self.named[text]
         self.fresh += 1
-        return z3.Bool(f"f{self.fresh}")
+        return z3.Bool(f"{self.prefix}f{self.fresh}")
 
     def formula(self, n):
         if isinstance(n, ast.BoolOp):
