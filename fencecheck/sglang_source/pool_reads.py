@@ -38,6 +38,12 @@ def _is_backend(tree: Tree, ci: ClassInfo) -> bool:
     return any(c.name == "AttentionBackend" for c in tree.mro(ci))
 
 
+def _backends(tree: Tree) -> list[ClassInfo]:
+    """Every attention backend class of the tree (the subclasses of each ``AttentionBackend`` class)."""
+    roots = tree.classes_named("AttentionBackend", tree.modules_containing("class AttentionBackend"))
+    return tree.subclasses(roots) if roots else []
+
+
 def method_use(tree: Tree, fn: ast.AST) -> tuple[frozenset[str], bool]:
     """The shared locations ``fn`` reads as ``self.<location>`` data, and whether it stores into one (an assignment
     of it or of an element, an in-place method such as ``copy_`` or ``fill_``)."""
@@ -97,12 +103,9 @@ def pool_reads(tree: Tree) -> dict[str, tuple[str, str, int]]:
                     continue
                 found.setdefault(name, (next(iter(reads)), ci.file, fn.lineno))
     # a name an attention backend defines is walked through ``self``, never taken here
-    for mod_name in tree.modules_containing(*(f"def {name}(" for name in sorted(found))) if found else ():
-        mod = tree.module(mod_name)
-        for ci in mod.classes.values() if mod is not None else ():
-            if any(name in found for name in ci.methods) and _is_backend(tree, ci):
-                for name in [n for n in ci.methods if n in found]:
-                    found.pop(name)
+    for ci in _backends(tree) if found else ():
+        for name in [n for n in ci.methods if n in found]:
+            found.pop(name)
     out = dict(sorted(found.items()))
     _MEMO[tree] = out
     return out
