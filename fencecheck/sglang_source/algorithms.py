@@ -8,11 +8,11 @@ methods and the tree's pool methods) found by ``reads.ReadWalker`` on the worker
 chain of the publisher's runner call. The walk decides the forward-mode tests for the mode a step starts in
 (``DECODE``), and a second walk decides none: a step changes the batch's mode as it goes (NGRAM sets ``TARGET_VERIFY``
 before its verify and tests it after), so the paths the first walk drops are kept from the second, with their mode
-tests as conditions. The ordering point is the last phase on the
-publisher's side (draft or target, from the names) that can put an event into its mailbox, else the last phase on that
-side. A read whose data is copied to the host at once (``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it)
-completes before the worker returns, before the scheduler issues its
-next write: not a finding. Every other read keeps the runner phases before it (what its scenario is built from) and
+tests as conditions. The ordering point is the last phase on the publisher's side (draft or target, from the names)
+that can put an event into its mailbox, else the last phase on that side, of those on the read's own path. A read
+whose data is copied to the host at once (``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it) completes before
+the worker returns, before the scheduler issues its next write: not a finding; nor is one whose path cannot run
+(``attributes.dead_path``). Every other read keeps the runner phases before it (what its scenario is built from) and
 stays ``unresolved``: the reader runs no oracle; ``fencecheck sglang`` decides it (``commands/reader_workers.py``).
 """
 
@@ -22,6 +22,7 @@ import ast
 
 from .algorithm_records import PENDING, After, Algorithm, Phase, Publisher, ReadOutcome, WorkerRead, host_copy_outcome
 from .attributes import dead_path
+from .constructed import BLOCKS, ends_in_exit
 from .declare import Modes
 from .dispatch import dispatch, registry
 from .phase_publish import PhasePublish, may_publish
@@ -50,8 +51,7 @@ def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ..
         ci = row.worker
         if ci not in per_worker:
             try:
-                per_worker[ci] = _worker_step(tree, modes, types, walker, publish, ci,
-                                              workers, len(per_worker))
+                per_worker[ci] = _worker_step(tree, modes, types, walker, publish, ci, workers, len(per_worker))
             except RecursionError:
                 tree.note(ci.file, ci.line, f"{ci.name}: nested too deeply to walk its decode step (Python's "
                                             "recursion limit)")
@@ -171,14 +171,11 @@ def _after(pos, chain, functions=None) -> bool | None:
     return False  # the same call, or inside the runner's call
 
 
-_BLOCKS = ("body", "orelse", "handlers", "finalbody", "cases")
-
-
 def _statements(fn, line: int) -> list[tuple[ast.AST, str, ast.stmt]]:
     """(parent, block field, statement) of each statement holding ``line``, from ``fn``'s body inwards."""
     out, parent = [], fn
     while True:
-        for field in _BLOCKS:
+        for field in BLOCKS:
             block = getattr(parent, field, None)
             hit = next((s for s in block or () if isinstance(s, ast.AST) and hasattr(s, "lineno")
                         and s.lineno <= line <= (s.end_lineno or s.lineno)), None) if isinstance(block, list) else None
@@ -204,8 +201,7 @@ def _exclusive(fn, l1: int, l2: int) -> bool:
     if pa is pb and fa != fb:
         return isinstance(pa, ast.If)  # a try's body, handlers and else can each run after another
     early = a if l1 < l2 else b
-    return any(isinstance(getattr(p, f)[-1], (ast.Return, ast.Raise)) for p, f, _ in early[i + 1:]) or \
-        isinstance(early[i][2], (ast.Return, ast.Raise))
+    return any(ends_in_exit(getattr(p, f)) for p, f, _ in early[i + 1:]) or ends_in_exit([early[i][2]])
 
 
 def _side(text: str) -> str:

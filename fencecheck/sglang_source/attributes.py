@@ -70,30 +70,29 @@ def _find_owners(tree: Tree, attr: str) -> tuple[list[ClassInfo], bool]:
     owners, other = [], False
     pat = re.compile(rf"\.{re.escape(attr)}\s*(:[^=\n]*)?=[^=]")
     for m in tree.modules_containing(f".{attr}", under="sglang.srt"):
-        text = tree.text(m)
-        if not pat.search(text):
+        if not pat.search(tree.text(m)):
             continue
         mod = tree.module(m)
         if mod is None:
             continue
-        for n in tree.walk(mod.tree):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign,
-                                                                                               ast.AugAssign)) else []
-            for t in targets:
-                if isinstance(t, ast.Attribute) and t.attr == attr:
-                    if not (isinstance(t.value, ast.Name) and t.value.id == "self"):
-                        other = True
-        for ci in mod.classes.values():
-            if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                   and t.value.id == "self"
-                   for fn in ci.methods.values() for n in tree.walk(fn)
-                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target]
-                             if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else [])):
-                owners.append(ci)
+        other = other or any(isinstance(t, ast.Attribute) and t.attr == attr and not _is_self(t, attr)
+                             for n in tree.walk(mod.tree) for t in _targets(n))
+        owners += [ci for ci in mod.classes.values() if self_assignments(tree, ci, attr)]
     return owners, other
 
 
-def _assignments(tree: Tree, ci: ClassInfo, attr: str) -> list[tuple[str, ast.AST, bool]]:
+def _targets(n) -> list[ast.expr]:
+    """The targets an assignment statement (``=``, annotated, augmented) assigns; none for any other node."""
+    if isinstance(n, ast.Assign):
+        return n.targets
+    return [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+
+
+def _is_self(t, attr: str) -> bool:
+    return isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name) and t.value.id == "self"
+
+
+def self_assignments(tree: Tree, ci: ClassInfo, attr: str) -> list[tuple[str, ast.AST, bool]]:
     """(method, statement, unconditional in ``__init__``) of each ``self.<attr>`` assignment in ``ci``'s methods."""
     out = []
     for name, fn in ci.methods.items():
@@ -104,10 +103,7 @@ def _assignments(tree: Tree, ci: ClassInfo, attr: str) -> list[tuple[str, ast.AS
                 if isinstance(s, (ast.With, ast.AsyncWith)):
                     top |= {id(x) for x in s.body}
         for n in tree.walk(fn):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign,
-                                                                                               ast.AugAssign)) else []
-            if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                   and t.value.id == "self" for t in targets):
+            if any(_is_self(t, attr) for t in _targets(n)):
                 out.append((name, n, id(n) in top and isinstance(n, (ast.Assign, ast.AnnAssign))))
     return out
 
@@ -121,11 +117,11 @@ class _Definitions:
         self.at: dict[str, str] = {}
         self.absent: set[str] = set()
         for a in attrs:
-            owner = next((c for c in tree.mro(ci) if _assignments(tree, c, a)), None)
+            owner = next((c for c in tree.mro(ci) if self_assignments(tree, c, a)), None)
             if owner is None:
                 self.absent.add(a)
                 continue
-            hits = _assignments(tree, owner, a)
+            hits = self_assignments(tree, owner, a)
             if len(hits) == 1 and hits[0][2] and hits[0][1].value is not None:
                 self.values[a] = hits[0][1].value
                 self.at[a] = f"{owner.file}:{hits[0][1].lineno}"
@@ -220,7 +216,7 @@ def _dead_for(tree: Tree, parsed, receiver: str, attrs: dict[str, object]) -> st
         owners += [c for c in found if c not in owners]
     for c in owners:  # a subclass assigning an attribute again defines it otherwise for its instances
         for sub in tree.subclasses([c]):
-            if sub is not c and sub not in owners and any(_assignments(tree, sub, a) for a in attrs):
+            if sub is not c and sub not in owners and any(self_assignments(tree, sub, a) for a in attrs):
                 return None
     candidates: list[ClassInfo | None] = list(owners) + [None]
     cited = []

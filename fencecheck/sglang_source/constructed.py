@@ -43,7 +43,12 @@ def parents_of(tree: Tree, mod) -> dict[int, ast.AST]:
     return hit
 
 
-def _ends(stmts) -> bool:
+#: The fields of a compound statement that hold a block of statements.
+BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+def ends_in_exit(stmts) -> bool:
+    """Whether the block ``stmts`` ends in ``return`` or ``raise`` (every path through it leaves the function)."""
     return bool(stmts) and isinstance(stmts[-1], (ast.Return, ast.Raise))
 
 
@@ -53,13 +58,13 @@ def path_tests(node, parents) -> tuple[list[ast.expr], ast.AST | None]:
     conds: list[ast.expr] = []
     child, cur = node, parents.get(id(node))
     while cur is not None:
-        for field in ("body", "orelse", "finalbody", "handlers"):
+        for field in BLOCKS:
             block = getattr(cur, field, None)
             if isinstance(block, list) and child in block:
                 if isinstance(cur, ast.If):
                     conds.append(cur.test if field == "body" else ast.UnaryOp(ast.Not(), cur.test))
                 for s in block[:block.index(child)]:  # an earlier ``if T: return``: the path needs T false
-                    if isinstance(s, ast.If) and _ends(s.body) and not s.orelse:
+                    if isinstance(s, ast.If) and ends_in_exit(s.body) and not s.orelse:
                         conds.append(ast.UnaryOp(ast.Not(), s.test))
                 break
         if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):

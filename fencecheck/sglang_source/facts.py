@@ -66,8 +66,8 @@ def publishers_without_barrier(tree: Tree, ex) -> list[dict]:
 
     loops = tuple(sorted(e.event_loop for e in ex.barrier.event_loops if e.barrier_lines))
     out, seen = [], set()
-    for a in ex.algorithms:
-        if a.worker is None or not loops:
+    for a in ex.algorithms if loops else ():
+        if a.worker is None:
             continue
         ci = next((c for c in tree.classes_named(a.worker.cls) if c.file == a.worker.file), None)
         for p in a.publisher:

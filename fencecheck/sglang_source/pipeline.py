@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from .attributes import self_assignments
 from .constructed import parents_of, path_tests
 from .feasible import _nnf
 from .tree import ClassInfo, Tree
@@ -73,14 +74,8 @@ def _init_assignments(tree: Tree, ci: ClassInfo, attr: str):
     if hit is None:
         return [], None
     owner, fn = hit
-    out = []
-    for n in tree.walk(fn):
-        if isinstance(n, (ast.Assign, ast.AnnAssign)):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                   and t.value.id == "self" for t in targets):
-                out.append((n, n in fn.body))
-    return out, owner
+    return [(n, n in fn.body) for name, n, _ in self_assignments(tree, owner, attr)
+            if name == "__init__" and isinstance(n, (ast.Assign, ast.AnnAssign))], owner
 
 
 def publisher_test(tree: Tree, ci: ClassInfo, condition: str) -> tuple[str, tuple[str, ...]] | None:

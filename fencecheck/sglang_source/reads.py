@@ -4,8 +4,9 @@ MRO), ``super()``, helper functions (resolved through imports), child backends w
 
 A read is an access to one of ``SHARED_ATTRS`` (or a local alias of one, or a parameter of that name) used as data:
 indexed, passed to a call, or the receiver of a method call; or a call to a translator method that reads them
-(``TRANSLATOR_READS``) or to a pool method of the tree that does (``pool_reads``). Taking the attribute into a local or ``self`` field is not a read. Branches on the forward
-mode are decided for the mode at hand; other tests are kept as conditions on the path. A host sync (``.item()``,
+(``TRANSLATOR_READS``) or to a pool method of the tree that does (``pool_reads``). Taking the attribute into a local
+or ``self`` field is not a read. Branches on the forward mode are decided for the mode at hand; other tests are kept as
+conditions on the path. A host sync (``.item()``,
 ``.tolist()``, ``.cpu()``, ``synchronize()``) before a read on its path means the path cannot be captured into a CUDA
 graph: such a read is shown as not a finding. The functions visited form a ``networkx`` call graph.
 """
