@@ -74,6 +74,16 @@ class AlwaysDraftWorker(StageWorker):
         self._draft_worker = DraftWorker(target)
 
 
+class DroppingWorker(AlwaysDraftWorker):
+    def release(self):
+        self._draft_worker = None
+
+
+class ChainedWorker(StageWorker):
+    def __init__(self, target):
+        super().__init__(target)
+
+
 class FlagWorker(StageWorker):
     def __init__(self, target, flag):
         self._target_worker = target
@@ -113,6 +123,9 @@ def test_a_publisher_row_is_read_through_the_workers_init(tmp_path):
     assert publisher_test(tree, _cls(tree, "AlwaysDraftWorker"), "self._draft_worker is None")[0] == "False"
     assert publisher_test(tree, _cls(tree, "FlagWorker"), "self._draft_worker is None")[0] == "not flag"
     assert publisher_test(tree, _cls(tree, "StageWorker"), "self._hosts_draft") is None
+    # a later assignment (another method), or a base __init__ the running one calls, leaves the row as it is
+    assert publisher_test(tree, _cls(tree, "DroppingWorker"), "self._draft_worker is None") is None
+    assert publisher_test(tree, _cls(tree, "ChainedWorker"), "self._draft_worker is None") is None
 
 
 def test_a_row_only_off_the_last_stage_or_never_meets_no_barrier_and_any_other_may(tmp_path):

@@ -12,7 +12,9 @@ Two facts of the tree, and one of pipeline parallelism:
   ``__init__`` assigns ``self.X = (Cls(...) if T else None)`` (an instance of a class of the tree is never None) is
   ``not T``, and a ``self.Y`` in it that ``__init__`` assigns once at its top level is that value (0.5.23's EAGLE
   worker: ``self._draft_worker is None`` is ``not get_parallel().pp_group.is_last_rank``); where ``__init__`` assigns
-  ``self.X = Cls(...)`` alone, the row never holds (the STANDALONE worker, whose ``__init__`` replaces EAGLE's).
+  ``self.X = Cls(...)`` alone, the row never holds (the STANDALONE worker, whose ``__init__`` replaces EAGLE's). Only
+  when nothing else the instance runs assigns ``self.X`` too: another method of its MRO, or a base ``__init__`` the
+  running one calls (``super().__init__``, ``Base.__init__(self)``).
 - **A pipeline group of one rank**: its one rank is its last (the tree's ``is_last_rank`` compares the rank with the
   group's last; SGLang's parallel context has ``pp_size`` the width of ``pp_group``). So ``not P.pp_group.is_last_rank``
   needs ``P.pp_size > 1``, and a barrier that needs ``P.pp_size <= 1`` (the same ``P``) never runs with that row.
@@ -69,13 +71,40 @@ def barrier_loop_needs(tree: Tree, loops: tuple[str, ...]) -> tuple[tuple[str, .
 
 
 def _init_assignments(tree: Tree, ci: ClassInfo, attr: str):
-    """The ``self.<attr> = value`` statements of the ``__init__`` ``ci`` runs, and whether each is at its top level."""
+    """The ``self.<attr> = value`` statements of the ``__init__`` ``ci`` runs, and whether each is at its top level;
+    none when a method of ``ci``'s MRO other than that ``__init__`` assigns it too (its value may change later)."""
     hit = tree.lookup(ci, "__init__")
     if hit is None:
         return [], None
     owner, fn = hit
+    mro = tree.mro(ci)
+    runs_from = _first_init_run(fn, owner, mro)  # the other __init__s that run: from this place of the MRO on
+    for i, c in enumerate(mro):
+        for name, _, _ in self_assignments(tree, c, attr):
+            if c is owner and name == "__init__":
+                continue
+            if name != "__init__" or i >= runs_from:
+                return [], owner
     return [(n, n in fn.body) for name, n, _ in self_assignments(tree, owner, attr)
             if name == "__init__" and isinstance(n, (ast.Assign, ast.AnnAssign))], owner
+
+
+def _first_init_run(fn, owner: ClassInfo, mro: list[ClassInfo]) -> int:
+    """The first place of ``mro`` whose ``__init__`` the running ``__init__`` ``fn`` (of ``owner``) may run:
+    ``super().__init__`` runs the classes after ``owner`` (and what they chain to), ``Base.__init__(self)`` ``Base``
+    and the classes after it; ``len(mro)`` when it calls none."""
+    first = len(mro)
+    names = [c.name for c in mro]
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__":
+            v = n.func.value
+            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super":
+                first = min(first, mro.index(owner) + 1 if owner in mro else 0)
+            elif isinstance(v, ast.Name) and v.id in names:
+                first = min(first, names.index(v.id))
+            else:
+                first = 0  # an __init__ the reader cannot place
+    return first
 
 
 def publisher_test(tree: Tree, ci: ClassInfo, condition: str) -> tuple[str, tuple[str, ...]] | None:
