@@ -131,22 +131,35 @@ def worker_ignores_interrupts() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    z3_leaves_interrupts_to_python()
+
+
+def z3_leaves_interrupts_to_python() -> None:
+    """z3 takes SIGINT for itself during a check when let: it cancels the search and answers unknown, reason
+    ``canceled``, the same words as a spent rlimit, and the run would go on with an unknown verdict that is no
+    verdict, or (the reader's feasibility checks) with a path kept as feasible. Told not to, z3 leaves SIGINT to
+    Python, which raises KeyboardInterrupt when the running check returns (its rlimit bounds how long that takes)."""
     try:
         import z3
-    except ImportError:  # pragma: no cover - z3 is a dependency; a worker without the model needs nothing more
+    except ImportError:  # pragma: no cover - z3 is a dependency
         return
     z3.set_param("ctrl_c", False)
 
 
 def quiet_interrupted_finalizers() -> None:
-    """Drop the "Exception ignored in ..." report of a Ctrl-C that lands inside a finalizer (z3's ``__del__``): the
-    interrupt is reported once, as one line, by the command; every other unraisable error is reported as before."""
+    """A Ctrl-C that lands inside a finalizer (z3's ``__del__``) is not lost: Python can raise nothing out of a
+    finalizer (it would print "Exception ignored in ..." and carry on, the run going to its end), so the hook drops
+    that report and interrupts the main thread again, where the command reports it once, as one line. Every other
+    unraisable error is reported as before."""
+    import _thread
     import sys
 
     default = sys.__unraisablehook__
 
     def hook(unraisable) -> None:
-        if not issubclass(unraisable.exc_type, KeyboardInterrupt):
+        if issubclass(unraisable.exc_type, KeyboardInterrupt):
+            _thread.interrupt_main()  # raised at the main thread's next instruction (again if that is a finalizer's)
+        else:
             default(unraisable)
 
     sys.unraisablehook = hook

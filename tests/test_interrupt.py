@@ -48,9 +48,23 @@ def test_audit_interrupted_ends_with_one_line(tmp_path, after):
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
+@pytest.mark.slow
+def test_verify_of_a_release_backend_interrupted_during_its_model_checks_is_one_line(tmp_path):
+    """Triton on the installed release verifies for about 30 s, most of it z3 checks in the main process (its advice):
+    a Ctrl-C there once ended nothing (z3 took it, the check answered unknown, the run went to its end, exit 1)."""
+    from sglang_release import require_release
+
+    root = require_release()
+    start = time.monotonic()
+    code, err = _interrupted(["verify", "--sglang", str(root), "TritonAttnBackend"], 14.0, tmp_path)
+    assert code == 130, err
+    assert err.splitlines() == ["fencecheck: interrupted"], err
+    assert time.monotonic() - start < 30  # ended at the interrupt, not at the run's end
+
+
 def test_a_ctrl_c_that_z3_takes_during_a_check_is_an_interrupt_not_a_verdict(monkeypatch):
-    """z3 cancels a check on SIGINT and answers unknown "interrupted from keyboard": that is Ctrl-C, raised as
-    KeyboardInterrupt, while a resource limit stays an unknown verdict."""
+    """Where z3 still takes SIGINT (a library user's process) and says so ("interrupted from keyboard"), that is
+    Ctrl-C, raised as KeyboardInterrupt, while a resource limit stays an unknown verdict."""
     import z3
 
     from fencecheck.model.solver import Z3_INTERRUPTED, check, make_solver
@@ -64,3 +78,56 @@ def test_a_ctrl_c_that_z3_takes_during_a_check_is_an_interrupt_not_a_verdict(mon
         check(s)
     monkeypatch.setattr(s, "reason_unknown", lambda: "canceled")
     assert check(s).verdict is Verdict.UNKNOWN
+
+
+_LONG_CHECK = """
+import os, signal, sys, threading, z3
+from fencecheck.errors import z3_leaves_interrupts_to_python
+if sys.argv[1] == "python":
+    z3_leaves_interrupts_to_python()
+x = z3.Ints(" ".join(f"x{i}" for i in range(60)))
+s = z3.SimpleSolver()
+s.set("rlimit", 1_000_000)
+for i in range(59):
+    s.add(x[i] * x[i + 1] % 97 == (i * 7) % 97, x[i] > 1, x[i] < 10**6)
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    r = s.check()
+except KeyboardInterrupt:
+    print("interrupted")
+else:
+    print(r, s.reason_unknown())
+"""
+
+
+@pytest.mark.parametrize("who", ["z3", "python"])
+def test_a_ctrl_c_during_a_check_is_never_an_unknown_verdict(who):
+    """Let take SIGINT, z3 cancels the check and says ``canceled``, the words of a spent rlimit: the run would go on
+    with an unknown that is no verdict (``verify`` went to its end, exit 1, on a Ctrl-C during its model checks).
+    The commands and their workers leave SIGINT to Python (``errors.z3_leaves_interrupts_to_python``): the check
+    ends (its rlimit bounds it) and KeyboardInterrupt is raised."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", _LONG_CHECK, who], env=env, capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == ("interrupted" if who == "python" else "unknown canceled"), r.stdout + r.stderr
+
+
+def test_a_ctrl_c_inside_a_finalizer_is_raised_again_in_the_main_thread(monkeypatch):
+    """Python cannot raise out of a finalizer (z3's ``__del__``): it reports the KeyboardInterrupt as unraisable and
+    goes on. The hook drops that report and interrupts the main thread again, so the Ctrl-C is not lost."""
+    import types
+
+    from fencecheck.errors import quiet_interrupted_finalizers
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    quiet_interrupted_finalizers()
+    with pytest.raises(KeyboardInterrupt):
+        sys.unraisablehook(types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(),
+                                                 exc_traceback=None, err_msg=None, object=None))
+        for _ in range(10_000):
+            pass
+    seen = []
+    monkeypatch.setattr(sys, "__unraisablehook__", lambda u: seen.append(u.exc_type))
+    quiet_interrupted_finalizers()
+    sys.unraisablehook(types.SimpleNamespace(exc_type=ValueError, exc_value=ValueError(), exc_traceback=None,
+                                             err_msg=None, object=None))
+    assert seen == [ValueError]  # any other unraisable error is reported as before

@@ -41,8 +41,9 @@ from fencecheck.errors import (
     FencecheckError,
     InputError,
     one_line,
-    quiet_interrupted_finalizers,
     os_reason,
+    quiet_interrupted_finalizers,
+    z3_leaves_interrupts_to_python,
 )
 
 #: The subcommands, in the order ``--help`` lists them; each module's ``add_parser`` declares its arguments.
@@ -122,6 +123,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     out = out or sys.stdout
     err = err or sys.stderr
     quiet_interrupted_finalizers()
+    z3_leaves_interrupts_to_python()
     try:
         try:
             args = build_parser(out).parse_args(argv)
