@@ -155,3 +155,36 @@ def test_verify_sglang_decides_the_tree_s_generated_configurations(tmp_path):
              "reads": {"TARGET_VERIFY": {"pre_replay": ["req_to_token"]}}}
     decided, races = tree_races(source, table)
     assert decided == 1 and [(r.configuration, r.own) for r in races] == [("verify-after-verify", True)]
+
+
+def test_the_tree_s_configurations_decided_beside_are_decided_as_here(tmp_path, monkeypatch):
+    """The tables decided in a forked process (a second core) answer as ``tree_races`` answers here, table by table,
+    in any order asked; on one core they are decided here."""
+    import os
+
+    from fencecheck.commands.verify_tree import decided_beside, tree_races
+
+    head = lay(tmp_path / "head", "head")
+    source, (paged,) = load(str(head), "PagedBackend")
+    _, (honest,) = load(str(head), "HonestBackend")
+    tables = [paged.data, honest.data]
+    here = [tree_races(source, t) for t in tables]
+    assert here[0][1] and not here[1][1]  # one racing, one not: the answers tell the tables apart
+    import multiprocessing
+
+    made = []
+    real = multiprocessing.get_context
+
+    def context(method=None):
+        made.append(method)
+        return real(method)
+
+    monkeypatch.setattr(multiprocessing, "get_context", context)
+    with decided_beside(source, tables) as get:
+        assert [get(1), get(0)] == [here[1], here[0]]
+    assert made == (["fork"] if (os.cpu_count() or 1) > 1 else [])
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    before = len(made)
+    with decided_beside(source, tables) as get:
+        assert get(0) == here[0] and get(1) == here[1]
+    assert len(made) == before  # no process on one core

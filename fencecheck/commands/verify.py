@@ -157,26 +157,16 @@ def cmd_verify(args, out: TextIO) -> int:
         out.write(f"sglang {source.version or '(version unknown)'} at {source.root}: {source.cls} "
                   f"({source.file}:{source.line}) as the reader reads it: {len(todo)} backend file(s), one per "
                   f"combination of its conditional declaration rows\n")
-    for i, (variant, backend) in enumerate(todo):
-        if variant is not None and not args.json and len(todo) > 1:
-            out.write(f"variant {i + 1} of {len(todo)}: " + "; ".join(r.text() for r in variant.rows) + "\n")
-        if not mode_facts(backend):
-            code, doc = EXIT_OK, None
-            if not args.json:
-                out.write(f"verify {backend.name}: SAFE (it reads no scheduler-shared state in any mode and declares "
-                          f"the base rule)\n")
-        else:
-            tree = None
-            if variant is not None and source.configurations is not None:
-                from fencecheck.commands.verify_tree import tree_races
+    from fencecheck.commands.verify_tree import decided_beside
 
-                tree = tree_races(source, variant.data)
-            code, doc = _verify_one(args, backend, catalog, out, tree)
-        codes.append(code)
-        if doc is not None and variant is not None:
-            doc = {"rows": [{"backend": r.backend, "mode": r.mode, "end": r.end, "condition": r.condition,
-                             "declared_by": r.declared_by} for r in variant.rows], **doc}
-        docs.append(doc)
+    trees = [i for i, (v, b) in enumerate(todo) if v is not None and source.configurations is not None
+             and mode_facts(b)]
+    with decided_beside(source, [todo[i][0].data for i in trees]) as tree_of:
+        for i, (variant, backend) in enumerate(todo):
+            code, doc = _variant(args, i, todo, source, catalog, out,
+                                 (lambda i=i: tree_of(trees.index(i))) if i in trees else None)
+            codes.append(code)
+            docs.append(doc)
     if args.json:
         if source is None:
             json.dump(docs[0], out, indent=2)
@@ -189,9 +179,30 @@ def cmd_verify(args, out: TextIO) -> int:
     return EXIT_RACE if EXIT_RACE in codes else EXIT_UNKNOWN if EXIT_UNKNOWN in codes else EXIT_OK
 
 
+def _variant(args, i: int, todo, source, catalog, out: TextIO, tree) -> tuple[int, dict | None]:
+    """Verifies backend file ``i`` of ``todo``; ``tree``: None, or a function giving its (decided, races) in the
+    tree's generated configurations."""
+    from fencecheck.model.backend_facts import mode_facts
+
+    variant, backend = todo[i]
+    if variant is not None and not args.json and len(todo) > 1:
+        out.write(f"variant {i + 1} of {len(todo)}: " + "; ".join(r.text() for r in variant.rows) + "\n")
+    if not mode_facts(backend):
+        if not args.json:
+            out.write(f"verify {backend.name}: SAFE (it reads no scheduler-shared state in any mode and declares "
+                      f"the base rule)\n")
+        return EXIT_OK, None
+    code, doc = _verify_one(args, backend, catalog, out, tree)
+    if doc is not None and variant is not None:
+        doc = {"rows": [{"backend": r.backend, "mode": r.mode, "end": r.end, "condition": r.condition,
+                         "declared_by": r.declared_by} for r in variant.rows], **doc}
+    return code, doc
+
+
 def _verify_one(args, backend, catalog, out: TextIO, tree=None) -> tuple[int, dict | None]:
     """Verifies one backend file and writes its text report (with ``--json``: returns its document instead);
-    ``tree``: with ``--sglang``, (decided, races) in the tree's generated configurations (``verify_tree``)."""
+    ``tree``: with ``--sglang``, a function giving (decided, races) in the tree's generated configurations
+    (``verify_tree``), asked after the catalog's verification (its answer may be computed beside it)."""
     import sys
 
     from fencecheck.files.scenario_io import dump
@@ -223,7 +234,7 @@ def _verify_one(args, backend, catalog, out: TextIO, tree=None) -> tuple[int, di
     if tree is not None:
         from fencecheck.commands.verify_tree import tree_text
 
-        decided, races = tree
+        decided, races = tree()
         tree_brought = [r.configuration for r in races if not r.own]
         if args.json:
             doc = {**doc, "tree_configurations": {"decided": decided, "racing": [r.to_json() for r in races]}}

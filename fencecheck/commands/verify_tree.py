@@ -9,6 +9,7 @@ a race there as well is the configuration's own, not one the backend brings."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from fencecheck.vocab import COVERED_SITES, ForwardMode, base_shared_read_ends
@@ -72,6 +73,40 @@ def tree_races(source, table: dict) -> tuple[int, list[TreeRace]]:
         races.append(TreeRace(cfg["name"], tuple(sorted({r.key().text() for r in report.races})),
                               model_check(s).verdict.value, own))
     return decided, races
+
+
+def _all(source, tables: list[dict]) -> list[tuple[int, list[TreeRace]]]:
+    return [tree_races(source, t) for t in tables]
+
+
+@contextmanager
+def decided_beside(source, tables: list[dict]):
+    """Yields ``get(i)``: ``tree_races(source, tables[i])``. The tables are decided in a forked process while the
+    caller verifies them against the catalog, when this machine has a second core (else here, when asked for); the
+    answers are the same either way (each a function of the table and the tree's configurations alone)."""
+    import multiprocessing
+    import os
+
+    from fencecheck.errors import worker_ignores_interrupts
+
+    if not tables or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield lambda i: tree_races(source, tables[i])
+        return
+    pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_ignores_interrupts)
+    try:
+        job = pool.apply_async(_all, (source, tables))
+        got: list = []
+
+        def get(i: int):
+            if not got:
+                got.append(job.get())
+            return got[0][i]
+
+        yield get
+        pool.close()
+    finally:
+        pool.terminate()  # at once, also on Ctrl-C or a failure here
+        pool.join()
 
 
 def tree_text(decided: int, races: list[TreeRace]) -> list[str]:
