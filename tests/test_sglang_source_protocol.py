@@ -141,7 +141,8 @@ def test_the_no_marker_fallback_races_only_when_it_falls_back_before_the_replay(
     assert set(found) == {"DECODE", "TARGET_VERIFY"}  # both graph-replayed modes the base rule declares IN_REPLAY
     f = found["DECODE"]
     assert code == 1 and (f["subject"], f["status"], f["verdict"]) == (
-        "DecodeCudaGraphRunner", "plausible", "counterexample")
+        "DecodeCudaGraphRunner", "reachable", "counterexample")
+    assert f["status_why"] == f"needs {f['condition']}"  # the platform without the marker, the barrier forced on
     assert f["races"] == ["req_to_token@decode/in_graph_before_marker"] and f["backends"] == ["InGraphPrepBackend"]
     assert "hip" in f["condition"] and "SGLANG_ENABLE_WAR_BARRIER=True" in f["condition"]
     assert f["oracles_agree"] is True

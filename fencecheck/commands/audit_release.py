@@ -128,6 +128,9 @@ def reader_part(state: dict) -> Part:
     from fencecheck.commands.reader_fallback import decide_fallback
 
     ex, _ = decide_fallback(ex)
+    from fencecheck.commands.reader_status import settle
+
+    ex = settle(ex)
     state["reader"] = markdown(ex, READER_COMMAND)
     f = ex.findings
     decisions = [x.decision for x in f if x.decision is not None]

@@ -42,15 +42,17 @@ def contexts_text(rows) -> str:
 def markdown(ex, command: str) -> list[str]:
     """Lines of the section for the decided extraction ``ex`` (decided with witnesses), produced by ``command``."""
     f = ex.findings
-    by = {s: sum(1 for x in f if x.status == s) for s in ("confirmed", "plausible", "unresolved")}
+    from fencecheck.commands.reader_status import counted
+
     out = [
         "## What the static reader finds in the release's sources",
         "",
         f"`{command}` (exit status 1: it has findings) reads the release's Python sources statically (never importing "
         "them) and decides each finding "
-        "with the simulator and the model (docs/sglang-reader.md). `confirmed`: the read is on a path with no "
-        "condition; `plausible`: behind a setting the reader cannot decide (the condition is shown); `unresolved`: "
-        "not decided statically. A finding is a read outside what the backend's declaration covers; its scenario "
+        "with the simulator and the model (docs/sglang-reader.md). `confirmed`: it races in the default configuration "
+        "of a supported platform; `reachable`: it races in a configuration that needs the named flags, environment "
+        "variables or platform; `unresolved`: a fact could not be settled (a condition on its path the reader "
+        "cannot decide, named). A finding is a read outside what the backend's declaration covers; its scenario "
         "places the backend alone under one decode runner, so a counterexample there says the read is unordered "
         "with the next write when that path runs in a graph replay, not that a given deployment takes the path. "
         "Each finding is also decided in every configuration generated from the release's facts that runs a phase "
@@ -59,8 +61,7 @@ def markdown(ex, command: str) -> list[str]:
         "",
         f"SGLang {ex.version}: {len(ex.backends)} attention backends, "
         f"{len({w.cls for w in ex.workers})} workers, {len(ex.barrier.calls)} barrier call sites, "
-        f"{len(ex.runners)} runners; {len(f)} findings ({by['confirmed']} confirmed, {by['plausible']} plausible, "
-        f"{by['unresolved']} unresolved).",
+        f"{len(ex.runners)} runners; {len(f)} findings ({counted(f)}).",
         "",
         "### Findings",
         "",
@@ -109,6 +110,8 @@ def _finding(x) -> list[str]:
            + (f" at {x.subject_at}" if x.subject_at else "")
            + (f": {x.location} read at {x.evidence[-1].file}:{x.evidence[-1].line}"
               if x.kind == "worker_read_after_publish" and x.evidence else ""), "", what + ".", ""]
+    if getattr(x, "status_why", None):
+        out += [f"{x.status.capitalize()}: {x.status_why}.", ""]
     out += [f"- `{e.file}:{e.line}`: {e.what}" for e in x.evidence]
     out.append("")
     d = x.decision

@@ -20,9 +20,10 @@ scheduler-shared locations; every AttentionBackend subclass and its shared_read_
 (composites, delegation and conditional rows named by their condition), the reads of scheduler-shared state per
 backend, mode and site; each worker's last_shared_read_runner and each speculative algorithm's phases.
 
-A read at a site the declaration does not cover is a finding: confirmed when nothing on its path is conditional,
-plausible when the declaration row or the read's path depends on a condition fencecheck cannot decide (the
-condition is named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
+A read at a site the declaration does not cover is a finding; once decided it is confirmed (it races in the default
+configuration of a supported platform), reachable (it races in a configuration that needs the flags, environment
+variables or platform named) or unresolved (a fact could not be settled: the condition of the declaration row or
+of the read's path that fencecheck cannot decide, named). A read behind a host sync (a path a CUDA graph cannot capture) or only at start-up is listed
 as not a finding, with why. What cannot be evaluated is reported as unresolved with its reason, never guessed.
 Each finding becomes a scenario (the backend as read, replayed by a decode runner under the barrier, the tree's
 rule) decided by the simulator and the SMT model, and is decided again in each configuration generated from the
@@ -117,7 +118,7 @@ def exit_code(ex, drift: dict | None = None) -> int:
     if fence == "none":
         return EXIT_NO_FENCE
     kinds = [f.status for f in ex.findings]
-    if any(s in ("confirmed", "plausible") for s in kinds) or \
+    if any(s in ("confirmed", "reachable", "plausible") for s in kinds) or \
             any(f.decision and f.decision.verdict == "counterexample" for f in ex.findings) or has_drift(drift):
         return EXIT_RACE
     if "unresolved" in kinds or any(n.unresolved for n in ex.notes):
@@ -187,6 +188,9 @@ def cmd_sglang(args, out: TextIO) -> int:
         from fencecheck.commands.reader_fallback import decide_fallback
 
         ex, fallback = decide_fallback(ex)
+        from fencecheck.commands.reader_status import settle
+
+        ex = settle(ex)
         bar.update(1)
     finally:
         bar.close()
@@ -282,9 +286,9 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
     lines.append(f"sglang {version} at {ex.root}: {len(b)} attention backends, "
                  f"{len({x.cls for x in w})} workers, barrier applied in {len(loops)} event loops "
                  f"({len(ex.barrier.calls)} call sites), {len(ex.runners)} runners")
-    by = {s: sum(1 for x in f if x.status == s) for s in ("confirmed", "plausible", "unresolved")}
-    lines.append(f"findings: {len(f)} ({by['confirmed']} confirmed, {by['plausible']} plausible, "
-                 f"{by['unresolved']} unresolved)")
+    from fencecheck.commands.reader_status import counted
+
+    lines.append(f"findings: {len(f)} ({counted(f)})")
     if not details:
         return _short(ex, drift, lines)
     for x in f:
@@ -295,6 +299,8 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
         else:
             head += x.kind.replace("_", " ")
         lines.append(head)
+        if getattr(x, "status_why", None):
+            lines.append(f"    {x.status}: {x.status_why}")
         for e in x.evidence:
             lines.append(f"    {e.file}:{e.line}: {e.what}")
         if x.decision is not None:

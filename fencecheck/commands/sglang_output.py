@@ -121,8 +121,10 @@ def verdict_line(ex, code: int) -> str:
     """The last line of the one-tree summary: what the exit status says, with the findings that count."""
     from fencecheck.errors import EXIT_OK, EXIT_RACE
 
+    from fencecheck.commands.reader_status import STATUSES
+
     kinds = [f.status for f in ex.findings]
-    counted = ", ".join(f"{kinds.count(s)} {s}" for s in ("confirmed", "plausible", "unresolved") if s in kinds)
+    counted = ", ".join(f"{kinds.count(s)} {s}" for s in STATUSES if s in kinds)
     head = f"sglang {ex.version or '(version unknown)'}:"
     if code == EXIT_OK:
         return f"{head} no finding"

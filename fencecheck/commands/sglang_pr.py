@@ -42,7 +42,9 @@ def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple
     ex, _ = demote_platform_bound(ex)
     ex, built = decide_worker_reads(ex, model=cross_check)
     ex, fallback = decide_fallback(ex, model=cross_check)
-    return ex, fallback + built
+    from fencecheck.commands.reader_status import settle
+
+    return settle(ex), fallback + built
 
 
 def read_baseline(base, cross_check: bool, into: str | None = None):
@@ -142,7 +144,9 @@ def decide_added(ex, doc: dict, added: list[RootCause], witness: bool, cross_che
                         context_model="flagged" if cross_check else "none")
     decided = dict(zip(subset, sub.findings))
     names = {decided[i].decision.scenario for i in wanted if decided[i].decision is not None}
-    ex = replace(ex, findings=tuple(decided.get(i, f) for i, f in enumerate(ex.findings)))
+    from fencecheck.commands.reader_status import settle
+
+    ex = settle(replace(ex, findings=tuple(decided.get(i, f) for i, f in enumerate(ex.findings))))
     return ex, [s for s in built if s.name in names]
 
 
@@ -151,7 +155,7 @@ def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple
     3 when it adds only unresolved ones, or an unresolved note (``added_notes``: a module the reader could not read,
     a limit it reached); 0 otherwise (it fixes some, or changes no finding)."""
     added = states["added"]
-    if any(rc.status in ("confirmed", "plausible") or doc["findings"][rc.finding].get("verdict") == "counterexample"
+    if any(rc.status in ("confirmed", "reachable", "plausible") or doc["findings"][rc.finding].get("verdict") == "counterexample"
            for rc in added):
         return EXIT_RACE
     return EXIT_UNKNOWN if added or notes else EXIT_OK

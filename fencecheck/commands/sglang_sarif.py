@@ -19,7 +19,7 @@ from fencecheck.commands.sglang_identity import KINDS, RootCause, Where
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT = "fencecheckRootCause/v1"
-_LEVEL = {"confirmed": "error", "plausible": "warning", "unresolved": "note"}
+_LEVEL = {"confirmed": "error", "reachable": "warning", "plausible": "warning", "unresolved": "note"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,14 @@ def _message(item: Item) -> str:
     return text
 
 
+def _level(status: str, finding: dict) -> str:
+    """SARIF's level: an error for a confirmed finding, a warning for a reachable one and for an unresolved one whose
+    scenario races (what could not be settled is whether a real configuration runs it), else a note."""
+    if status == "unresolved" and finding.get("verdict") == "counterexample":
+        return "warning"
+    return _LEVEL.get(status, "warning")
+
+
 def _result(item: Item, prefix: str, rule_index: dict) -> dict:
     rc = item.cause
     related, n = [], 1
@@ -106,7 +114,7 @@ def _result(item: Item, prefix: str, rule_index: dict) -> dict:
     for p in item.publish:
         related.append(_location(p, prefix, f"the publish point: {p.what}", n))
         n += 1
-    out = {"ruleId": rc.kind, "ruleIndex": rule_index[rc.kind], "level": _LEVEL.get(rc.status, "warning"),
+    out = {"ruleId": rc.kind, "ruleIndex": rule_index[rc.kind], "level": _level(rc.status, item.finding),
            "message": {"text": _message(item)}, "locations": [_location(rc.read, prefix)],
            "partialFingerprints": {FINGERPRINT: rc.id}}
     if related:

@@ -1,7 +1,8 @@
 """The short summary of a decided extraction (``fencecheck sglang`` without ``--details``): one line per root cause,
 the findings that share their uncovered reads (the same read sites, file:line) folded under it with the backends and
-modes they affect, ordered by severity (``confirmed``, then ``plausible``, then ``unresolved``; within one, the root
-causes racing in a configuration that needs less first: ``reach``), then a line each on
+modes they affect, ordered by severity (``confirmed``, then ``reachable``, then ``unresolved``, as
+``commands.reader_status`` settles them; within one, the root causes racing in a configuration that needs less
+first: ``reach``; an unresolved one names what is not settled), then a line each on
 the not findings and the protocol facts. ``--details`` prints every finding with its evidence and every fact table;
 ``--json`` the whole document."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-_SEVERITY = {"confirmed": 0, "plausible": 1, "unresolved": 2}
+_SEVERITY = {"confirmed": 0, "reachable": 1, "plausible": 2, "unresolved": 3}
 _READ = re.compile(r"^reads (?P<loc>\S+) at (?P<site>\S+) via ")
 
 
@@ -74,6 +75,16 @@ def _needs(findings) -> tuple[int, str]:
                                                                              "needs nothing more") + ")")
 
 
+def _unsettled(status: str, findings) -> str:
+    """``; not settled: ...`` for an unresolved root cause: what its first finding could not settle (shortened)."""
+    if status != "unresolved":
+        return ""
+    why = next((f.status_why for f in findings if getattr(f, "status_why", None)), None)
+    if not why:
+        return ""
+    return "; " + (why if len(why) <= 110 else why[:107] + "...")
+
+
 def _fixes(findings) -> str:
     fixes = [f.decision.fix for f in findings if f.decision is not None and f.decision.fix is not None]
     if not fixes:
@@ -106,7 +117,8 @@ def summary_lines(ex) -> list[str]:
             where = "no read"
         declared = {getattr(f, "declared", None) for f in fs} - {None}
         lines.append(f"  {status.upper()} {kind.replace('_', ' ')}: {where}: {_affected(fs)}"
-                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}{_needs(fs)[1]}{_fixes(fs)}")
+                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}{_needs(fs)[1]}"
+                     + _unsettled(status, fs) + _fixes(fs))
     return lines
 
 

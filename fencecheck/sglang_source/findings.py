@@ -10,6 +10,11 @@ from typing import ClassVar
 from .records import Conditioned, Evidence, Plain
 
 
+def _why(status_why: str | None) -> dict:
+    """The ``status_why`` key of a finding whose status the commands settled (``commands.reader_status``)."""
+    return {} if status_why is None else {"status_why": status_why}
+
+
 # --- not findings and findings --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NotFinding:
@@ -52,11 +57,12 @@ class ReadOutsideDeclaration(Conditioned):
     uncovered: tuple = field(default=(), compare=False, repr=False)
     decision: Decision | None = None
     why: str | None = None
+    status_why: str | None = None
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
                 "declared": self.declared, "declared_by": self.declared_by, "condition": self.condition,
-                "status": self.status, "evidence": [e.to_json() for e in self.evidence],
+                "status": self.status, **_why(self.status_why), "evidence": [e.to_json() for e in self.evidence],
                 **(self.decision.to_json() if self.decision else {"scenario": None}),
                 **({"why": self.why} if self.why is not None else {})}
 
@@ -138,10 +144,11 @@ class WorkerReadFinding(Conditioned):
     evidence: tuple[Evidence, ...]
     why: str
     decision: Decision | None
+    status_why: str | None = None
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
-                "status": self.status, "condition": self.condition, "algorithms": list(self.algorithms),
+                "status": self.status, **_why(self.status_why), "condition": self.condition, "algorithms": list(self.algorithms),
                 "location": self.location, "evidence": [e.to_json() for e in self.evidence], "why": self.why,
                 **(self.decision.to_json(mode=False) if self.decision else {"scenario": None})}
 
@@ -162,11 +169,12 @@ class NoMarkerFallback:
     backends: tuple[str, ...]
     evidence: tuple[Evidence, ...]
     decision: Decision | None = None
+    status_why: str | None = None
     declared: ClassVar[str] = "IN_REPLAY"
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
-                "status": self.status, "declared": self.declared, "condition": self.condition,
+                "status": self.status, **_why(self.status_why), "declared": self.declared, "condition": self.condition,
                 "evidence": [e.to_json() for e in self.evidence],
                 **(self.decision.to_json() if self.decision else {"scenario": None}),
                 "backends": list(self.backends)}

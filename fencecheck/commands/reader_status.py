@@ -1,0 +1,87 @@
+"""A decided finding's status, from what was decided about it: ``confirmed`` (it races in the default configuration
+of a supported platform: CUDA, the overlap scheduler, no speculative algorithm, no setting, the capture as the
+reader reads it), ``reachable`` (it races, in a configuration that needs the named flags, environment variables,
+platform or loop), ``unresolved`` (a named fact could not be settled: its path's conditions, no configuration of
+the tree where it races, no scenario). ``status_why`` names that configuration's needs or that fact.
+
+The reader's extraction says less (``confirmed``: no condition on the path; ``plausible``: some); the commands
+settle the status once the findings are decided (``settle``). A read outside the declaration not decided yet (a
+pull request's unchanged finding) keeps what its extraction says when its path has no condition."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+def _unsettled(conditions, others: int = 0) -> str:
+    from fencecheck.sglang_source.feasible import simplified
+
+    more = f" (or those of {others} other read path{'s' if others > 1 else ''})" if others else ""
+    return f"not settled: {simplified(conditions)}{more}"
+
+
+def _read_conditions(f) -> tuple[tuple[str, ...], int]:
+    """The declaration row's conditions and those of the uncovered read whose path needs fewest (one read with no
+    condition of its own races whenever the row holds), and how many other read paths need conditions too."""
+    paths = sorted({tuple(r.conditions) for _, r in f.uncovered}, key=lambda c: (len(c), c)) or [()]
+    best = paths[0]
+    return tuple(f.conditions) + tuple(c for c in best if c not in f.conditions), (len(paths) - 1 if best else 0)
+
+
+def _reached(reach) -> tuple[str, str]:
+    if not reach.needs:
+        return "confirmed", f"races in the default configuration ({reach.configuration})"
+    return "reachable", f"races in {reach.configuration}, which needs " + "; ".join(reach.needs)
+
+
+def status_of(f) -> tuple[str, str | None]:
+    """(status, status_why) of one finding, decided or not."""
+    kind = f.kind
+    if kind == "read_outside_declaration":
+        if f.status == "unresolved":
+            return f.status, f.why
+        conds, others = _read_conditions(f)
+        if conds:
+            return "unresolved", _unsettled(conds, others)
+        d = f.decision
+        if d is None:
+            return (f.status, None) if f.why is None else ("unresolved", f.why)
+        if d.verdict != "counterexample":
+            return "unresolved", f"its scenario does not race ({d.verdict}): the read is outside the declaration " \
+                                 "but nothing the fence covers is lost in it"
+        if d.reach is None:
+            return "unresolved", ("races in its own scenario, in none of the tree's generated configurations"
+                                  if d.contexts is not None else "races in its own scenario; the tree's "
+                                                                 "configurations were not decided")
+        return _reached(d.reach)
+    if kind == "worker_read_after_publish":
+        if f.status == "unresolved":
+            return f.status, f.why
+        if f.conditions:
+            return "unresolved", _unsettled(f.conditions)
+        return "reachable", "needs " + " or ".join(f"--speculative-algorithm {a}" for a in f.algorithms)
+    if kind == "no_marker_fallback":
+        return "reachable", f"needs {f.condition}"
+    return f.status, None
+
+
+def settle(ex):
+    """``ex`` with every finding's status settled (``status_of``)."""
+    out = []
+    for f in ex.findings:
+        if not hasattr(f, "status_why"):
+            out.append(f)
+            continue
+        status, why = status_of(f)
+        out.append(replace(f, status=status, status_why=why))
+    return replace(ex, findings=tuple(out))
+
+
+#: The statuses in the order the summaries count them (``plausible`` only in an extraction not decided).
+STATUSES = ("confirmed", "reachable", "plausible", "unresolved")
+
+
+def counted(findings) -> str:
+    """``3 confirmed, 4 reachable, 40 unresolved``: how many findings have each status (``plausible`` only when one
+    has it; the others always)."""
+    kinds = [f.status for f in findings]
+    return ", ".join(f"{kinds.count(s)} {s}" for s in STATUSES if s != "plausible" or s in kinds)
