@@ -1,5 +1,7 @@
 """Paths whose ``getattr`` tests no object of the tree can pass (``attributes.dead_path``), on a small tree.
 
+Also a path's platform tests through attributes defined in ``__init__``, settled per platform (``on_platform``).
+
 The pool sets its ReplaySSM flags together in ``__init__`` (0.5.23's ``MambaPool`` shape): the commit branch that
 needs the fold flag without the KDA flag cannot run; the other branches can, and so can every branch once something
 else assigns one of the flags."""
@@ -71,3 +73,35 @@ def test_an_assignment_elsewhere_or_a_later_one_leaves_the_path_as_it_is(tmp_pat
     _tree(root)
     (root / "sglang/srt/mem_cache/memory_pool.py").write_text(later, encoding="utf-8")
     assert dead_path(Tree(root / "sglang"), FOLD_NOT_KDA) is None
+
+
+BACKEND = '''from sglang.srt.utils import is_npu
+
+
+class Backend:
+    def __init__(self, runner):
+        self.is_npu = is_npu()
+        self.gather = runner.gather
+
+    def late(self):
+        self.gather = False
+'''
+
+
+def test_a_platform_test_through_an_attribute_defined_in_init_is_settled_per_platform(tmp_path):
+    """``not self.is_npu`` with ``self.is_npu = is_npu()`` the only assignment holds on CUDA and is false on NPU; an
+    attribute assigned again outside ``__init__`` (``self.gather``) stays a condition on every platform."""
+    from fencecheck.sglang_source.attributes import on_platform
+
+    root = tmp_path / "sglang"
+    for rel, text in {"__init__.py": "", "srt/__init__.py": "", "srt/utils.py": "def is_npu():\n    return False\n",
+                      "srt/layers/__init__.py": "", "srt/layers/backend.py": BACKEND}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    tree = Tree(root)
+    ci = tree.module("sglang.srt.layers.backend").classes["Backend"]
+    conds = ("not self.is_npu and self.gather", "x > 1")
+    assert on_platform(tree, ci, conds, "cuda") == ("self.gather", "x > 1")
+    assert on_platform(tree, ci, conds, "npu") is None
+    assert on_platform(tree, ci, ("self.is_npu or self.gather",), "cuda") == ("self.is_npu or self.gather",)
+    assert on_platform(tree, ci, ("self.is_npu or self.gather",), "npu") == ()

@@ -19,12 +19,27 @@ def _unsettled(conditions, others: int = 0) -> str:
     return f"not settled: {simplified(conditions)}{more}"
 
 
-def _read_conditions(f) -> tuple[tuple[str, ...], int]:
+def _platform(reach) -> str:
+    """The platform of a generated configuration by what it needs (CUDA unless it names another)."""
+    for n in reach.needs if reach is not None else ():
+        if n.startswith("platform "):
+            return n.split()[1].split("/")[0]
+    return "cuda"
+
+
+def _read_conditions(f, platform: str) -> tuple[tuple[str, ...] | None, int]:
     """The declaration row's conditions and those of the uncovered read whose path needs fewest (one read with no
-    condition of its own races whenever the row holds), and how many other read paths need conditions too."""
-    paths = sorted({tuple(r.conditions) for _, r in f.uncovered}, key=lambda c: (len(c), c)) or [()]
+    condition of its own races whenever the row holds), each less what ``platform`` settles (``f.settled``), and how
+    many other read paths need conditions too; None when no path can run on ``platform``."""
+    row, reads = tuple(f.conditions), [tuple(r.conditions) for _, r in f.uncovered]
+    for p, prow, preads in f.settled:
+        if p == platform:
+            row, reads = prow, [x for x in preads if x is not None]
+            if row is None or not reads:
+                return None, 0
+    paths = sorted(set(reads), key=lambda c: (len(c), c)) or [()]
     best = paths[0]
-    return tuple(f.conditions) + tuple(c for c in best if c not in f.conditions), (len(paths) - 1 if best else 0)
+    return row + tuple(c for c in best if c not in row), (len(paths) - 1 if best else 0)
 
 
 def _reached(reach) -> tuple[str, str]:
@@ -39,10 +54,13 @@ def status_of(f) -> tuple[str, str | None]:
     if kind == "read_outside_declaration":
         if f.status == "unresolved":
             return f.status, f.why
-        conds, others = _read_conditions(f)
+        d = f.decision
+        platform = _platform(d.reach if d is not None else None)
+        conds, others = _read_conditions(f, platform)
+        if conds is None:
+            return "unresolved", f"a platform test on every path is false on {platform}, where it would race"
         if conds:
             return "unresolved", _unsettled(conds, others)
-        d = f.decision
         if d is None:
             return (f.status, None) if f.why is None else ("unresolved", f.why)
         if d.verdict != "counterexample":

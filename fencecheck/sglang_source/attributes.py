@@ -271,3 +271,79 @@ class _Marked(ast.NodeTransformer):
     def visit_Call(self, node):
         a = self._attr(node)
         return ast.Name(f"<attr {a}>") if a is not None else self.generic_visit(node)
+
+
+def _conjuncts(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return [x for v in node.values for x in _conjuncts(v)]
+    return [node]
+
+
+def _platform_definition(tree: Tree, ci: ClassInfo, attr: str) -> ast.expr | None:
+    """``self.<attr>``'s definition on an instance of ``ci`` (``_Definitions``, expanded) when it calls a platform's
+    predicate (``is_npu()``, ...) and nothing else in the tree assigns ``<x>.<attr>``; else None (once per pair)."""
+    from fencecheck.vocab import Platform
+
+    memo = tree.__dict__.setdefault("_platform_definitions", {})
+    k = (ci.key, attr)
+    if k not in memo:
+        d = _Definitions(tree, ci, {attr})
+        v = d.values.get(attr)
+        e = d.expand(v) if v is not None else None
+        names = {f"is_{p.value}" for p in Platform}
+        if e is not None and not any(isinstance(n, ast.Call) and (getattr(n.func, "id", None) in names or
+                                                                  getattr(n.func, "attr", None) in names)
+                                     for n in ast.walk(e)):
+            e = None
+        memo[k] = None if e is None or _owners(tree, attr)[1] else e
+    return memo[k]
+
+
+def _platform_values(tree: Tree, ci: ClassInfo, text: str) -> list[tuple[str, dict]]:
+    """Each top-level conjunct of the condition ``text`` with its value per platform (True, False or None), with
+    ``self.A`` replaced where ``_platform_definition`` defines it (once per class and text)."""
+    from fencecheck.vocab import Platform
+
+    from .platform import Evaluator
+
+    memo = tree.__dict__.setdefault("_platform_values", {})
+    k = (ci.key, text)
+    if k in memo:
+        return memo[k]
+    try:
+        conjuncts = _conjuncts(ast.parse(text, mode="eval").body)
+    except SyntaxError:
+        memo[k] = [(text, {})]
+        return memo[k]
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Attribute(self, node):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                e = _platform_definition(tree, ci, node.attr)
+                if e is not None:
+                    return copy.deepcopy(e)
+            return self.generic_visit(node)
+
+    ev = Evaluator(tree)
+    out = []
+    for c in conjuncts:
+        e = _Sub().visit(copy.deepcopy(c))
+        out.append((ast.unparse(c), {p.value: ev.value(ci.module, e, p.value, {}) for p in Platform}))
+    memo[k] = out
+    return out
+
+
+def on_platform(tree: Tree, ci: ClassInfo, conditions, platform: str) -> tuple[str, ...] | None:
+    """The conditions (texts, of a path of an instance of ``ci``) not settled on ``platform``, each top-level conjunct
+    on its own; None when one is false there. A conjunct is settled when ``platform.Evaluator`` decides it once each
+    ``self.A`` in it whose definition calls a platform's predicate is replaced by it (``_platform_definition``):
+    ``not self.is_npu`` with ``self.is_npu = is_npu()`` its one assignment holds on CUDA."""
+    out: list[str] = []
+    for text in conditions:
+        for conj, values in _platform_values(tree, ci, text):
+            v = values.get(platform)
+            if v is False:
+                return None
+            if v is not True and conj not in out:
+                out.append(conj)
+    return tuple(out)

@@ -309,8 +309,19 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             evidence += _passed_evidence(rd, ci, [r for _, r in bad], chosen)
             findings.append(ReadOutsideDeclaration(ci.name, f"{ci.file}:{ci.line}", mode, end, node.name, cond,
                                                    "plausible" if plausible else "confirmed", tuple(evidence),
-                                                   tuple(bad)))
+                                                   tuple(bad), settled=_settled(rd, ci, cond, bad) if plausible
+                                                   else ()))
     return findings, not_findings
+
+
+def _settled(rd: Reader, ci: ClassInfo, cond, bad) -> tuple:
+    """Per platform, what of the row's and each uncovered read's conditions is not settled there
+    (``ReadOutsideDeclaration.settled``)."""
+    from ..vocab import Platform
+    from .attributes import on_platform
+
+    return tuple((p.value, on_platform(rd.tree, ci, cond, p.value),
+                  tuple(on_platform(rd.tree, ci, r.conditions, p.value) for _, r in bad)) for p in Platform)
 
 
 def _passed_evidence(rd: Reader, ci: ClassInfo, reads, chosen=()) -> list[Evidence]:

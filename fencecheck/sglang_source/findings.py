@@ -58,6 +58,9 @@ class ReadOutsideDeclaration(Conditioned):
     decision: Decision | None = None
     why: str | None = None
     status_why: str | None = None
+    #: per platform, the conditions not settled there: (platform, the row's or None, each uncovered read's or None),
+    #: None where one is false on that platform (``attributes.on_platform``); not in the document
+    settled: tuple = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
