@@ -136,6 +136,17 @@ def test_the_findings_list_has_each_worker_read_that_races(synthetic_doc, synthe
     assert [e["line"] for e in alpha["evidence"]] == [21, 52]  # the publisher's runner call, then the read
 
 
+def test_each_racing_worker_read_comes_with_a_verified_change_to_the_worker(synthetic_doc):
+    """The read before the publishing runner call where a phase comes before it, else the publisher's mailbox
+    cleared after that call; each proved by the simulator and the model on the read's scenario with the change."""
+    fixes = {f["subject"]: f["fix"] for f in synthetic_doc["findings"] if f["kind"] == "worker_read_after_publish"}
+    for fix in fixes.values():
+        assert fix["declares"] is None and (fix["verdict"], fix["model_verdict"]) == ("proved", "proved")
+    assert fixes["AlphaWorker"]["change"] == ("read req_to_token before `self.draft_extend_runner.execute` "
+                                              "(sglang/srt/speculative/workers.py:21) publishes (after the phase before it)")
+    assert fixes["ZetaWorker"]["change"].startswith("clear the mailbox of `target` after `")
+
+
 def test_a_read_stays_unresolved_until_decided_and_the_model_agrees_on_a_racing_and_a_covered_one(tmp_path):
     dest = tmp_path / "wheel"
     shutil.copytree(TREES / "common", dest)

@@ -65,6 +65,7 @@ class _Scenarios:
 
     def __init__(self):
         self.by_name: dict = {}
+        self.tables: dict[str, dict] = {}  # name -> the table the scenario was built from
         self._by_config: dict[str, str] = {}
 
     def of(self, data: dict):
@@ -74,6 +75,7 @@ class _Scenarios:
             while name in self.by_name:
                 name += "-b"
             self.by_name[name] = scenario_from_dict({**data, "name": name}, name)
+            self.tables[name] = {**data, "name": name}
             self._by_config[key] = name
         return self.by_name[self._by_config[key]]
 
@@ -132,6 +134,42 @@ def findings(algorithms: tuple[Algorithm, ...]) -> tuple[WorkerReadFinding, ...]
     return tuple(out)
 
 
+def worker_fix(data: dict, f: WorkerReadFinding):
+    """The smallest change to the worker that keeps the read ``f`` (its scenario table ``data``) out of the race,
+    verified before it is printed (the simulator, then the model, on the scenario with the change): the read before
+    the publishing runner call (after the phase before it), else the publisher's mailbox cleared after that call (the
+    barrier then waits for the whole forward stream in that step: the coarse fence). None when neither is proved."""
+    import copy
+
+    from fencecheck.model.check import model_check
+    from fencecheck.reference.run import run_scenario
+    from fencecheck.reference.sim.races import check_trace
+    from fencecheck.sglang_source.findings import Fix
+
+    ev = f.evidence[0]
+    call = ev.what.split("`")[1] if ev.what.count("`") >= 2 else "the publisher's runner call"
+    where = f"`{call}` ({ev.file}:{ev.line})"
+    tries = []
+    phases = data["algorithm"]["steps"]["normal"]
+    if len(phases) > 1:
+        moved = copy.deepcopy(data)
+        ph = moved["algorithm"]["steps"]["normal"]
+        ph[-2]["worker_reads_after"] = ph[-1].pop("worker_reads_after")
+        tries.append((f"read {f.location} before {where} publishes (after the phase before it)", moved))
+    cleared = copy.deepcopy(data)
+    cleared["algorithm"]["steps"]["normal"][-1]["clear_mailbox_after"] = True
+    tries.append((f"clear the mailbox of `{data['algorithm']['publisher']}` after {where} (the barrier then waits "
+                  "for the whole forward stream in that step)", cleared))
+    for change, table in tries:
+        table["name"] += "-fix"
+        s = scenario_from_dict(table, table["name"], validate=False)
+        verdict = check_trace(run_scenario(s)).verdict.value
+        if verdict != "proved":
+            continue
+        return Fix(change, None, verdict, model_check(s).verdict.value, 0, 0, ())
+    return None
+
+
 def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction, list]:
     """``ex`` with every pending worker read of its algorithms decided on its scenario (the simulator; with
     ``model`` the SMT model too, its answer beside the simulator's) and the reads that are findings appended to its
@@ -173,5 +211,13 @@ def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction
                                                               for r in a.reads_after_publisher))
                        for a in ex.algorithms)
     added = findings(algorithms)
+    fixes: dict[str, object] = {}
+    for i, f in enumerate(added):
+        name = f.decision.scenario if f.decision else None
+        if name in scenarios.tables and f.decision.verdict == "counterexample":
+            if name not in fixes:
+                fixes[name] = worker_fix(scenarios.tables[name], f)
+            if fixes[name] is not None:
+                added = added[:i] + (replace(f, decision=replace(f.decision, fix=fixes[name])),) + added[i + 1:]
     built = [scenarios.by_name[n] for n in dict.fromkeys(f.decision.scenario for f in added if f.decision)]
     return replace(ex, algorithms=algorithms, findings=ex.findings + added), built

@@ -87,7 +87,10 @@ def _message(item: Item) -> str:
     if f.get("why"):
         text += f" {f['why']}."
     fix = f.get("fix")
-    if fix:
+    if fix and fix.get("declares") is None:  # a change to the worker: no backend to verify
+        text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "
+                 f"scenario).")
+    elif fix:
         text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "
                  f"scenario; {fix['contexts_proved']} of the {fix['contexts']} configurations it races in proved); "
                  f"`fencecheck verify --sglang TREE {rc.subject}` checks the backend in every context.")

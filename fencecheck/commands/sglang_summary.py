@@ -89,9 +89,14 @@ def _fixes(findings) -> str:
     fixes = [f.decision.fix for f in findings if f.decision is not None and f.decision.fix is not None]
     if not fixes:
         return ""
-    changes = sorted({x.declares for x in fixes})
     ok = all(x.verdict == x.model_verdict == "proved" for x in fixes)
-    return f"; fix: declare {'/'.join(changes)} ({'proved' if ok else 'NOT proved'} in every finding's scenario)"
+    proved = f"{'proved' if ok else 'NOT proved'} in every finding's scenario"
+    if any(x.declares is None for x in fixes):  # a change to the worker: one per worker class
+        changes = sorted({x.change for x in fixes})
+        more = f"; and {len(changes) - 1} more, one per worker: --details" if len(changes) > 1 else ""
+        return f"; fix: {changes[0]} ({proved}{more})"
+    changes = sorted({x.declares for x in fixes})
+    return f"; fix: declare {'/'.join(changes)} ({proved})"
 
 
 def root_causes(findings) -> list[tuple[str, tuple, list]]:

@@ -251,7 +251,7 @@ class Fix(Plain):
     phase reading after another phase published, a deferred barrier; their races are in the finding's ``contexts``)."""
 
     change: str
-    declares: str
+    declares: str | None  # None: a change to the worker (a worker read after the publisher), not a declaration
     verdict: str
     model_verdict: str
     contexts: int
