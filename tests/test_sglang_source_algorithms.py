@@ -142,8 +142,10 @@ def test_each_racing_worker_read_comes_with_a_verified_change_to_the_worker(synt
     fixes = {f["subject"]: f["fix"] for f in synthetic_doc["findings"] if f["kind"] == "worker_read_after_publish"}
     for fix in fixes.values():
         assert fix["declares"] is None and (fix["verdict"], fix["model_verdict"]) == ("proved", "proved")
-    assert fixes["AlphaWorker"]["change"] == ("read req_to_token before `self.draft_extend_runner.execute` "
-                                              "(sglang/srt/speculative/workers.py:21) publishes (after the phase before it)")
+    assert fixes["AlphaWorker"]["change"] == (
+        "take the req_to_token rows it needs before `self.draft_extend_runner.execute` (sglang/srt/speculative/"
+        "workers.py:21) publishes and read that copy after it (the model: the read moved before that call, after "
+        "the phase before it)")
     assert fixes["ZetaWorker"]["change"].startswith("clear the mailbox of `target` after `")
 
 

@@ -136,9 +136,11 @@ def findings(algorithms: tuple[Algorithm, ...]) -> tuple[WorkerReadFinding, ...]
 
 def worker_fix(data: dict, f: WorkerReadFinding):
     """The smallest change to the worker that keeps the read ``f`` (its scenario table ``data``) out of the race,
-    verified before it is printed (the simulator, then the model, on the scenario with the change): the read before
-    the publishing runner call (after the phase before it), else the publisher's mailbox cleared after that call (the
-    barrier then waits for the whole forward stream in that step: the coarse fence). None when neither is proved."""
+    verified before it is printed (the simulator, then the model, on the scenario with the change): a copy of the rows
+    it needs taken before the publishing runner call and read after it (in the scenario, the read moved before that
+    call, after the phase before it: a read that needs the call's results can still read a copy made before it),
+    else the publisher's mailbox cleared after that call (the barrier then waits for the whole forward stream in that
+    step: the coarse fence). None when neither is proved."""
     import copy
 
     from fencecheck.model.check import model_check
@@ -155,7 +157,8 @@ def worker_fix(data: dict, f: WorkerReadFinding):
         moved = copy.deepcopy(data)
         ph = moved["algorithm"]["steps"]["normal"]
         ph[-2]["worker_reads_after"] = ph[-1].pop("worker_reads_after")
-        tries.append((f"read {f.location} before {where} publishes (after the phase before it)", moved))
+        tries.append((f"take the {f.location} rows it needs before {where} publishes and read that copy after it "
+                      "(the model: the read moved before that call, after the phase before it)", moved))
     cleared = copy.deepcopy(data)
     cleared["algorithm"]["steps"]["normal"][-1]["clear_mailbox_after"] = True
     tries.append((f"clear the mailbox of `{data['algorithm']['publisher']}` after {where} (the barrier then waits "
