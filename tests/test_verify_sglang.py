@@ -167,8 +167,8 @@ def test_the_tree_s_configurations_decided_beside_are_decided_as_here(tmp_path, 
     head = lay(tmp_path / "head", "head")
     source, (paged,) = load(str(head), "PagedBackend")
     _, (honest,) = load(str(head), "HonestBackend")
-    tables = [paged.data, honest.data]
-    here = [tree_races(source, t) for t in tables]
+    tables = {0: paged.data, 1: honest.data}
+    here = [tree_races(source, t) for t in tables.values()]
     assert here[0][1] and not here[1][1]  # one racing, one not: the answers tell the tables apart
     import multiprocessing
 

@@ -4,6 +4,7 @@ one line on stderr every message is."""
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 from typing import TextIO
 
 from fencecheck.errors import one_line, quote
@@ -45,3 +46,34 @@ def say(err: TextIO, line: str) -> None:
         err.flush()
     except (OSError, ValueError):
         pass
+
+
+@contextmanager
+def beside(fn, *args):
+    """Yields ``result()``, ``fn(*args)`` computed in a forked process started now (its worker leaves Ctrl-C to this
+    one, which ends it at once, also on a failure here), while the caller goes on; or None when this machine has no
+    second core or cannot fork, for the caller to compute it itself. ``result()`` waits for it (once) and raises what
+    ``fn`` raised."""
+    import multiprocessing
+    import os
+
+    from fencecheck.errors import worker_ignores_interrupts
+
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield None
+        return
+    pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_ignores_interrupts)
+    try:
+        job = pool.apply_async(fn, args)
+        got: list = []
+
+        def result():
+            if not got:
+                got.append(job.get())
+            return got[0]
+
+        yield result
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+
 def _unsettled(conditions, others: int = 0) -> str:
     from fencecheck.sglang_source.feasible import simplified
 

@@ -134,8 +134,9 @@ def findings(algorithms: tuple[Algorithm, ...]) -> tuple[WorkerReadFinding, ...]
     return tuple(out)
 
 
-def worker_fix(data: dict, f: WorkerReadFinding):
-    """The smallest change to the worker that keeps the read ``f`` (its scenario table ``data``) out of the race,
+def worker_fix(data: dict, f: WorkerReadFinding, after):
+    """The smallest change to the worker that keeps the read ``f`` (its scenario table ``data``, the publisher's
+    runner call ``after``: ``WorkerRead.after``) out of the race,
     verified before it is printed (the simulator, then the model, on the scenario with the change): a copy of the rows
     it needs taken before the publishing runner call and read after it (in the scenario, the read moved before that
     call, after the phase before it: a read that needs the call's results can still read a copy made before it),
@@ -148,9 +149,7 @@ def worker_fix(data: dict, f: WorkerReadFinding):
     from fencecheck.reference.sim.races import check_trace
     from fencecheck.sglang_source.findings import Fix
 
-    ev = f.evidence[0]
-    call = ev.what.split("`")[1] if ev.what.count("`") >= 2 else "the publisher's runner call"
-    where = f"`{call}` ({ev.file}:{ev.line})"
+    where = f"`{after.call}` ({after.file}:{after.line})"
     tries = []
     phases = data["algorithm"]["steps"]["normal"]
     if len(phases) > 1:
@@ -213,14 +212,17 @@ def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction
     algorithms = tuple(replace(a, reads_after_publisher=tuple(replace(r, outcome=outcomes[r]) if r in outcomes else r
                                                               for r in a.reads_after_publisher))
                        for a in ex.algorithms)
-    added = findings(algorithms)
-    fixes: dict[str, object] = {}
-    for i, f in enumerate(added):
+    after = {o.decision.scenario: r.after for r, o in outcomes.items() if o.decision is not None}
+    fixes: dict[str, object] = {}  # one per scenario: its reads share the phases before them
+
+    def with_fix(f):
         name = f.decision.scenario if f.decision else None
-        if name in scenarios.tables and f.decision.verdict == "counterexample":
-            if name not in fixes:
-                fixes[name] = worker_fix(scenarios.tables[name], f)
-            if fixes[name] is not None:
-                added = added[:i] + (replace(f, decision=replace(f.decision, fix=fixes[name])),) + added[i + 1:]
+        if name not in scenarios.tables or f.decision.verdict != "counterexample":
+            return f
+        if name not in fixes:
+            fixes[name] = worker_fix(scenarios.tables[name], f, after[name])
+        return f if fixes[name] is None else replace(f, decision=replace(f.decision, fix=fixes[name]))
+
+    added = tuple(with_fix(f) for f in findings(algorithms))
     built = [scenarios.by_name[n] for n in dict.fromkeys(f.decision.scenario for f in added if f.decision)]
     return replace(ex, algorithms=algorithms, findings=ex.findings + added), built

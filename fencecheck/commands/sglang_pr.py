@@ -86,24 +86,14 @@ def _in_child(base, cross_check: bool, into: str | None):
 def read_both(head: str | None, installed: bool, base, cross_check: bool, into: str | None = None):
     """(HEAD's extraction, its worker scenarios, the baseline's document and suppressions): the baseline (from the
     cache, ``sglang_cache``, or unpacked into ``into`` and read) in a forked process while HEAD is read here, when
-    this machine has a second core."""
-    import multiprocessing
-    import os
+    this machine has a second core (``common.beside``: on Ctrl-C or a failure here it is not waited for)."""
+    from fencecheck.commands.common import beside
 
-    from fencecheck.errors import worker_ignores_interrupts
-
-    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    with beside(_in_child, base, cross_check, into) as baseline:
         ex, scen = read_document(head, installed, cross_check)
-        return ex, scen, *read_baseline(base, cross_check, into)
-    pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_ignores_interrupts)
-    try:
-        job = pool.apply_async(_in_child, (base, cross_check, into))
-        ex, scen = read_document(head, installed, cross_check)
-        got, failed = job.get()
-        pool.close()
-    finally:
-        pool.terminate()  # at once, also on Ctrl-C or a failure here: the baseline's read is not waited for
-        pool.join()
+        if baseline is None:
+            return ex, scen, *read_baseline(base, cross_check, into)
+        got, failed = baseline()
     if failed is not None:
         raise _BaselineFailed(f"the baseline: {failed[0]}", failed[1])
     return ex, scen, *got
@@ -155,7 +145,8 @@ def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple
     3 when it adds only unresolved ones, or an unresolved note (``added_notes``: a module the reader could not read,
     a limit it reached); 0 otherwise (it fixes some, or changes no finding)."""
     added = states["added"]
-    if any(rc.status in ("confirmed", "reachable", "plausible") or doc["findings"][rc.finding].get("verdict") == "counterexample"
+    if any(rc.status in ("confirmed", "reachable", "plausible")
+           or doc["findings"][rc.finding].get("verdict") == "counterexample"
            for rc in added):
         return EXIT_RACE
     return EXIT_UNKNOWN if added or notes else EXIT_OK

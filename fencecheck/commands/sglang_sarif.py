@@ -87,13 +87,14 @@ def _message(item: Item) -> str:
     if f.get("why"):
         text += f" {f['why']}."
     fix = f.get("fix")
-    if fix and fix.get("declares") is None:  # a change to the worker: no backend to verify
+    if fix:
         text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "
-                 f"scenario).")
-    elif fix:
-        text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "
-                 f"scenario; {fix['contexts_proved']} of the {fix['contexts']} configurations it races in proved); "
-                 f"`fencecheck verify --sglang TREE {rc.subject}` checks the backend in every context.")
+                 "scenario")
+        if fix.get("declares") is None:  # a change to the worker: no backend to verify in the configurations
+            text += ")."
+        else:
+            text += (f"; {fix['contexts_proved']} of the {fix['contexts']} configurations it races in proved); "
+                     f"`fencecheck verify --sglang TREE {rc.subject}` checks the backend in every context.")
     elif rc.kind == "read_outside_declaration":
         text += (f" Fix: declare an end that covers {rc.site}, or move the read before the publish point; "
                  f"`fencecheck verify --sglang TREE {rc.subject}` gives verified advice.")

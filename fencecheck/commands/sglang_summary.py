@@ -122,8 +122,8 @@ def summary_lines(ex) -> list[str]:
             where = "no read"
         declared = {getattr(f, "declared", None) for f in fs} - {None}
         lines.append(f"  {status.upper()} {kind.replace('_', ' ')}: {where}: {_affected(fs)}"
-                     + (f"; declares {', '.join(sorted(declared))}" if declared else "") + f"; {_decided(fs)}{_needs(fs)[1]}"
-                     + _unsettled(status, fs) + _fixes(fs))
+                     + (f"; declares {', '.join(sorted(declared))}" if declared else "")
+                     + f"; {_decided(fs)}{_needs(fs)[1]}{_unsettled(status, fs)}{_fixes(fs)}")
     return lines
 
 

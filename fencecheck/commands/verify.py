@@ -159,12 +159,12 @@ def cmd_verify(args, out: TextIO) -> int:
                   f"combination of its conditional declaration rows\n")
     from fencecheck.commands.verify_tree import decided_beside
 
-    trees = [i for i, (v, b) in enumerate(todo) if v is not None and source.configurations is not None
-             and mode_facts(b)]
-    with decided_beside(source, [todo[i][0].data for i in trees]) as tree_of:
-        for i, (variant, backend) in enumerate(todo):
+    tables = {i: v.data for i, (v, b) in enumerate(todo)
+              if v is not None and source.configurations is not None and mode_facts(b)}
+    with decided_beside(source, tables) as tree_of:
+        for i in range(len(todo)):
             code, doc = _variant(args, i, todo, source, catalog, out,
-                                 (lambda i=i: tree_of(trees.index(i))) if i in trees else None)
+                                 (lambda i=i: tree_of(i)) if i in tables else None)
             codes.append(code)
             docs.append(doc)
     if args.json:

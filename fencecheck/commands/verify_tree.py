@@ -9,7 +9,7 @@ a race there as well is the configuration's own, not one the backend brings."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from fencecheck.vocab import COVERED_SITES, ForwardMode, base_shared_read_ends
@@ -75,38 +75,19 @@ def tree_races(source, table: dict) -> tuple[int, list[TreeRace]]:
     return decided, races
 
 
-def _all(source, tables: list[dict]) -> list[tuple[int, list[TreeRace]]]:
-    return [tree_races(source, t) for t in tables]
+def _all(source, tables: dict) -> dict:
+    return {k: tree_races(source, t) for k, t in tables.items()}
 
 
 @contextmanager
-def decided_beside(source, tables: list[dict]):
-    """Yields ``get(i)``: ``tree_races(source, tables[i])``. The tables are decided in a forked process while the
-    caller verifies them against the catalog, when this machine has a second core (else here, when asked for); the
-    answers are the same either way (each a function of the table and the tree's configurations alone)."""
-    import multiprocessing
-    import os
+def decided_beside(source, tables: dict):
+    """Yields ``get(k)``: ``tree_races(source, tables[k])``. The tables are decided in a forked process while the
+    caller verifies them against the catalog, when this machine has a second core (``common.beside``; else here, when
+    asked for); the answers are the same either way (each a function of the table and the tree's configurations)."""
+    from fencecheck.commands.common import beside
 
-    from fencecheck.errors import worker_ignores_interrupts
-
-    if not tables or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        yield lambda i: tree_races(source, tables[i])
-        return
-    pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_ignores_interrupts)
-    try:
-        job = pool.apply_async(_all, (source, tables))
-        got: list = []
-
-        def get(i: int):
-            if not got:
-                got.append(job.get())
-            return got[0][i]
-
-        yield get
-        pool.close()
-    finally:
-        pool.terminate()  # at once, also on Ctrl-C or a failure here
-        pool.join()
+    with beside(_all, source, tables) if tables else nullcontext() as result:
+        yield (lambda k: tree_races(source, tables[k])) if result is None else (lambda k: result()[k])
 
 
 def tree_text(decided: int, races: list[TreeRace]) -> list[str]:

@@ -274,6 +274,7 @@ class _Marked(ast.NodeTransformer):
 
 
 def _conjuncts(node: ast.expr) -> list[ast.expr]:
+    """The top-level ``and`` operands of ``node``, as written (no negation pushed in: ``feasible.conjuncts`` does)."""
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
         return [x for v in node.values for x in _conjuncts(v)]
     return [node]
@@ -282,7 +283,7 @@ def _conjuncts(node: ast.expr) -> list[ast.expr]:
 def _platform_definition(tree: Tree, ci: ClassInfo, attr: str) -> ast.expr | None:
     """``self.<attr>``'s definition on an instance of ``ci`` (``_Definitions``, expanded) when it calls a platform's
     predicate (``is_npu()``, ...) and nothing else in the tree assigns ``<x>.<attr>``; else None (once per pair)."""
-    from fencecheck.vocab import Platform
+    from .platform import Evaluator
 
     memo = tree.__dict__.setdefault("_platform_definitions", {})
     k = (ci.key, attr)
@@ -290,7 +291,7 @@ def _platform_definition(tree: Tree, ci: ClassInfo, attr: str) -> ast.expr | Non
         d = _Definitions(tree, ci, {attr})
         v = d.values.get(attr)
         e = d.expand(v) if v is not None else None
-        names = {f"is_{p.value}" for p in Platform}
+        names = Evaluator(tree).names
         if e is not None and not any(isinstance(n, ast.Call) and (getattr(n.func, "id", None) in names or
                                                                   getattr(n.func, "attr", None) in names)
                                      for n in ast.walk(e)):
@@ -312,7 +313,7 @@ def _platform_values(tree: Tree, ci: ClassInfo, text: str) -> list[tuple[str, di
         return memo[k]
     try:
         conjuncts = _conjuncts(ast.parse(text, mode="eval").body)
-    except SyntaxError:
+    except (SyntaxError, RecursionError):
         memo[k] = [(text, {})]
         return memo[k]
 

@@ -170,6 +170,12 @@ def _nnf(node, negate: bool = False):
     return node
 
 
+def conjuncts(node) -> list:
+    """The top-level conjuncts of the test ``node`` in negation normal form (``_nnf``; nested ``and`` flattened)."""
+    n = _nnf(node)
+    return n.values if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.And) else [n]
+
+
 def simplified(conditions) -> str | None:
     """The conjunction of ``conditions`` (texts) as a person reads it best, with the same meaning: each in negation
     normal form, the top-level conjuncts flattened and each kept once (in their first order), a disjunction dropped
@@ -178,12 +184,9 @@ def simplified(conditions) -> str | None:
     out: list[str] = []
     for text in conditions:
         try:
-            node = _nnf(ast.parse(text, mode="eval").body)
+            parts = [ast.unparse(v) for v in conjuncts(ast.parse(text, mode="eval").body)]
         except (SyntaxError, RecursionError):
             parts = [text]
-        else:
-            parts = [ast.unparse(v) for v in node.values] if isinstance(node, ast.BoolOp) \
-                and isinstance(node.op, ast.And) else [ast.unparse(node)]
         for p in parts:
             if p not in out:
                 out.append(p)

@@ -151,8 +151,8 @@ class WorkerReadFinding(Conditioned):
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
-                "status": self.status, **_why(self.status_why), "condition": self.condition, "algorithms": list(self.algorithms),
-                "location": self.location, "evidence": [e.to_json() for e in self.evidence], "why": self.why,
+                "status": self.status, **_why(self.status_why), "condition": self.condition,
+                "algorithms": list(self.algorithms), "location": self.location, "evidence": [e.to_json() for e in self.evidence], "why": self.why,
                 **(self.decision.to_json(mode=False) if self.decision else {"scenario": None})}
 
 
@@ -177,7 +177,8 @@ class NoMarkerFallback:
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
-                "status": self.status, **_why(self.status_why), "declared": self.declared, "condition": self.condition,
+                "status": self.status, **_why(self.status_why), "declared": self.declared,
+                "condition": self.condition,
                 "evidence": [e.to_json() for e in self.evidence],
                 **(self.decision.to_json() if self.decision else {"scenario": None}),
                 "backends": list(self.backends)}

@@ -28,17 +28,8 @@ import ast
 
 from .attributes import self_assignments
 from .constructed import parents_of, path_tests
-from .feasible import _nnf
+from .feasible import _nnf, conjuncts
 from .tree import ClassInfo, Tree
-
-
-def _conjuncts(tests) -> list[str]:
-    out: list[str] = []
-    for t in tests:
-        n = _nnf(t)
-        parts = n.values if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.And) else [n]
-        out += [ast.unparse(p) for p in parts]
-    return out
 
 
 def barrier_loop_needs(tree: Tree, loops: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -60,7 +51,7 @@ def barrier_loop_needs(tree: Tree, loops: tuple[str, ...]) -> tuple[tuple[str, .
                 tests, fn = path_tests(n, parents)
                 if fn is not None and fn.name in loops:
                     continue  # a loop calling another loop: started where the first one is
-                here = set(_conjuncts(tests))
+                here = {ast.unparse(c) for t in tests for c in conjuncts(t)}
                 common = here if common is None else common & here
                 sites.append((mod.rel, n.lineno))
                 started.add(n.func.attr)
