@@ -146,20 +146,45 @@ def z3_leaves_interrupts_to_python() -> None:
     z3.set_param("ctrl_c", False)
 
 
+#: Set once a Ctrl-C reached this process (the SIGINT handler ``quiet_interrupted_finalizers`` installs): the run is
+#: ending, even where the KeyboardInterrupt itself was swallowed (``raise_if_interrupted``).
+INTERRUPTED: list[bool] = []
+
+
+def _interrupted(signum, frame) -> None:
+    INTERRUPTED.append(True)
+    raise KeyboardInterrupt
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt when a Ctrl-C came and was swallowed on its way (``quiet_interrupted_finalizers``): the
+    model's checks and the command's end call it."""
+    if INTERRUPTED:
+        raise KeyboardInterrupt
+
+
 def quiet_interrupted_finalizers() -> None:
-    """A Ctrl-C that lands inside a finalizer (z3's ``__del__``) is not lost: Python can raise nothing out of a
-    finalizer (it would print "Exception ignored in ..." and carry on, the run going to its end), so the hook drops
-    that report and interrupts the main thread again, where the command reports it once, as one line. Every other
-    unraisable error is reported as before."""
-    import _thread
+    """A Ctrl-C is noted where it arrives (a SIGINT handler in place of Python's own, which raises KeyboardInterrupt
+    just the same), so that it is not lost where Python cannot raise it: a KeyboardInterrupt inside a finalizer (z3's
+    ``__del__``) would be printed as "Exception ignored in ..." and the run would go to its end. The hook drops that
+    report, and the next ``raise_if_interrupted`` (each model check, the command's end) raises it again, where the
+    command reports it once, as one line. Once a Ctrl-C has come, a finalizer's failure is its consequence and is not
+    reported either: an object whose ``__init__`` the interrupt cut short finalizes half made (z3's
+    ``Context.__del__``: "no attribute 'owner'"). Every other unraisable error is reported as before."""
+    import signal
     import sys
 
     default = sys.__unraisablehook__
 
     def hook(unraisable) -> None:
         if issubclass(unraisable.exc_type, KeyboardInterrupt):
-            _thread.interrupt_main()  # raised at the main thread's next instruction (again if that is a finalizer's)
-        else:
+            INTERRUPTED.append(True)  # also when it did not come through the handler
+        elif not (INTERRUPTED and getattr(unraisable.object, "__name__", None) == "__del__"):
             default(unraisable)
 
     sys.unraisablehook = hook
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _interrupted)
+    except ValueError:  # not the main thread: its signals are not this command's
+        pass

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import z3
 
+from fencecheck.errors import raise_if_interrupted
 from fencecheck.verdict import Verdict
 
 LOGIC = "QF_LIA"
@@ -79,6 +80,7 @@ def check(s: z3.Solver, *assumptions) -> Answer:
     """Check ``s``: unsat -> the property holds (``PROVED``), sat -> ``COUNTEREXAMPLE``, anything else -> ``UNKNOWN``
     with z3's reason (resource limit, or the safety net's timeout). A query for a race is sat exactly when a race
     exists. ``rlimit`` is what this check consumed, the figure its budget is calibrated against."""
+    raise_if_interrupted()  # a Ctrl-C a finalizer swallowed since the last check
     before = rlimit_count(s)
     t = time.perf_counter()
     answer = s.check(*assumptions)

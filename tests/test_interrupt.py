@@ -111,23 +111,79 @@ def test_a_ctrl_c_during_a_check_is_never_an_unknown_verdict(who):
     assert r.stdout.strip() == ("interrupted" if who == "python" else "unknown canceled"), r.stdout + r.stderr
 
 
-def test_a_ctrl_c_inside_a_finalizer_is_raised_again_in_the_main_thread(monkeypatch):
+def test_a_ctrl_c_inside_a_finalizer_is_raised_again_at_the_next_check(monkeypatch):
     """Python cannot raise out of a finalizer (z3's ``__del__``): it reports the KeyboardInterrupt as unraisable and
-    goes on. The hook drops that report and interrupts the main thread again, so the Ctrl-C is not lost."""
+    goes on. The hook drops that report and notes the Ctrl-C, which the next ``raise_if_interrupted`` (each model
+    check, the command's end) raises, so it is not lost."""
     import types
 
-    from fencecheck.errors import quiet_interrupted_finalizers
+    from fencecheck import errors
 
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
-    quiet_interrupted_finalizers()
-    with pytest.raises(KeyboardInterrupt):
-        sys.unraisablehook(types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(),
-                                                 exc_traceback=None, err_msg=None, object=None))
-        for _ in range(10_000):
-            pass
+    monkeypatch.setattr(errors, "INTERRUPTED", [])
     seen = []
     monkeypatch.setattr(sys, "__unraisablehook__", lambda u: seen.append(u.exc_type))
-    quiet_interrupted_finalizers()
+    errors.quiet_interrupted_finalizers()
+    errors.raise_if_interrupted()  # nothing came yet
+    sys.unraisablehook(types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(),
+                                             exc_traceback=None, err_msg=None, object=None))
+    assert seen == []  # the report is dropped
+    with pytest.raises(KeyboardInterrupt):
+        errors.raise_if_interrupted()
+    errors.INTERRUPTED.clear()
     sys.unraisablehook(types.SimpleNamespace(exc_type=ValueError, exc_value=ValueError(), exc_traceback=None,
                                              err_msg=None, object=None))
     assert seen == [ValueError]  # any other unraisable error is reported as before
+
+
+def test_after_a_ctrl_c_a_finalizer_of_an_object_it_cut_short_is_not_reported(monkeypatch):
+    """An interrupt inside z3's ``Context.__init__`` leaves an object without ``owner``, whose ``__del__`` then fails:
+    after a Ctrl-C that report is the interrupt's consequence and dropped; before one, it is reported."""
+    import types
+
+    from fencecheck import errors
+
+    def __del__(self):  # noqa: N807 - stands for a finalizer
+        pass
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    monkeypatch.setattr(sys, "__unraisablehook__", lambda u: seen.append(u.exc_type))
+    monkeypatch.setattr(errors, "INTERRUPTED", [])
+    errors.quiet_interrupted_finalizers()
+    broken = types.SimpleNamespace(exc_type=AttributeError, exc_value=AttributeError("owner"), exc_traceback=None,
+                                   err_msg=None, object=__del__)
+    sys.unraisablehook(broken)
+    assert seen == [AttributeError]
+    errors.INTERRUPTED.append(True)
+    sys.unraisablehook(broken)
+    assert seen == [AttributeError]
+
+
+def test_an_error_a_ctrl_c_caused_is_the_interrupt_and_a_bug_otherwise(monkeypatch):
+    """ctypes wraps a KeyboardInterrupt raised while it converts an argument (z3's ``from_param``) in an
+    ``ArgumentError``: after a Ctrl-C came that is the interrupt (one line, exit 130); without one, a bug (exit 70),
+    and each run starts with no Ctrl-C noted."""
+    import ctypes
+    import io
+
+    from fencecheck import errors
+    from fencecheck.commands import main as entry
+    from fencecheck.commands import schema
+
+    def interrupted(args, out):
+        errors.INTERRUPTED.append(True)  # as the SIGINT handler notes it
+        raise ctypes.ArgumentError("argument 3: KeyboardInterrupt: ")
+
+    monkeypatch.setattr(schema, "cmd_schema", interrupted)
+    err = io.StringIO()
+    assert entry.main(["schema"], io.StringIO(), err) == errors.EXIT_INTERRUPTED
+    assert err.getvalue() == "fencecheck: interrupted\n"
+
+    def broken(args, out):
+        raise ctypes.ArgumentError("argument 3: TypeError: ")
+
+    monkeypatch.setattr(schema, "cmd_schema", broken)
+    err = io.StringIO()
+    assert entry.main(["schema"], io.StringIO(), err) == errors.EXIT_BUG  # the Ctrl-C noted before is forgotten
+    assert err.getvalue().startswith("fencecheck: internal error, a bug in fencecheck: ArgumentError")

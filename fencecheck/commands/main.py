@@ -38,11 +38,13 @@ from fencecheck.errors import (
     EXIT_CODES_HELP,
     EXIT_INTERRUPTED,
     EXIT_IO,
+    INTERRUPTED,
     FencecheckError,
     InputError,
     one_line,
     os_reason,
     quiet_interrupted_finalizers,
+    raise_if_interrupted,
     z3_leaves_interrupts_to_python,
 )
 
@@ -122,6 +124,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     closed by its reader ends the run quietly (exit 141)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    INTERRUPTED.clear()  # this run's Ctrl-C only
     quiet_interrupted_finalizers()
     z3_leaves_interrupts_to_python()
     try:
@@ -139,6 +142,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
                 check_not_an_input(getattr(args, attr), f"--{attr}", files, trees, folder=folder)
                 check_output(getattr(args, attr), folder=folder)
         code = args.func(args, out)
+        raise_if_interrupted()  # a Ctrl-C swallowed on its way ends the run as one
         out.flush()
         return code
     except FencecheckError as e:
@@ -155,6 +159,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         say(err, "fencecheck: interrupted")
         return EXIT_INTERRUPTED
     except Exception as e:  # a bug: one line, never a traceback unless asked for
+        if INTERRUPTED:  # what a Ctrl-C caused on its way (ctypes wraps one raised in an argument's conversion)
+            say(err, "fencecheck: interrupted")
+            return EXIT_INTERRUPTED
         if os.environ.get(TRACEBACK_ENV):
             import traceback
 
