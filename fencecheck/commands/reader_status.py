@@ -28,19 +28,33 @@ def _platform(reach) -> str:
     return "cuda"
 
 
-def _read_conditions(f, platform: str) -> tuple[tuple[str, ...] | None, int]:
+def _read_conditions(f, platform: str) -> tuple[tuple[str, ...] | None, int, tuple]:
     """The declaration row's conditions and those of the uncovered read whose path needs fewest (one read with no
     condition of its own races whenever the row holds), each less what ``platform`` settles (``f.settled``), and how
-    many other read paths need conditions too; None when no path can run on ``platform``."""
+    many other read paths need conditions too; None when no path can run on ``platform``, or when the only paths
+    that can are ruled out in a whole graph: then the capture facts of those (``f.whole_graph``), else ()."""
     row, reads = tuple(f.conditions), [tuple(r.conditions) for _, r in f.uncovered]
     for p, prow, preads in f.settled:
         if p == platform:
-            row, reads = prow, [x for x in preads if x is not None]
-            if row is None or not reads:
-                return None, 0
+            row, reads = prow, list(preads)
+            if row is None:
+                return None, 0, ()
+    fixed = f.whole_graph or (None,) * len(reads)
+    if reads and all(x is None or fact is not None for x, fact in zip(reads, fixed)):
+        return None, 0, tuple(fact for x, fact in zip(reads, fixed) if x is not None and fact is not None)
+    reads = [x for x, fact in zip(reads, fixed) if x is not None and fact is None]
     paths = sorted(set(reads), key=lambda c: (len(c), c)) or [()]
     best = paths[0]
-    return row + tuple(c for c in best if c not in row), (len(paths) - 1 if best else 0)
+    return row + tuple(c for c in best if c not in row), (len(paths) - 1 if best else 0), ()
+
+
+def _breakable_only(facts) -> str:
+    """The status_why of a finding whose every read path the capture of a whole graph rules out."""
+    from fencecheck.sglang_source.capture_state import BREAK_MARKER
+
+    why = "; ".join(dict.fromkeys(x.why for x in facts))
+    return (f"not in a whole CUDA graph: {why}; a breakable graph ({BREAK_MARKER}) runs the forward eagerly at every "
+            "replay, where the test reads the live objects: not settled there")
 
 
 def _reached(reach) -> tuple[str, str]:
@@ -57,8 +71,10 @@ def status_of(f) -> tuple[str, str | None]:
             return f.status, f.why
         d = f.decision
         platform = _platform(d.reach if d is not None else None)
-        conds, others = _read_conditions(f, platform)
+        conds, others, fixed = _read_conditions(f, platform)
         if conds is None:
+            if fixed:
+                return "unresolved", _breakable_only(fixed)
             return "unresolved", f"a platform test on every path is false on {platform}, where it would race"
         if conds:
             return "unresolved", _unsettled(conds, others)

@@ -285,6 +285,8 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if r.host_sync is None]
             cond = tuple(conds) + tuple(c2)
             bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
+            bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad)
+            pruned += uncaptured
             not_findings += [NotFinding(ci.name, mode, r.location, r.file, r.line, _via(r), why) for r, why in pruned
                              if snapshot is False]
             cut = [(s, c) for s, c in live_cuts + [x for k in chosen for x in rd.cuts(k, mode)]
@@ -310,8 +312,27 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             findings.append(ReadOutsideDeclaration(ci.name, f"{ci.file}:{ci.line}", mode, end, node.name, cond,
                                                    "plausible" if plausible else "confirmed", tuple(evidence),
                                                    tuple(bad), settled=_settled(rd, ci, cond, bad) if plausible
-                                                   else ()))
+                                                   else (), whole_graph=tuple(whole_graph)))
     return findings, not_findings
+
+
+def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad) -> tuple[list, list, list]:
+    """``bad`` (site, read) pairs, each in-graph read's ``capture_state.CaptureFact`` (None where the capture fixes
+    no test on its path), and (read, why) for the reads no graph of the tree captures: those whose path the capture of
+    a whole graph rules out, in a tree without breakable graphs (else they stay, with their fact, for the status)."""
+    from .capture_state import break_marker, capture_fact
+
+    keep, facts, gone = [], [], []
+    breakable = break_marker(rd.tree)
+    for s, r in bad:
+        fact = capture_fact(rd.tree, ci, rd.modes, mode, r) if s in (
+            ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER) else None
+        if fact is not None and breakable is None:
+            gone.append((r, f"no graph captures its path: {fact.why}; the tree has no breakable graphs"))
+            continue
+        keep.append((s, r))
+        facts.append(fact)
+    return keep, facts, gone
 
 
 def _settled(rd: Reader, ci: ClassInfo, cond, bad) -> tuple:

@@ -61,6 +61,9 @@ class ReadOutsideDeclaration(Conditioned):
     #: per platform, the conditions not settled there: (platform, the row's or None, each uncovered read's or None),
     #: None where one is false on that platform (``attributes.on_platform``); not in the document
     settled: tuple = field(default=(), compare=False, repr=False)
+    #: per uncovered read, the test the capture of a whole graph decides false on its path (``capture_state``), or
+    #: None; not in the document
+    whole_graph: tuple = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,

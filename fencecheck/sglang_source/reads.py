@@ -389,28 +389,9 @@ class _BodyWalker:
         """True/False when the test is decided by the mode (or ``in_capture``, False on replay); None otherwise."""
         if self.mode is None:
             return None
-        if isinstance(e, ast.Name) and e.id == "in_capture":
-            return False
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-            t = self.test(e.operand)
-            return None if t is None else not t
-        if isinstance(e, ast.BoolOp):
-            vals = [self.test(v) for v in e.values]
-            if isinstance(e.op, ast.And):
-                if False in vals:
-                    return False
-                return True if all(v is True for v in vals) else None
-            if True in vals:
-                return True
-            return False if all(v is False for v in vals) else None
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and _is_mode_expr(e.func.value):
-            kw = {k.arg: k.value.value for k in e.keywords if isinstance(k.value, ast.Constant)}
-            self.used_mode = True
-            return self.rw.modes.predicate(e.func.attr, self.mode, kw)
-        if isinstance(e, ast.Compare) and len(e.ops) == 1 and _is_mode_expr(e.left):
-            self.used_mode = True
-            return compare_mode(self.rw.modes, self.mode, e.ops[0], e.comparators[0])
-        return None
+        value, used = decided_test(self.rw.modes, self.mode, e)
+        self.used_mode |= used
+        return value
 
     # expressions -----------------------------------------------------------------------------------------------------
     def exprs(self, nodes, conds, sync):
@@ -518,6 +499,32 @@ def _capture_guard(test) -> tuple[bool, bool]:
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
     return any(isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and _is_capture_call(v.operand)
                for v in parts), False
+
+
+def decided_test(modes: Modes, mode: str, e, in_capture: bool = False) -> tuple[bool | None, bool]:
+    """(True/False when the test ``e`` is decided by the forward mode ``mode`` or by ``in_capture``, else None;
+    whether a mode test decided a part of it)."""
+    if isinstance(e, ast.Name) and e.id == "in_capture":
+        return in_capture, False
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        t, used = decided_test(modes, mode, e.operand, in_capture)
+        return (None if t is None else not t), used
+    if isinstance(e, ast.BoolOp):
+        parts = [decided_test(modes, mode, v, in_capture) for v in e.values]
+        vals, used = [v for v, _ in parts], any(u for _, u in parts)
+        if isinstance(e.op, ast.And):
+            if False in vals:
+                return False, used
+            return (True if all(v is True for v in vals) else None), used
+        if True in vals:
+            return True, used
+        return (False if all(v is False for v in vals) else None), used
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and _is_mode_expr(e.func.value):
+        kw = {k.arg: k.value.value for k in e.keywords if isinstance(k.value, ast.Constant)}
+        return modes.predicate(e.func.attr, mode, kw), True
+    if isinstance(e, ast.Compare) and len(e.ops) == 1 and _is_mode_expr(e.left):
+        return compare_mode(modes, mode, e.ops[0], e.comparators[0]), True
+    return None, False
 
 
 def _is_mode_expr(e) -> bool:

@@ -1,0 +1,547 @@
+"""What the capture of a whole CUDA graph fixes in a captured path's tests: an attribute the capture's metadata object
+never has.
+
+A graph records the one path its capture takes: a test on the path of an in-graph read is evaluated once, at
+capture, with the objects the capture made. SGLang's decode graph runner calls the backend's
+``init_forward_metadata_out_graph(forward_batch, in_capture=True)`` before it captures the in-graph prep and the
+forward (the call is read from the tree, and cited). A test conjunct that needs ``getattr(M, "A", None)`` not None
+(``L is not None`` or ``L`` with ``L = getattr(M, "A", None)`` the function's last assignment of ``L`` before the
+test, at its top level; the same for ``M``) is false at capture when every alternative of ``M`` (an ``or`` of them)
+is None there:
+
+- ``self.C``: on every path of that capture call in the mode (``in_capture`` true, forward-mode tests decided, the
+  backend's own and ``super()`` methods followed), the last assignment of ``self.C`` is an object the capture
+  constructs, ``K(...)`` (directly, through a local, or through a per-size dict ``self.D[...]`` whose every store in
+  the backend is such an object), and no class on ``K``'s MRO has ``A`` (a field, a class attribute, a ``self.A``
+  assignment, or a ``__getattr__``);
+- ``getattr(P, "B", None)``: the forward batch has no field ``B``, and every store of ``.B`` in the tree is in a
+  method of the backend's MRO that the capture does not run;
+
+and nothing the capture runs stores ``.A`` or calls ``setattr``: the functions the capture call, the in-graph prep
+(``init_forward_metadata_in_graph``) and the read's own call chain up to the test call (the backend's methods and
+the tree's functions, followed through every branch). Stores through objects the reader cannot type are not seen.
+
+A breakable graph (SGLang's ``eager_on_graph`` break markers, on attention layers) runs the forward eagerly at every
+replay, where the same test reads the live objects: such a read is left to ``reader_status`` with this fact named.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .reads import decided_test
+from .tree import ClassInfo, FuncInfo, Tree
+
+#: The backend method the graph runner calls with ``in_capture=True`` before capturing a graph.
+CAPTURE_ENTRY = "init_forward_metadata_out_graph"
+#: The backend's in-graph prep, captured before the forward.
+IN_GRAPH_PREP = "init_forward_metadata_in_graph"
+#: Modes the decode graph runner replays from a captured graph.
+GRAPH_MODES = ("DECODE", "TARGET_VERIFY", "IDLE")
+#: SGLang's break marker of a breakable graph (its function runs eagerly at replay).
+BREAK_MARKER = "eager_on_graph"
+#: Levels of calls followed from the capture call when looking for the assignment of ``self.C``.
+MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class CaptureFact:
+    """A test of a read's path that the capture of a whole graph decides false, and why (with file:line)."""
+
+    test: str
+    why: str
+
+
+def capture_call(tree: Tree) -> tuple[str, int] | None:
+    """(file, line) of the runner's ``<backend>.init_forward_metadata_out_graph(..., in_capture=True)`` (the decode
+    graph runner's first, else any under ``sglang.srt.model_executor``), or None."""
+    memo = tree.__dict__.setdefault("_capture_call", {})
+    if "hit" not in memo:
+        hits = []
+        for m in sorted(tree.modules_containing(CAPTURE_ENTRY, under="sglang.srt.model_executor")):
+            mod = tree.module(m)
+            for n in (tree.walk(mod.tree) if mod else ()):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == CAPTURE_ENTRY \
+                        and any(k.arg == "in_capture" and isinstance(k.value, ast.Constant) and k.value.value is True
+                                for k in n.keywords):
+                    hits.append(("decode" not in m, mod.rel, n.lineno))
+        memo["hit"] = min(hits)[1:] if hits else None
+    return memo["hit"]
+
+
+def break_marker(tree: Tree) -> tuple[str, int] | None:
+    """(file, line) of the definition of SGLang's breakable-graph break marker, or None when the tree has none."""
+    memo = tree.__dict__.setdefault("_break_marker", {})
+    if "hit" not in memo:
+        memo["hit"] = None
+        for m in sorted(tree.modules_containing(f"def {BREAK_MARKER}")):
+            mod = tree.module(m)
+            fi = mod.functions.get(BREAK_MARKER) if mod else None
+            if fi is not None:
+                memo["hit"] = (mod.rel, fi.node.lineno)
+                break
+    return memo["hit"]
+
+
+class _Fn:
+    def __init__(self, node: ast.FunctionDef, module, owner: ClassInfo | None):
+        self.node, self.module, self.owner = node, module, owner
+
+    @property
+    def at(self) -> str:
+        return f"{self.module.rel}:{self.node.lineno}"
+
+
+def _body_nodes(fn: ast.FunctionDef):
+    """The nodes of ``fn``'s body, nested function and class bodies left out."""
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(k for k in ast.iter_child_nodes(n)
+                     if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+
+
+def _ends(stmts) -> bool:
+    """Whether every path through ``stmts`` ends in a ``return`` or ``raise``."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.If):
+        return _ends(last.body) and _ends(last.orelse)
+    return isinstance(last, (ast.Return, ast.Raise))
+
+
+def _before(stmts, line: int):
+    """The nodes of ``stmts`` a path reaching ``line`` may run before it: a branch that returns or raises at its end
+    and does not hold the line is left out (its path never reaches the line)."""
+    for s in stmts:
+        if s.lineno >= line:
+            return
+        inside = s.lineno <= line <= (s.end_lineno or s.lineno)
+        if isinstance(s, ast.If):
+            yield from ast.walk(s.test)
+            for b in (s.body, s.orelse):
+                holds = any(x.lineno <= line <= (x.end_lineno or x.lineno) for x in b)
+                if holds:
+                    yield from _before(b, line)
+                elif not _ends(b):
+                    for x in b:
+                        yield from ast.walk(x)
+            if inside:
+                return
+            continue
+        yield from ast.walk(s)
+        if inside:
+            return
+
+
+def _assigned_names(n) -> list[str]:
+    targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+        n, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else [
+        i.optional_vars for i in n.items if i.optional_vars is not None] if isinstance(n, (ast.With, ast.AsyncWith)) \
+        else []
+    out, todo = [], list(targets)
+    while todo:  # a name bound by the target (``a``, ``a, b``, ``*a``), not one a store goes through (``a.x``)
+        t = todo.pop()
+        if isinstance(t, ast.Name):
+            out.append(t.id)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            todo.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            todo.append(t.value)
+    return out
+
+
+def local_value(fn: ast.FunctionDef, name: str, before: int) -> ast.expr | None:
+    """The value of the local ``name`` at line ``before`` of ``fn``: its last assignment before that line when it is a
+    plain ``name = V`` in a block that holds the line (so every path to the line runs it); None otherwise."""
+    if name in {a.arg for a in fn.args.args + fn.args.kwonlyargs}:
+        return None
+    hits = sorted((n.lineno, n) for n in _body_nodes(fn) if name in _assigned_names(n) and n.lineno < before)
+    if not hits:
+        return None
+    last = hits[-1][1]
+    if not any(last in b for b in _enclosing(fn.body, before)) or not (
+            isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name)):
+        return None
+    return last.value
+
+
+def _enclosing(stmts, line: int):
+    """The statement lists from ``stmts`` down to the innermost one holding the statement at ``line``."""
+    yield stmts
+    for s in stmts:
+        if s.lineno <= line <= (s.end_lineno or s.lineno):
+            for field in ("body", "orelse", "finalbody"):
+                b = getattr(s, field, None)
+                if isinstance(b, list) and any(x.lineno <= line <= (x.end_lineno or x.lineno) for x in b):
+                    yield from _enclosing(b, line)
+            for h in getattr(s, "handlers", ()):
+                if h.lineno <= line <= (h.end_lineno or h.lineno):
+                    yield from _enclosing(h.body, line)
+            return
+
+
+def _getattr_none(e) -> tuple[ast.expr, str] | None:
+    """(receiver, attribute) of ``getattr(R, "A", None)``."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) == 3 \
+            and not e.keywords and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str) \
+            and isinstance(e.args[2], ast.Constant) and e.args[2].value is None:
+        return e.args[0], e.args[1].value
+    return None
+
+
+def _resolved(fn: ast.FunctionDef, e: ast.expr, line: int, depth: int = 0) -> ast.expr:
+    while isinstance(e, ast.Name) and depth < 3:
+        v = local_value(fn, e.id, line)
+        if v is None:
+            return e
+        e, depth = v, depth + 1
+    return e
+
+
+def _needs_attribute(fn: ast.FunctionDef, conj: ast.expr, line: int):
+    """(receiver, attribute) when the conjunct needs ``getattr(receiver, attribute, None)`` not None."""
+    x = conj.left if isinstance(conj, ast.Compare) and len(conj.ops) == 1 and isinstance(conj.ops[0], ast.IsNot) \
+        and isinstance(conj.comparators[0], ast.Constant) and conj.comparators[0].value is None else conj
+    return _getattr_none(_resolved(fn, x, line))
+
+
+def _alternatives(e: ast.expr) -> list[ast.expr]:
+    if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.Or):
+        return [x for v in e.values for x in _alternatives(v)]
+    return [e]
+
+
+def _is_self_attr(e) -> str | None:
+    return e.attr if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self" else None
+
+
+class _Capture:
+    """The capture's objects and code for one backend class and mode."""
+
+    def __init__(self, tree: Tree, ci: ClassInfo, modes, mode: str):
+        self.tree, self.ci, self.modes, self.mode = tree, ci, modes, mode
+        self._must: dict = {}
+
+    # functions ---------------------------------------------------------------------------------------------------
+    def method(self, name: str, after: ClassInfo | None = None) -> _Fn | None:
+        hit = self.tree.lookup(self.ci, name, after)
+        return _Fn(hit[1], hit[0].module, hit[0]) if hit else None
+
+    def callee(self, fn: _Fn, c: ast.Call) -> _Fn | None:
+        f = c.func
+        if isinstance(f, ast.Attribute):
+            if isinstance(f.value, ast.Name) and f.value.id == "self":
+                return self.method(f.attr)
+            if isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and f.value.func.id == "super" \
+                    and fn.owner is not None:
+                return self.method(f.attr, fn.owner)
+            return None
+        if isinstance(f, ast.Name):
+            r = self.tree.resolve(fn.module, f.id)
+            if isinstance(r, FuncInfo):
+                return _Fn(r.node, r.module, None)
+        return None
+
+    def closure(self, roots: list[tuple[_Fn, int | None]]) -> list[_Fn]:
+        """The functions ``roots`` run (each up to its line, or whole), and everything they call that the reader can
+        follow, through every branch."""
+        seen, out, todo = set(), [], list(roots)
+        while todo:
+            fn, upto = todo.pop()
+            k = (id(fn.node), upto)
+            if k in seen:
+                continue
+            seen.add(k)
+            out.append(fn)
+            for n in (_body_nodes(fn.node) if upto is None else _before(fn.node.body, upto)):
+                if isinstance(n, ast.Call):
+                    t = self.callee(fn, n)
+                    if t is not None:
+                        todo.append((t, None))
+        return out
+
+    # the last assignment of self.C on every path ------------------------------------------------------------------
+    def assigned(self, fn: _Fn, attr: str, depth: int = 0):
+        """The states at ``fn``'s exits: each a frozenset of (value, function) of the last ``self.<attr> = value``
+        on that path, empty where the path assigns none; None when a call on a path cannot be followed that far."""
+        k = (id(fn.node), attr)
+        if k in self._must:
+            return self._must[k]
+        self._must[k] = None  # recursion: not decided
+        fall, exits = self._block(fn, fn.node.body, [frozenset()], attr, depth)
+        out = None if fall is None or exits is None else list(dict.fromkeys(fall + exits))
+        self._must[k] = out
+        return out
+
+    def _call_states(self, fn: _Fn, e, states, attr, depth):
+        for c in (n for n in ast.walk(e) if isinstance(n, ast.Call)) if e is not None else ():
+            t = self.callee(fn, c)
+            if t is None or t.owner is None:
+                continue
+            if any(isinstance(x, ast.Attribute) and _is_self_attr(x) == attr for x in ast.walk(t.node)):
+                if depth >= MAX_DEPTH:
+                    return None
+                sub = self.assigned(t, attr, depth + 1)
+                if sub is None:
+                    return None
+                states = list(dict.fromkeys(s2 if s2 else s for s in states for s2 in sub))
+        return states
+
+    def _touches(self, fn: _Fn, s, attr: str) -> bool:
+        """Whether ``s`` assigns ``self.<attr>`` or calls a method that names it."""
+        for x in ast.walk(s):
+            if _is_self_attr(x) == attr:
+                return True
+            if isinstance(x, ast.Call):
+                t = self.callee(fn, x)
+                if t is not None and any(_is_self_attr(y) == attr for y in ast.walk(t.node)):
+                    return True
+        return False
+
+    def _block(self, fn, stmts, states, attr, depth):
+        """(states falling through, states at returns); None parts where a path cannot be followed."""
+        exits = []
+        for s in stmts:
+            if isinstance(s, ast.Return):
+                st = self._call_states(fn, s.value, states, attr, depth)
+                return ([], None) if st is None else ([], exits + st)
+            if isinstance(s, ast.Raise):
+                return [], exits
+            if isinstance(s, ast.If):
+                t, _ = decided_test(self.modes, self.mode, s.test, in_capture=True)
+                branches = [s.body] if t is True else [s.orelse] if t is False else [s.body, s.orelse]
+                fall = []
+                for b in branches:
+                    f2, e2 = self._block(fn, b, states, attr, depth)
+                    if f2 is None or e2 is None:
+                        return None, None
+                    fall += f2
+                    exits += e2
+                states = list(dict.fromkeys(fall))
+                if not states:
+                    return [], exits
+                continue
+            if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)) and self._touches(fn, s, attr):
+                return None, None  # an assignment in a loop or handler: not on every path
+            if isinstance(s, (ast.With, ast.AsyncWith)):
+                f2, e2 = self._block(fn, s.body, states, attr, depth)
+                if f2 is None or e2 is None:
+                    return None, None
+                exits += e2
+                states = f2
+                if not states:
+                    return [], exits
+                continue
+            if isinstance(s, ast.Assign) and any(_is_self_attr(t) == attr for t in s.targets):
+                states = [frozenset({(s.value, fn)})]
+                continue
+            st = self._call_states(fn, s, states, attr, depth) if isinstance(s, (ast.Expr, ast.Assign)) else states
+            if st is None:
+                return None, None
+            states = st
+        return states, exits
+
+    # the classes of a value ---------------------------------------------------------------------------------------
+    def constructed(self, value: ast.expr, fn: _Fn, line: int, depth: int = 0) -> list[tuple[ClassInfo, str]] | None:
+        """The classes ``value`` (in ``fn`` at ``line``) constructs, with file:line, or None when it is not always a
+        new object of a class of the tree."""
+        value = _resolved(fn.node, value, line)
+        if isinstance(value, ast.Call):
+            k = self.tree.resolve_expr(fn.module, value.func)
+            return [(k, f"{fn.module.rel}:{value.lineno}")] if isinstance(k, ClassInfo) else None
+        if isinstance(value, ast.Subscript) and _is_self_attr(value.value) and depth == 0:
+            return self._stored(value.value.attr)
+        return None
+
+    def methods(self) -> list[_Fn]:
+        """The methods an instance of the backend runs: each name's first definition on the MRO, and the ones a
+        ``super()`` call of one of those reaches."""
+        out, todo, seen = [], [], set()
+        for c in self.tree.mro(self.ci):
+            for name in c.methods:
+                if name not in seen:
+                    seen.add(name)
+                    todo.append(self.method(name))
+        done = set()
+        while todo:
+            fn = todo.pop()
+            if fn is None or id(fn.node) in done:
+                continue
+            done.add(id(fn.node))
+            out.append(fn)
+            for n in _body_nodes(fn.node):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Call) \
+                        and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "super":
+                    todo.append(self.method(n.func.attr, fn.owner))
+        return out
+
+    def _stored(self, table: str) -> list[tuple[ClassInfo, str]] | None:
+        out = []
+        for fn in self.methods():
+            for n in _body_nodes(fn.node):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                        n, (ast.AnnAssign, ast.AugAssign)) else []):
+                    if _is_self_attr(t) == table and not (isinstance(n, ast.Assign) and isinstance(
+                            n.value, ast.Dict) and not n.value.keys):
+                        return None  # the dict itself replaced by something else
+                    if isinstance(t, ast.Subscript) and _is_self_attr(t.value) == table:
+                        got = self.constructed(n.value, fn, n.lineno, depth=1) if isinstance(n, ast.Assign) \
+                            else None
+                        if got is None:
+                            return None
+                        out += got
+        return out or None
+
+
+def _has_attribute(tree: Tree, k: ClassInfo, attr: str) -> bool:
+    from .attributes import self_assignments
+
+    for c in tree.mro(k):
+        if attr in c.assigned or "__getattr__" in c.methods or attr in c.methods:
+            return True
+        if any(isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == attr
+               for s in c.node.body):
+            return True
+        if self_assignments(tree, c, attr):
+            return True
+    return False
+
+
+def _stores(fns: list[_Fn], attr: str) -> list[str]:
+    """file:line of each store of ``.attr`` on an object other than ``self`` (or a ``setattr``) in ``fns``."""
+    out = []
+    for fn in fns:
+        for n in _body_nodes(fn.node):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
+                out.append(f"{fn.module.rel}:{n.lineno}")
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                    n, (ast.AnnAssign, ast.AugAssign)) else []):
+                if isinstance(t, ast.Attribute) and t.attr == attr and _is_self_attr(t) is None:
+                    out.append(f"{fn.module.rel}:{n.lineno}")
+    return out
+
+
+def _tree_stores(tree: Tree, attr: str) -> list[tuple[str, int, ast.AST]]:
+    """(module, line, enclosing function node) of every ``<x>.attr = ...`` in the tree."""
+    out = []
+    for m in tree.modules_containing(f".{attr}"):
+        mod = tree.module(m)
+        if mod is None:
+            continue
+        for fnode in (n for n in tree.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for n in _body_nodes(fnode):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                        n, (ast.AnnAssign, ast.AugAssign)) else []):
+                    if isinstance(t, ast.Attribute) and t.attr == attr:
+                        out.append((mod.rel, n.lineno, fnode))
+    return out
+
+
+def _forward_batch_has(tree: Tree, field: str) -> bool:
+    ks = tree.classes_named("ForwardBatch")
+    return not ks or any(_has_attribute(tree, k, field) for k in ks)
+
+
+def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFact | None:
+    """The test on ``read``'s path (a ``reads.Read`` of ``ci`` in ``mode``, at an in-graph site) that the capture of
+    a whole graph decides false, or None."""
+    if mode not in GRAPH_MODES or not read.via:
+        return None
+    runner = capture_call(tree)
+    if runner is None:
+        return None
+    cap = _Capture(tree, ci, modes, mode)
+    hops = []
+    for h in read.via:
+        owner_key, _, name = h.key.rpartition(".")
+        c = next((c for c in tree.mro(ci) if c.key == owner_key and name in c.methods), None)
+        if c is not None:
+            hops.append(_Fn(c.methods[name], c.module, c))
+            continue
+        mod = tree.module(owner_key)
+        fi = mod.functions.get(name) if mod else None
+        if fi is None:
+            return None
+        hops.append(_Fn(fi.node, fi.module, None))
+    lines = [h.line for h in read.via[1:]] + [read.line]  # the line each function calls the next (or reads) at
+    for i, fn in enumerate(hops):
+        for n in _body_nodes(fn.node):
+            if not isinstance(n, (ast.If, ast.While)) or not (n.lineno < lines[i]):
+                continue
+            text = ast.unparse(n.test)
+            if text not in read.conditions or not _encloses(n, lines[i]):
+                continue
+            conjs = n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]
+            for conj in conjs:
+                why = _absent(cap, fn, conj, n.lineno, runner, hops[:i + 1], lines[:i] + [n.lineno])
+                if why is not None:
+                    return CaptureFact(text, f"`{ast.unparse(conj)}` ({fn.module.rel}:{n.lineno}) is false when the "
+                                             f"graph is captured: {why}")
+    return None
+
+
+def _encloses(n: ast.If | ast.While, line: int) -> bool:
+    return any(getattr(s, "lineno", 0) <= line <= getattr(s, "end_lineno", 0) for s in n.body)
+
+
+def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], upto: list[int]) -> str | None:
+    hit = _needs_attribute(fn.node, conj, line)
+    if hit is None:
+        return None
+    receiver, attr = hit
+    receiver = _resolved(fn.node, receiver, line)
+    tree, ci = cap.tree, cap.ci
+    entry, prep = cap.method(CAPTURE_ENTRY), cap.method(IN_GRAPH_PREP)
+    if entry is None:
+        return None
+    ran = cap.closure([(entry, None)] + ([(prep, None)] if prep else []) + list(zip(chain, upto)))
+    ran_nodes = {id(f.node) for f in ran}
+    stores = _stores(ran, attr)
+    if stores:
+        return None
+    later = cap.closure(([(prep, None)] if prep else []) + list(zip(chain, upto)))
+    parts = []
+    for alt in _alternatives(receiver):
+        c_attr = _is_self_attr(alt)
+        if c_attr is not None:
+            if any(_is_self_attr(t) == c_attr for f in later for n in _body_nodes(f.node) if isinstance(n, ast.Assign)
+                   for t in n.targets):
+                return None  # the in-graph prep or the forward may replace the capture's object
+            states = cap.assigned(entry, c_attr)
+            if not states or any(not s for s in states):
+                return None
+            made = []
+            for s in states:
+                for value, where in s:
+                    got = cap.constructed(value, where, value.lineno)
+                    if got is None or any(_has_attribute(tree, k, attr) for k, _ in got):
+                        return None
+                    made += got
+            names = ", ".join(dict.fromkeys(f"{k.name} ({at})" for k, at in made))
+            parts.append(f"`self.{c_attr}` is then a new {names}, which has no `{attr}` (no field, class attribute "
+                         f"or assignment on its MRO)")
+            continue
+        g = _getattr_none(alt)
+        if g is not None and isinstance(g[0], ast.Name):
+            field = g[1]
+            if _forward_batch_has(tree, field):
+                return None
+            backend_fns = {id(n): (c, n) for c in tree.mro(ci) for n in c.methods.values()}
+            where = []
+            for rel, ln, fnode in _tree_stores(tree, field):
+                if id(fnode) not in backend_fns or id(fnode) in ran_nodes:
+                    return None
+                where.append(f"{rel}:{ln}")
+            parts.append(f"`{ast.unparse(alt)}` is None (no ForwardBatch field `{field}`; "
+                         + (f"only {', '.join(where)} set it, outside the capture" if where else "nothing sets it")
+                         + ")")
+            continue
+        return None
+    if not parts:
+        return None
+    return (f"the runner calls `{CAPTURE_ENTRY}(..., in_capture=True)` ({runner[0]}:{runner[1]}) before capturing; "
+            + "; ".join(parts) + f"; nothing the capture runs stores `.{attr}`")

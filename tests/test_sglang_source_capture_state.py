@@ -1,0 +1,120 @@
+"""Tests the whole graph's capture fixes on a read's path (``capture_state``): an attribute the capture's metadata never has.
+
+The synthetic backend (tests/sglang_trees/capture_metadata) re-plans from ``req_to_token`` in its forward when the
+metadata it finds has a ``batch_size`` smaller than the batch, as TRTLLM-MLA does: only the eager prep sets
+``batch_size``, on a new object, and the capture call makes a new object without one. Each variant that breaks one
+link of that argument (a field, a store during the capture, an object the in-graph prep replaces, a forward-batch
+field, a capture path that does not make the object) keeps the read a plain finding.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from fencecheck.commands.reader_status import settle
+from fencecheck.sglang_source import read_path
+from fencecheck.sglang_source.capture_state import local_value
+from sglang_reader_trees import ATTN, build
+
+AT = "sglang/srt/layers/attention/replan_backend.py"
+SRC = (build.__globals__["TREES"] / "capture_metadata" / "sglang" / ATTN / "replan_backend.py").read_text()
+BREAKABLE = {"srt/model_executor/runner_backend_utils/breakable.py": "def eager_on_graph(fn=None):\n    return fn\n"}
+
+
+def _extraction(tmp_path, replace=(), files=None):
+    src = SRC
+    for old, new in replace:
+        assert old in src
+        src = src.replace(old, new)
+    return read_path(build(tmp_path, {f"{ATTN}/replan_backend.py": src, **(files or {})}, "capture_metadata"))
+
+
+def _finding(ex):
+    (f,) = [f for f in ex.findings if f.subject == "ReplanBackend"]
+    return f
+
+
+def test_a_path_the_capture_never_takes_is_not_a_finding_without_breakable_graphs(tmp_path):
+    ex = _extraction(tmp_path)
+    assert [f for f in ex.findings if f.subject == "ReplanBackend"] == []
+    (nf,) = [n for n in ex.not_findings if n.subject == "ReplanBackend"]
+    assert (nf.mode, nf.file, nf.line) == ("DECODE", AT, 24)
+    assert nf.why.startswith(f"no graph captures its path: `size is not None` ({AT}:36) is false when the graph is "
+                             "captured: the runner calls `init_forward_metadata_out_graph(..., in_capture=True)` "
+                             "(sglang/srt/model_executor/runner/decode_capture.py:2) before capturing; ")
+    assert f"`getattr(forward_batch, 'replan_metadata', None)` is None (no ForwardBatch field `replan_metadata`; only " \
+           f"{AT}:25 set it, outside the capture)" in nf.why
+    assert f"`self.forward_metadata` is then a new ReplanMetadata ({AT}:29), which has no `batch_size`" in nf.why
+    assert nf.why.endswith("; the tree has no breakable graphs")
+
+
+def test_with_breakable_graphs_the_finding_stays_and_its_status_names_the_capture_fact(tmp_path):
+    f = _finding(settle(_extraction(tmp_path, files=BREAKABLE)))
+    assert f.status == "unresolved"
+    assert f.status_why.startswith(f"not in a whole CUDA graph: `size is not None` ({AT}:36) is false when the graph "
+                                   "is captured: ")
+    assert f.status_why.endswith("a breakable graph (eager_on_graph) runs the forward eagerly at every replay, where "
+                                 "the test reads the live objects: not settled there")
+
+
+@pytest.mark.parametrize("why,replace", [
+    ("the metadata class has the field", [("    pages: object = None\n",
+                                           "    pages: object = None\n    batch_size: int = 0\n")]),
+    ("the capture stores it", [("            self.forward_metadata = metadata\n",
+                                "            self.forward_metadata = metadata\n"
+                                "            metadata.batch_size = forward_batch.batch_size\n")]),
+    ("the in-graph prep replaces the object", [("    def forward_decode(", "    def init_forward_metadata_in_graph("
+                                                "self, forward_batch):\n        self.forward_metadata = "
+                                                "forward_batch.spare\n\n    def forward_decode(")]),
+    ("the capture makes it on one branch only", [("        if in_capture:\n",
+                                                  "        if in_capture and forward_batch.seq_lens is None:\n")]),
+    ("the capture keeps an object it did not make", [("            self.forward_metadata = metadata\n",
+                                                       "            self.forward_metadata = forward_batch.spare\n")]),
+])
+def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, why, replace):
+    f = _finding(settle(_extraction(tmp_path, replace, BREAKABLE)))
+    assert f.whole_graph == (None,), why
+    assert f.status == "unresolved" and f.status_why.startswith("not settled: size is not None and size < "
+                                                                "forward_batch.batch_size"), why
+
+
+def test_a_forward_batch_field_of_that_name_keeps_the_read_a_finding(tmp_path):
+    fb = build.__globals__["TREES"] / "common" / "sglang" / "srt" / "model_executor" / "forward_batch_info.py"
+    text = fb.read_text() + "    replan_metadata: object = None\n"
+    f = _finding(settle(_extraction(tmp_path, files={"srt/model_executor/forward_batch_info.py": text, **BREAKABLE})))
+    assert f.whole_graph == (None,)
+
+
+def test_a_local_takes_its_last_assignment_only_when_that_one_runs_on_every_path_to_the_line():
+    fn = ast.parse("def f(x):\n"
+                   "    a = 1\n"
+                   "    if x:\n"
+                   "        a = 2\n"
+                   "        b = a\n"
+                   "    c = a\n"
+                   "    if x:\n"
+                   "        d = 3\n"
+                   "    else:\n"
+                   "        e = d\n").body[0]
+    assert ast.unparse(local_value(fn, "a", 3)) == "1"
+    assert ast.unparse(local_value(fn, "a", 5)) == "2"  # in the block that holds line 5
+    assert local_value(fn, "a", 6) is None  # the last one before line 6 is on one branch only
+    assert local_value(fn, "d", 10) is None  # another branch
+    assert local_value(fn, "x", 5) is None  # a parameter
+
+
+@pytest.mark.slow
+def test_trtllm_mla_decode_re_plan_is_not_in_a_whole_graph_of_the_release(release_extraction):
+    """0.5.23: TRTLLM-MLA's decode backstop is settled against the capture; its verify one is not (the per-size
+    metadata dict is also filled by the FlashInfer-MLA parent's capture, with wrappers the tree does not define)."""
+    ex = settle(release_extraction)
+    got = {f.mode: f for f in ex.findings if f.subject == "TRTLLMMLABackend" and f.kind == "read_outside_declaration"}
+    at = "sglang/srt/layers/attention/trtllm_mla_backend.py"
+    assert got["DECODE"].status_why.startswith(f"not in a whole CUDA graph: `batch_size is not None` ({at}:1341) is "
+                                               "false when the graph is captured: the runner calls "
+                                               "`init_forward_metadata_out_graph(..., in_capture=True)` (sglang/srt/"
+                                               "model_executor/runner/decode_cuda_graph_runner.py:1400)")
+    assert f"a new TRTLLMMLADecodeMetadata ({at}:555)" in got["DECODE"].status_why
+    assert got["TARGET_VERIFY"].status_why.startswith("not settled: ")
