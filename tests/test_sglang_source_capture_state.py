@@ -81,7 +81,7 @@ def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, w
 
 
 def test_a_forward_batch_field_of_that_name_keeps_the_read_a_finding(tmp_path):
-    fb = build.__globals__["TREES"] / "common" / "sglang" / "srt" / "model_executor" / "forward_batch_info.py"
+    fb = build.__globals__["TREES"] / "capture_metadata" / "sglang" / "srt" / "model_executor" / "forward_batch_info.py"
     text = fb.read_text() + "    replan_metadata: object = None\n"
     f = _finding(settle(_extraction(tmp_path, files={"srt/model_executor/forward_batch_info.py": text, **BREAKABLE})))
     assert f.whole_graph == (None,)

@@ -19,18 +19,22 @@ from fencecheck.sglang_source.findings import Decision, WorkerReadFinding
 from fencecheck.sglang_source.records import Evidence
 from fencecheck.vocab import WORKER_SITE, ForwardMode
 
+#: Where a capture tail hook reads: inside the phase's graph, after the model forward.
+IN_GRAPH = "in_graph_after_marker"
 #: The outcome of a read after a phase in a mode the scenarios do not model.
 UNMODELLED = ReadOutcome("unresolved", "a phase before the read runs in a mode the scenarios do not model")
 
 
 def worker_read_scenario(name: str, worker: str, pub: Publisher, location: str,
-                         before: tuple[Phase, ...], rule: str | None = None) -> dict | None:
+                         before: tuple[Phase, ...], rule: str | None = None, in_graph: bool = False) -> dict | None:
     """The scenario table of ``worker``'s read of ``location`` after the runner phases ``before`` (in step order):
     the two model runners own the mailboxes (``target``, ``draft``), each phase runs on a runner of its own that
     publishes into its side's mailbox as its runner class does, with an attention backend under the base rule
     (``AttentionBackend.shared_read_ends``) that reads nothing; the worker reads ``location`` on the forward stream
     after the last phase (``worker_reads_after``); the publisher is ``pub``'s side; the overlap scheduler's barrier;
-    the tree's no-marker fallback ``rule`` (PRE_REPLAY, the earlier one, when the tree's was not read). None when a phase's mode is not one the scenarios model."""
+    the tree's no-marker fallback ``rule`` (PRE_REPLAY, the earlier one, when the tree's was not read). A read in a
+    capture tail hook (``in_graph``) is a read of the last phase at ``in_graph_after_marker`` instead: inside its graph,
+    after the model forward. None when a phase's mode is not one the scenarios model."""
     seen, phases, runners = set(), [], {"target": {"publish": "never", "fresh_events": True},
                                         "draft": {"publish": "never", "fresh_events": True}}
     for p in before:
@@ -47,11 +51,14 @@ def worker_read_scenario(name: str, worker: str, pub: Publisher, location: str,
                        **({"execution": "eager"} if p.publish.execution == "eager" else {})})
     if not phases:
         return None
-    phases[-1] = {**phases[-1], "worker_reads_after": [location]}
+    phases[-1] = {**phases[-1], **({"other_reads": {IN_GRAPH: [location]}} if in_graph
+                                   else {"worker_reads_after": [location]})}
+    where = ("which a capture tail hook reads inside the last one's graph, after the model forward" if in_graph
+             else "which follows them on the forward stream")
     cites = [f"{p.file}:{p.line}: {p.side} {p.mode} by `{p.call}`: {p.publish.why}" for p in before]
     return {"name": name,
             "description": f"{worker} as read from the sources: the runner phases of its decode step before its "
-                           f"read of {location}, which follows them on the forward stream; the publisher is "
+                           f"read of {location}, {where}; the publisher is "
                            f"`{pub.publisher}` ({pub.side}); each phase's attention backend declares the base rule.",
             "cites": cites + [f"{pub.file}:{pub.line}: publisher {pub.publisher}"],
             "resolution": rule or "declaration_only", "steps": 2,
@@ -92,6 +99,11 @@ def settle(read: WorkerRead, scenario, verdict: str, races: tuple[str, ...], at_
     where = f"`{after.call}` ({after.file}:{after.line})"
     if verdict == "counterexample" and at_read:
         status = "plausible" if (read.conditions or read.publisher.conditions or after.conditions) else "confirmed"
+        if read.in_graph:
+            return ReadOutcome(status, f"read by a capture tail hook inside the graph of {where}, after the model "
+                                       f"forward and after the in-graph marker it publishes into `{pub}`'s mailbox "
+                                       "(a backend under the base rule): the scheduler's next write waits only for "
+                                       "that event", decision)
         return ReadOutcome(status, f"read on the forward stream after {where} published the read-done event into "
                                    f"`{pub}`'s mailbox: the scheduler's next write waits only for that event", decision)
     if verdict == "proved":
@@ -128,7 +140,9 @@ def findings(algorithms: tuple[Algorithm, ...]) -> tuple[WorkerReadFinding, ...]
             r.conditions + pub.conditions + after.conditions, tuple(names[key]), r.location,
             (Evidence(after.file, after.line, f"`{after.call}` is the publisher's runner: `{pub.publisher}`{when} is "
                                               f"last_shared_read_runner"),
-             Evidence(r.file, r.line, f"reads {r.location} on the device after it via " + " -> ".join(r.via)
+             Evidence(r.file, r.line, (f"reads {r.location} at {IN_GRAPH} (a capture tail hook in its graph) via "
+                                       if r.in_graph else f"reads {r.location} on the device after it via ")
+                      + " -> ".join(r.via)
                       + (f" (when {r.condition})" if r.conditions else ""))),
             o.why, o.decision))
     return tuple(out)
@@ -152,7 +166,13 @@ def worker_fix(data: dict, f: WorkerReadFinding, after):
     where = f"`{after.call}` ({after.file}:{after.line})"
     tries = []
     phases = data["algorithm"]["steps"]["normal"]
-    if len(phases) > 1:
+    if "other_reads" in phases[-1]:  # a capture tail hook's read: a snapshot taken before the replay
+        moved = copy.deepcopy(data)
+        moved["algorithm"]["steps"]["normal"][-1]["other_reads"] = {"pre_replay": [f.location]}
+        tries.append((f"take the {f.location} rows the capture tail hook needs before {where} replays its graph and "
+                      "read that copy in the hook (the model: the read moved out of the graph, before the replay)",
+                      moved))
+    elif len(phases) > 1:
         moved = copy.deepcopy(data)
         ph = moved["algorithm"]["steps"]["normal"]
         ph[-2]["worker_reads_after"] = ph[-1].pop("worker_reads_after")
@@ -192,7 +212,7 @@ def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction
             outcomes[r] = ReadOutcome(None, why)
             continue
         data = worker_read_scenario(f"sglang-{slug(worker[r])}-reads-{slug(r.location)}-{r.line}", worker[r],
-                                    r.publisher, r.location, r.before, rule)
+                                    r.publisher, r.location, r.before, rule, r.in_graph)
         if data is None:
             outcomes[r] = UNMODELLED
             continue
@@ -201,7 +221,8 @@ def decide_worker_reads(ex: Extraction, model: bool = False) -> tuple[Extraction
             sims[s.name] = check_trace(run_scenario(s))
         report = sims[s.name]
         last = s.algorithm.steps[next(iter(s.algorithm.steps))][-1].name
-        at_read = any(x.location == r.location and x.phase == last and x.site == WORKER_SITE
+        site = IN_GRAPH if r.in_graph else WORKER_SITE
+        at_read = any(x.location == r.location and x.phase == last and x.site == site
                       for x in (y.key() for y in report.races))
         o = settle(r, s, report.verdict.value, tuple(sorted({x.key().text() for x in report.races})), at_read)
         if model:

@@ -118,6 +118,9 @@ class WorkerRead(Conditioned):
     host_copy: str | None
     outcome: ReadOutcome
     found: tuple[int, int]
+    #: the read is in a capture tail hook: inside the graph of ``after``'s phase, after the model forward (at
+    #: ``in_graph_after_marker``), not on the forward stream after the phase
+    in_graph: bool = False
 
     def to_json(self) -> dict:
         o = self.outcome
@@ -126,7 +129,8 @@ class WorkerRead(Conditioned):
                 "via": list(self.via), "condition": self.condition, "publisher": self.publisher.publisher,
                 "publisher_condition": self.publisher.condition, "after": self.after.to_json(),
                 "finding": None if o.status is None else {"kind": WORKER_READ, "status": o.status, **d},
-                "why": o.why, **(d if o.status is None and o.decision else {})}
+                "why": o.why, **(d if o.status is None and o.decision else {}),
+                **({"site": "in_graph_after_marker"} if self.in_graph else {})}
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,116 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index):
         unresolved.append(f"{ci.name} has no last_shared_read_runner: no publisher to order its reads against")
     runs = [(c, ph) for c, ph in zip(w.calls, phases) if c.kind == "runner"]
     reads = _reads_after(walker, ci, runs, publisher, unresolved, index) if walker is not None else ()
+    if walker is not None:
+        reads += _hook_reads(walker, types, ci, runs, publisher, unresolved, index, len(reads))
     return tuple(phases), unresolved, publisher, reads
+
+
+#: The model runner's list of callables the decode graph runner calls inside each captured graph, after the model
+#: forward (0.5.23 ``model_executor/runner/decode_cuda_graph_runner.py:1469-1470``).
+TAIL_HOOKS = "capture_tail_hooks"
+#: Modes a runner phase replays from a captured graph.
+CAPTURED_MODES = ("DECODE", "TARGET_VERIFY", "IDLE")
+
+
+def _registrations(tree, types, ci):
+    """(runner text, hook class, hook method, conditions, file, line) of each ``<runner>.capture_tail_hooks.append(H)``
+    in the methods of ``ci``'s MRO, ``H`` a method of the worker or of a field of known class (``self.x.m``)."""
+    out = []
+    fields = types(ci)
+    for c in tree.mro(ci):
+        for node in c.methods.values():
+            for call, conds in _calls_with_tests(node.body, ()):
+                f = call.func
+                if not (isinstance(f, ast.Attribute) and f.attr == "append" and isinstance(f.value, ast.Attribute)
+                        and f.value.attr == TAIL_HOOKS and len(call.args) == 1):
+                    continue
+                h = call.args[0]
+                owner = None
+                if isinstance(h, ast.Attribute) and isinstance(h.value, ast.Name) and h.value.id == "self":
+                    owner = ci
+                elif isinstance(h, ast.Attribute) and isinstance(h.value, ast.Attribute) and \
+                        isinstance(h.value.value, ast.Name) and h.value.value.id == "self":
+                    owner = fields.get(h.value.attr)
+                if owner is None or tree.lookup(owner, h.attr) is None:
+                    tree.note(c.file, call.lineno, f"{c.name}: a capture tail hook of unknown class, "
+                                                   f"`{ast.unparse(h)}`: its reads are not followed")
+                    continue
+                out.append((ast.unparse(f.value.value), owner, h.attr, conds, c.file, call.lineno))
+    return out
+
+
+def _calls_with_tests(stmts, conds):
+    """Each call in ``stmts`` with the texts of the ``if`` tests on its path (``not (T)`` in an ``else``)."""
+    for s in stmts:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(s, ast.If):
+            t = ast.unparse(s.test)
+            yield from _calls_with_tests(s.body, conds + (t,))
+            yield from _calls_with_tests(s.orelse, conds + (f"not ({t})",))
+            continue
+        blocks = [b for b in (getattr(s, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list)]
+        blocks += [h.body for h in getattr(s, "handlers", ())]
+        heads = [x for x in ast.iter_child_nodes(s) if not isinstance(x, (ast.stmt, ast.excepthandler))] if blocks \
+            else [s]
+        for n in heads:
+            for x in ast.walk(n):
+                if isinstance(x, ast.Call):
+                    yield x, conds
+        for b in blocks:
+            yield from _calls_with_tests(b, conds)
+
+
+def _hook_reads(walker, types, ci, runs, publisher, unresolved, index, start) -> tuple[WorkerRead, ...]:
+    """The reads of the capture tail hooks the worker registers on the publisher's model runner: a hook runs inside
+    every graph that runner captures, after the model forward, so each read (walked in the mode of a captured phase
+    on the publisher's side that can publish; per mode, the phase with the fewest conditions) is ordered after that
+    phase's in-graph marker (``WorkerRead.in_graph``). A hook on another runner is noted, not ordered."""
+    tree = walker.tree
+    out = []
+    for runner, owner, method, conds, file, line in _registrations(tree, types, ci):
+        side = _side(runner)
+        for pub in (p for p in publisher if p.side == side):
+            mine = [(c, ph) for c, ph in runs if ph.side == side and ph.mode in CAPTURED_MODES
+                    and may_publish(ph.mode, ph.publish)]
+            if not mine:
+                unresolved.append(f"{ci.name} registers a capture tail hook on `{runner}` ({file}:{line}), but no "
+                                  f"captured phase on that side publishes")
+                continue
+            # the hook runs in every graph of that runner: the phase of each mode with the fewest conditions hosts it
+            hosts = {}
+            for i, (c, ph) in enumerate(mine):
+                if ph.mode not in hosts or len(ph.conditions) < len(hosts[ph.mode][1][1].conditions):
+                    hosts[ph.mode] = (i, (c, ph))
+            for _, (call, last) in sorted(hosts.values(), key=lambda x: x[0]):
+                out += _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, runs, index,
+                               start + len(out), {(x.file, x.line, x.location) for x in out})
+        if not any(p.side == side for p in publisher):
+            unresolved.append(f"{ci.name} registers a capture tail hook on `{runner}` ({file}:{line}), a runner "
+                              "that is not its publisher: its reads are not ordered")
+    return tuple(out)
+
+
+def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, runs, index, start, seen):
+    """The reads of the hook ``owner.method`` (registered at ``file:line`` under ``conds``) inside the graph of the
+    phase ``last`` (the step call ``call``), ordered after that phase and the phases before it on its path."""
+    out = []
+    after = After(last.call, last.file, last.line, last.conditions, last.mode, True)
+    before = tuple(ph for c, ph in runs if c is call or _after(call.chain, c.chain, walker.functions))
+    hop = f"{runner}.{TAIL_HOOKS} ({file}:{line})"
+    for r in walker.method_reads(owner, method, last.mode):
+        if r.host_sync is not None:
+            continue
+        k = (r.file, r.line, r.location)
+        if k in seen or any((x.file, x.line, x.location) == k for x in out):
+            continue
+        rc = tuple(conds) + tuple(r.conditions)
+        dead = dead_path(walker.tree, rc)
+        outcome = PENDING if dead is None else ReadOutcome(None, f"its path cannot run: {dead} (attributes.py)")
+        out.append(WorkerRead(r.location, r.file, r.line, r.what, (hop,) + tuple(h.text() for h in r.via),
+                              rc, pub, after, before, None, outcome, (index, start + len(out)), True))
+    return out
 
 
 def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[WorkerRead, ...]:

@@ -220,6 +220,10 @@ class ReadWalker:
                     fi = m.functions.get(f.attr) if m else None
                     if fi is not None:
                         target = rw._fn(None, None, fi.node, fi.module)
+        elif isinstance(f, ast.Name) and f.id == "self" and fn.subject is not None:  # the object called: __call__
+            hit = tree.lookup(fn.subject, "__call__")
+            if hit:
+                target = rw._fn(fn.subject, hit[0], hit[1])
         elif isinstance(f, ast.Name):
             r = tree.resolve(fn.module, f.id)
             if isinstance(r, FuncInfo):

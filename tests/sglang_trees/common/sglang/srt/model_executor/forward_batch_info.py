@@ -1,4 +1,3 @@
-from dataclasses import dataclass
 from enum import IntEnum, auto
 
 
@@ -29,11 +28,3 @@ class ForwardMode(IntEnum):
 
     def is_cuda_graph(self):
         return self in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.IDLE)
-
-
-@dataclass
-class ForwardBatch:
-    forward_mode: ForwardMode
-    batch_size: int
-    req_pool_indices: object = None
-    seq_lens: object = None
