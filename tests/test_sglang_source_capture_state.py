@@ -50,13 +50,15 @@ def test_a_path_the_capture_never_takes_is_not_a_finding_without_breakable_graph
     assert nf.why.endswith("; the tree has no breakable graphs")
 
 
-def test_with_breakable_graphs_the_finding_stays_and_its_status_names_the_capture_fact(tmp_path):
+def test_with_breakable_graphs_the_finding_stays_and_its_status_names_the_capture_fact_and_the_debug_replay(tmp_path):
     f = _finding(settle(_extraction(tmp_path, files=BREAKABLE)))
     assert f.status == "unresolved"
-    assert f.status_why.startswith(f"not in a whole CUDA graph: `size is not None` ({AT}:36) is false when the graph "
+    assert f.status_why.startswith(f"not in a captured graph: `size is not None` ({AT}:36) is false when the graph "
                                    "is captured: ")
-    assert f.status_why.endswith("a breakable graph (eager_on_graph) runs the forward eagerly at every replay, where "
-                                 "the test reads the live objects: not settled there")
+    assert f.status_why.endswith("only a replay that runs the forward eagerly evaluates the test again, on the live "
+                                 "objects (the breakable backend's debug replay, one eager_on_graph break around the "
+                                 "whole forward, where no marker is recorded and the tree's no-marker fallback "
+                                 "decides): not settled there")
 
 
 @pytest.mark.parametrize("why,replace", [
@@ -112,7 +114,7 @@ def test_trtllm_mla_decode_re_plan_is_not_in_a_whole_graph_of_the_release(releas
     ex = settle(release_extraction)
     got = {f.mode: f for f in ex.findings if f.subject == "TRTLLMMLABackend" and f.kind == "read_outside_declaration"}
     at = "sglang/srt/layers/attention/trtllm_mla_backend.py"
-    assert got["DECODE"].status_why.startswith(f"not in a whole CUDA graph: `batch_size is not None` ({at}:1341) is "
+    assert got["DECODE"].status_why.startswith(f"not in a captured graph: `batch_size is not None` ({at}:1341) is "
                                                "false when the graph is captured: the runner calls "
                                                "`init_forward_metadata_out_graph(..., in_capture=True)` (sglang/srt/"
                                                "model_executor/runner/decode_cuda_graph_runner.py:1400)")

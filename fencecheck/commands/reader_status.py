@@ -53,8 +53,9 @@ def _breakable_only(facts) -> str:
     from fencecheck.sglang_source.capture_state import BREAK_MARKER
 
     why = "; ".join(dict.fromkeys(x.why for x in facts))
-    return (f"not in a whole CUDA graph: {why}; a breakable graph ({BREAK_MARKER}) runs the forward eagerly at every "
-            "replay, where the test reads the live objects: not settled there")
+    return (f"not in a captured graph: {why}; only a replay that runs the forward eagerly evaluates the test again, "
+            f"on the live objects (the breakable backend's debug replay, one {BREAK_MARKER} break around the whole "
+            "forward, where no marker is recorded and the tree's no-marker fallback decides): not settled there")
 
 
 def _reached(reach) -> tuple[str, str]:

@@ -21,8 +21,11 @@ and nothing the capture runs stores ``.A`` or calls ``setattr``: the functions t
 (``init_forward_metadata_in_graph``) and the read's own call chain up to the test call (the backend's methods and
 the tree's functions, followed through every branch). Stores through objects the reader cannot type are not seen.
 
-A breakable graph (SGLang's ``eager_on_graph`` break markers, on attention layers) runs the forward eagerly at every
-replay, where the same test reads the live objects: such a read is left to ``reader_status`` with this fact named.
+A breakable graph captures decode and verify attention in a segment too (its ``eager_on_graph`` breaks around attention
+are for extend batches in a prefill graph's scope), but its debug replay runs the whole forward as one eager break,
+where the same test reads the live objects (no marker is recorded there: the tree's no-marker fallback decides what
+covers it). In a tree with that break marker such a read is left to ``reader_status`` with this fact named; in one
+without, it is not a finding.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ CAPTURE_ENTRY = "init_forward_metadata_out_graph"
 IN_GRAPH_PREP = "init_forward_metadata_in_graph"
 #: Modes the decode graph runner replays from a captured graph.
 GRAPH_MODES = ("DECODE", "TARGET_VERIFY", "IDLE")
-#: SGLang's break marker of a breakable graph (its function runs eagerly at replay).
+#: SGLang's break marker of a breakable graph (its function runs eagerly at replay; the debug replay wraps the whole
+#: forward in one).
 BREAK_MARKER = "eager_on_graph"
 #: Levels of calls followed from the capture call when looking for the assignment of ``self.C``.
 MAX_DEPTH = 4
@@ -93,14 +97,23 @@ class _Fn:
         return f"{self.module.rel}:{self.node.lineno}"
 
 
-def _body_nodes(fn: ast.FunctionDef):
-    """The nodes of ``fn``'s body, nested function and class bodies left out."""
-    stack = list(fn.body)
+_BODIES: dict[int, tuple] = {}
+
+
+def _body_nodes(fn: ast.FunctionDef) -> list:
+    """The nodes of ``fn``'s body, nested function and class bodies left out (once per function: the trees are never
+    changed)."""
+    hit = _BODIES.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    out, stack = [], list(fn.body)
     while stack:
         n = stack.pop()
-        yield n
+        out.append(n)
         stack.extend(k for k in ast.iter_child_nodes(n)
                      if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+    _BODIES[id(fn)] = (fn, out)
+    return out
 
 
 def _ends(stmts) -> bool:
@@ -475,12 +488,24 @@ def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFa
             text = ast.unparse(n.test)
             if text not in read.conditions or not _encloses(n, lines[i]):
                 continue
-            conjs = n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]
-            for conj in conjs:
-                why = _absent(cap, fn, conj, n.lineno, runner, hops[:i + 1], lines[:i] + [n.lineno])
-                if why is not None:
-                    return CaptureFact(text, f"`{ast.unparse(conj)}` ({fn.module.rel}:{n.lineno}) is false when the "
-                                             f"graph is captured: {why}")
+            memo = tree.__dict__.setdefault("_capture_facts", {})
+            k = (ci.key, mode, id(n), tuple(id(h.node) for h in hops[:i + 1]), tuple(lines[:i]))
+            if k not in memo:
+                memo[k] = _test_fact(cap, fn, n, text, runner, hops[:i + 1], lines[:i] + [n.lineno])
+            if memo[k] is not None:
+                return memo[k]
+    return None
+
+
+def _test_fact(cap, fn, n, text, runner, chain, upto) -> CaptureFact | None:
+    conjs = n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]
+    for conj in conjs:
+        if not any(isinstance(x, (ast.Name, ast.Call)) for x in ast.walk(conj)):
+            continue
+        why = _absent(cap, fn, conj, n.lineno, runner, chain, upto)
+        if why is not None:
+            return CaptureFact(text, f"`{ast.unparse(conj)}` ({fn.module.rel}:{n.lineno}) is false when the graph is "
+                                     f"captured: {why}")
     return None
 
 
