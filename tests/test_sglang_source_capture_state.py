@@ -2,9 +2,11 @@
 
 The synthetic backend (tests/sglang_trees/capture_metadata) re-plans from ``req_to_token`` in its forward when the
 metadata it finds has a ``batch_size`` smaller than the batch, as TRTLLM-MLA does: only the eager prep sets
-``batch_size``, on a new object, and the capture call makes a new object without one. Each variant that breaks one
-link of that argument (a field, a store during the capture, an object the in-graph prep replaces, a forward-batch
-field, a capture path that does not make the object) keeps the read a plain finding.
+``batch_size``, on a new object, and the capture call makes a new object without one. Not a finding without breakable
+graphs, nor with them where the debug replay (the forward eager, no marker) falls back to POST_REPLAY; a finding
+naming the fact where it falls back to PRE_REPLAY or the row declares PRE_REPLAY. Each variant that breaks one link of
+that argument (a field, a store during the capture, an object the in-graph prep replaces, a forward-batch field, a
+capture path that does not make the object) keeps the read a plain finding.
 """
 
 from __future__ import annotations
@@ -50,15 +52,41 @@ def test_a_path_the_capture_never_takes_is_not_a_finding_without_breakable_graph
     assert nf.why.endswith("; the tree has no breakable graphs")
 
 
-def test_with_breakable_graphs_the_finding_stays_and_its_status_names_the_capture_fact_and_the_debug_replay(tmp_path):
-    f = _finding(settle(_extraction(tmp_path, files=BREAKABLE)))
-    assert f.status == "unresolved"
-    assert f.status_why.startswith(f"not in a captured graph: `size is not None` ({AT}:36) is false when the graph "
-                                   "is captured: ")
+RUNNER = "srt/model_executor/runner/decode_cuda_graph_runner.py"
+PRE_FALLBACK = {RUNNER: (build.__globals__["TREES"] / "common" / "sglang" / RUNNER).read_text().replace(
+    "            return SharedReadEnds.POST_REPLAY\n", "            return SharedReadEnds.PRE_REPLAY\n")}
+
+
+def test_with_breakable_graphs_a_post_replay_fallback_covers_the_debug_replay(tmp_path):
+    ex = _extraction(tmp_path, files=BREAKABLE)
+    assert [f for f in ex.findings if f.subject == "ReplanBackend"] == []
+    (nf,) = [n for n in ex.not_findings if n.subject == "ReplanBackend"]
+    assert nf.why.endswith("the one replay that runs the forward eagerly, the breakable backend's debug replay (one "
+                           "break, eager_on_graph at sglang/srt/model_executor/runner_backend_utils/breakable.py:1, "
+                           "around the whole forward), records no marker, and DecodeCudaGraphRunner."
+                           "_resolve_shared_read_ends falls back from IN_REPLAY to POST_REPLAY then (sglang/srt/"
+                           "model_executor/runner/decode_cuda_graph_runner.py:22), which covers the forward")
+
+
+@pytest.mark.parametrize("why,replace,files", [
+    ("a PRE_REPLAY fallback", (), PRE_FALLBACK),
+    ("a PRE_REPLAY declaration", [("    def forward_decode(", "    def shared_read_ends(self, fm):\n        return "
+                                   "SharedReadEnds.PRE_REPLAY\n\n    def forward_decode(")], {}),
+])
+def test_where_the_debug_replay_is_not_covered_the_finding_stays_and_names_the_capture_fact(tmp_path, why, replace,
+                                                                                           files):
+    if files is not PRE_FALLBACK:
+        replace = [("from sglang.srt.layers.attention.base_attn_backend import AttentionBackend\n",
+                    "from sglang.srt.layers.attention.base_attn_backend import AttentionBackend, SharedReadEnds\n")] \
+            + list(replace)
+    f = _finding(settle(_extraction(tmp_path, replace, {**BREAKABLE, **files})))
+    assert f.status == "unresolved", why
+    assert f.status_why.startswith(f"not in a captured graph: `size is not None` ({AT}:") and \
+        "is false when the graph is captured: " in f.status_why, why
     assert f.status_why.endswith("only a replay that runs the forward eagerly evaluates the test again, on the live "
                                  "objects (the breakable backend's debug replay, one eager_on_graph break around the "
                                  "whole forward, where no marker is recorded and the tree's no-marker fallback "
-                                 "decides): not settled there")
+                                 "decides): not settled there"), why
 
 
 @pytest.mark.parametrize("why,replace", [
@@ -76,7 +104,7 @@ def test_with_breakable_graphs_the_finding_stays_and_its_status_names_the_captur
                                                        "            self.forward_metadata = forward_batch.spare\n")]),
 ])
 def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, why, replace):
-    f = _finding(settle(_extraction(tmp_path, replace, BREAKABLE)))
+    f = _finding(settle(_extraction(tmp_path, replace, {**BREAKABLE, **PRE_FALLBACK})))
     assert f.whole_graph == (None,), why
     assert f.status == "unresolved" and f.status_why.startswith("not settled: size is not None and size < "
                                                                 "forward_batch.batch_size"), why
@@ -85,7 +113,8 @@ def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, w
 def test_a_forward_batch_field_of_that_name_keeps_the_read_a_finding(tmp_path):
     fb = build.__globals__["TREES"] / "capture_metadata" / "sglang" / "srt" / "model_executor" / "forward_batch_info.py"
     text = fb.read_text() + "    replan_metadata: object = None\n"
-    f = _finding(settle(_extraction(tmp_path, files={"srt/model_executor/forward_batch_info.py": text, **BREAKABLE})))
+    f = _finding(settle(_extraction(tmp_path, files={"srt/model_executor/forward_batch_info.py": text, **BREAKABLE,
+                                                     **PRE_FALLBACK})))
     assert f.whole_graph == (None,)
 
 
@@ -108,15 +137,19 @@ def test_a_local_takes_its_last_assignment_only_when_that_one_runs_on_every_path
 
 
 @pytest.mark.slow
-def test_trtllm_mla_decode_re_plan_is_not_in_a_whole_graph_of_the_release(release_extraction):
-    """0.5.23: TRTLLM-MLA's decode backstop is settled against the capture; its verify one is not (the per-size
-    metadata dict is also filled by the FlashInfer-MLA parent's capture, with wrappers the tree does not define)."""
+def test_trtllm_mla_decode_re_plan_is_in_no_replay_of_the_release(release_extraction):
+    """0.5.23: TRTLLM-MLA's decode backstop is settled against the capture, and its debug replay falls back to
+    POST_REPLAY: not a finding; its verify one is not settled (the per-size metadata dict is also filled by the
+    FlashInfer-MLA parent's capture, with wrappers the tree does not define)."""
     ex = settle(release_extraction)
     got = {f.mode: f for f in ex.findings if f.subject == "TRTLLMMLABackend" and f.kind == "read_outside_declaration"}
     at = "sglang/srt/layers/attention/trtllm_mla_backend.py"
-    assert got["DECODE"].status_why.startswith(f"not in a captured graph: `batch_size is not None` ({at}:1341) is "
-                                               "false when the graph is captured: the runner calls "
-                                               "`init_forward_metadata_out_graph(..., in_capture=True)` (sglang/srt/"
-                                               "model_executor/runner/decode_cuda_graph_runner.py:1400)")
-    assert f"a new TRTLLMMLADecodeMetadata ({at}:555)" in got["DECODE"].status_why
+    assert "DECODE" not in got
+    nf = [n for n in ex.not_findings if n.subject == "TRTLLMMLABackend" and n.mode == "DECODE"
+          and n.why.startswith("no graph captures its path: ")]
+    assert nf and all(f"`batch_size is not None` ({at}:1341) is false when the graph is captured: the runner calls "
+                      "`init_forward_metadata_out_graph(..., in_capture=True)` (sglang/srt/model_executor/runner/"
+                      "decode_cuda_graph_runner.py:1400)" in n.why and f"a new TRTLLMMLADecodeMetadata ({at}:555)"
+                      in n.why and "falls back from IN_REPLAY to POST_REPLAY then (sglang/srt/model_executor/runner/"
+                      "decode_cuda_graph_runner.py:685)" in n.why for n in nf)
     assert got["TARGET_VERIFY"].status_why.startswith("not settled: ")

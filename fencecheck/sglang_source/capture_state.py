@@ -24,8 +24,9 @@ the tree's functions, followed through every branch). Stores through objects the
 A breakable graph captures decode and verify attention in a segment too (its ``eager_on_graph`` breaks around attention
 are for extend batches in a prefill graph's scope), but its debug replay runs the whole forward as one eager break,
 where the same test reads the live objects (no marker is recorded there: the tree's no-marker fallback decides what
-covers it). In a tree with that break marker such a read is left to ``reader_status`` with this fact named; in one
-without, it is not a finding.
+covers it). Such a read is not a finding in a tree without that break marker, nor where the CUDA decode graph
+runner's no-marker fallback turns the row's ``IN_REPLAY`` into ``POST_REPLAY`` (``extract._whole_graph``); elsewhere it
+is left to ``reader_status`` with this fact named.
 """
 
 from __future__ import annotations

@@ -93,6 +93,8 @@ def read_tree(tree: Tree) -> Extraction:
     if proto.kind != DECLARATION:
         return older_fence(tree, proto)
     rd = Reader(tree)
+    runner = proto.decode_runner()
+    rd.no_marker = runner.fallback if runner is not None else None  # what a replay without the marker resolves to
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
         b, f, nf = _backend(rd, ci)
@@ -285,7 +287,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if r.host_sync is None]
             cond = tuple(conds) + tuple(c2)
             bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
-            bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad)
+            bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad, end)
             pruned += uncaptured
             not_findings += [NotFinding(ci.name, mode, r.location, r.file, r.line, _via(r), why) for r, why in pruned
                              if snapshot is False]
@@ -316,19 +318,31 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
     return findings, not_findings
 
 
-def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad) -> tuple[list, list, list]:
+def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[list, list, list]:
     """``bad`` (site, read) pairs, each in-graph read's ``capture_state.CaptureFact`` (None where the capture fixes
-    no test on its path), and (read, why) for the reads no graph of the tree captures: those whose path the capture of
-    a whole graph rules out, in a tree without breakable graphs (else they stay, with their fact, for the status)."""
-    from .capture_state import break_marker, capture_fact
+    no test on its path), and (read, why) for the reads no replay runs: those whose path the capture of a graph rules
+    out, in a tree without breakable graphs, or where the one replay that runs the forward eagerly (the breakable
+    backend's debug replay, which records no marker) falls back from the row's ``IN_REPLAY`` to ``POST_REPLAY``, which
+    covers the forward (the CUDA decode graph runner's no-marker fallback, ``rd.no_marker``); the others stay, with
+    their fact, for the status."""
+    from .capture_state import BREAK_MARKER, break_marker, capture_fact
 
     keep, facts, gone = [], [], []
     breakable = break_marker(rd.tree)
+    fb = getattr(rd, "no_marker", None)
+    covered = end == "IN_REPLAY" and fb is not None and fb.end == "POST_REPLAY"
     for s, r in bad:
         fact = capture_fact(rd.tree, ci, rd.modes, mode, r) if s in (
             ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER) else None
         if fact is not None and breakable is None:
             gone.append((r, f"no graph captures its path: {fact.why}; the tree has no breakable graphs"))
+            continue
+        if fact is not None and covered:
+            gone.append((r, f"no graph captures its path: {fact.why}; the one replay that runs the forward eagerly, the "
+                            f"breakable backend's debug replay (one break, {BREAK_MARKER} at {breakable[0]}:"
+                            f"{breakable[1]}, around the whole forward), records no marker, and "
+                            f"{fb.function} falls back from IN_REPLAY to POST_REPLAY then ({fb.file}:{fb.line}), "
+                            "which covers the forward"))
             continue
         keep.append((s, r))
         facts.append(fact)
