@@ -22,6 +22,11 @@ from sglang_reader_trees import ATTN, build
 
 AT = "sglang/srt/layers/attention/replan_backend.py"
 SRC = (build.__globals__["TREES"] / "capture_metadata" / "sglang" / ATTN / "replan_backend.py").read_text()
+#: The common tree's forward_batch_info.py with a ForwardBatch dataclass (the rule reads its fields).
+FB = "srt/model_executor/forward_batch_info.py"
+FORWARD_BATCH = ("from dataclasses import dataclass\n" + (build.__globals__["TREES"] / "common" / "sglang" / FB).read_text()
+                 + "\n\n@dataclass\nclass ForwardBatch:\n    forward_mode: ForwardMode\n    batch_size: int\n"
+                   "    req_pool_indices: object = None\n    seq_lens: object = None\n")
 BREAKABLE = {"srt/model_executor/runner_backend_utils/breakable.py": "def eager_on_graph(fn=None):\n    return fn\n"}
 
 
@@ -30,7 +35,8 @@ def _extraction(tmp_path, replace=(), files=None):
     for old, new in replace:
         assert old in src
         src = src.replace(old, new)
-    return read_path(build(tmp_path, {f"{ATTN}/replan_backend.py": src, **(files or {})}, "capture_metadata"))
+    return read_path(build(tmp_path, {f"{ATTN}/replan_backend.py": src, FB: FORWARD_BATCH, **(files or {})},
+                           "capture_metadata"))
 
 
 def _finding(ex):
@@ -111,10 +117,8 @@ def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, w
 
 
 def test_a_forward_batch_field_of_that_name_keeps_the_read_a_finding(tmp_path):
-    fb = build.__globals__["TREES"] / "capture_metadata" / "sglang" / "srt" / "model_executor" / "forward_batch_info.py"
-    text = fb.read_text() + "    replan_metadata: object = None\n"
-    f = _finding(settle(_extraction(tmp_path, files={"srt/model_executor/forward_batch_info.py": text, **BREAKABLE,
-                                                     **PRE_FALLBACK})))
+    text = FORWARD_BATCH + "    replan_metadata: object = None\n"
+    f = _finding(settle(_extraction(tmp_path, files={FB: text, **BREAKABLE, **PRE_FALLBACK})))
     assert f.whole_graph == (None,)
 
 
