@@ -17,10 +17,10 @@ from fencecheck.sglang_source.algorithm_records import PENDING, Algorithm, Phase
 from fencecheck.sglang_source.extract import Extraction
 from fencecheck.sglang_source.findings import Decision, WorkerReadFinding
 from fencecheck.sglang_source.records import Evidence
-from fencecheck.vocab import WORKER_SITE, ForwardMode
+from fencecheck.vocab import WORKER_SITE, ForwardMode, ReadSite
 
 #: Where a capture tail hook reads: inside the phase's graph, after the model forward.
-IN_GRAPH = "in_graph_after_marker"
+IN_GRAPH = ReadSite.IN_GRAPH_AFTER_MARKER.value
 #: The outcome of a read after a phase in a mode the scenarios do not model.
 UNMODELLED = ReadOutcome("unresolved", "a phase before the read runs in a mode the scenarios do not model")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..vocab import ReadSite
 from .findings import Decision
 from .records import At, ClassAt, Conditioned, Plain
 
@@ -130,7 +131,7 @@ class WorkerRead(Conditioned):
                 "publisher_condition": self.publisher.condition, "after": self.after.to_json(),
                 "finding": None if o.status is None else {"kind": WORKER_READ, "status": o.status, **d},
                 "why": o.why, **(d if o.status is None and o.decision else {}),
-                **({"site": "in_graph_after_marker"} if self.in_graph else {})}
+                **({"site": ReadSite.IN_GRAPH_AFTER_MARKER.value} if self.in_graph else {})}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import ast
 
 from .algorithm_records import PENDING, After, Algorithm, Phase, Publisher, ReadOutcome, WorkerRead, host_copy_outcome
 from .attributes import dead_path
+from .capture_state import GRAPH_MODES
 from .constructed import BLOCKS, ends_in_exit
 from .declare import Modes
 from .dispatch import dispatch, registry
@@ -103,8 +104,6 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index):
 #: The model runner's list of callables the decode graph runner calls inside each captured graph, after the model
 #: forward (0.5.23 ``model_executor/runner/decode_cuda_graph_runner.py:1469-1470``).
 TAIL_HOOKS = "capture_tail_hooks"
-#: Modes a runner phase replays from a captured graph.
-CAPTURED_MODES = ("DECODE", "TARGET_VERIFY", "IDLE")
 
 
 def _registrations(tree, types, ci):
@@ -166,7 +165,7 @@ def _hook_reads(walker, types, ci, runs, publisher, unresolved, index, start) ->
     for runner, owner, method, conds, file, line in _registrations(tree, types, ci):
         side = _side(runner)
         for pub in (p for p in publisher if p.side == side):
-            mine = [(c, ph) for c, ph in runs if ph.side == side and ph.mode in CAPTURED_MODES
+            mine = [(c, ph) for c, ph in runs if ph.side == side and ph.mode in GRAPH_MODES
                     and may_publish(ph.mode, ph.publish)]
             if not mine:
                 unresolved.append(f"{ci.name} registers a capture tail hook on `{runner}` ({file}:{line}), but no "
@@ -178,33 +177,30 @@ def _hook_reads(walker, types, ci, runs, publisher, unresolved, index, start) ->
                 if ph.mode not in hosts or len(ph.conditions) < len(hosts[ph.mode][1][1].conditions):
                     hosts[ph.mode] = (i, (c, ph))
             for _, (call, last) in sorted(hosts.values(), key=lambda x: x[0]):
-                out += _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, runs, index,
-                               start + len(out), {(x.file, x.line, x.location) for x in out})
+                _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, runs, index, start, out)
         if not any(p.side == side for p in publisher):
             unresolved.append(f"{ci.name} registers a capture tail hook on `{runner}` ({file}:{line}), a runner "
                               "that is not its publisher: its reads are not ordered")
     return tuple(out)
 
 
-def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, runs, index, start, seen):
-    """The reads of the hook ``owner.method`` (registered at ``file:line`` under ``conds``) inside the graph of the
-    phase ``last`` (the step call ``call``), ordered after that phase and the phases before it on its path."""
-    out = []
+def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, runs, index, start, out) -> None:
+    """Appends to ``out`` the reads of the hook ``owner.method`` (registered at ``file:line`` under ``conds``) inside
+    the graph of the phase ``last`` (the step call ``call``) not in it yet, ordered after that phase and the phases
+    before it on its path; ``start``: how many reads of the worker come before the hooks' (their ``found`` order)."""
     after = After(last.call, last.file, last.line, last.conditions, last.mode, True)
     before = tuple(ph for c, ph in runs if c is call or _after(call.chain, c.chain, walker.functions))
     hop = f"{runner}.{TAIL_HOOKS} ({file}:{line})"
     for r in walker.method_reads(owner, method, last.mode):
         if r.host_sync is not None:
             continue
-        k = (r.file, r.line, r.location)
-        if k in seen or any((x.file, x.line, x.location) == k for x in out):
+        if any((x.file, x.line, x.location) == (r.file, r.line, r.location) for x in out):
             continue
         rc = tuple(conds) + tuple(r.conditions)
         dead = dead_path(walker.tree, rc)
         outcome = PENDING if dead is None else ReadOutcome(None, f"its path cannot run: {dead} (attributes.py)")
         out.append(WorkerRead(r.location, r.file, r.line, r.what, (hop,) + tuple(h.text() for h in r.via),
                               rc, pub, after, before, None, outcome, (index, start + len(out)), True))
-    return out
 
 
 def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[WorkerRead, ...]:

@@ -52,6 +52,9 @@ class Reader:
         graph = self.modes.members
         self.graph_modes = {m for m in graph if self.modes.predicate("is_cuda_graph", m)} | \
             {m for m in graph if m.startswith("DRAFT_EXTEND")}
+        #: the CUDA decode graph runner's no-marker fallback (``runners.Fallback``), set by ``extract.read_tree``
+        #: from the protocol facts; None when not read
+        self.no_marker = None
 
     def attr_types(self, ci: ClassInfo) -> dict[str, ClassInfo]:
         """``self.x`` -> the backend class every ``self.x = Cls(...)`` on ``ci``'s MRO assigns (when just one)."""

@@ -6,7 +6,7 @@ capture, with the objects the capture made. SGLang's decode graph runner calls t
 ``init_forward_metadata_out_graph(forward_batch, in_capture=True)`` before it captures the in-graph prep and the
 forward (the call is read from the tree, and cited). A test conjunct that needs ``getattr(M, "A", None)`` not None
 (``L is not None`` or ``L`` with ``L = getattr(M, "A", None)`` the function's last assignment of ``L`` before the
-test, at its top level; the same for ``M``) is false at capture when every alternative of ``M`` (an ``or`` of them)
+test, in a block that holds it; the same for ``M``) is false at capture when every alternative of ``M`` (an ``or`` of them)
 is None there:
 
 - ``self.C``: on every path of that capture call in the mode (``in_capture`` true, forward-mode tests decided, the
@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from .attributes import _targets, self_assignments
 from .reads import decided_test
 from .tree import ClassInfo, FuncInfo, Tree
 
@@ -52,9 +53,8 @@ MAX_DEPTH = 4
 
 @dataclass(frozen=True)
 class CaptureFact:
-    """A test of a read's path that the capture of a whole graph decides false, and why (with file:line)."""
+    """Why a test of a read's path is false when the graph is captured (with file:line)."""
 
-    test: str
     why: str
 
 
@@ -92,10 +92,6 @@ def break_marker(tree: Tree) -> tuple[str, int] | None:
 class _Fn:
     def __init__(self, node: ast.FunctionDef, module, owner: ClassInfo | None):
         self.node, self.module, self.owner = node, module, owner
-
-    @property
-    def at(self) -> str:
-        return f"{self.module.rel}:{self.node.lineno}"
 
 
 _BODIES: dict[int, tuple] = {}
@@ -397,8 +393,7 @@ class _Capture:
         out = []
         for fn in self.methods():
             for n in _body_nodes(fn.node):
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
-                        n, (ast.AnnAssign, ast.AugAssign)) else []):
+                for t in _targets(n):
                     if _is_self_attr(t) == table and not (isinstance(n, ast.Assign) and isinstance(
                             n.value, ast.Dict) and not n.value.keys):
                         return None  # the dict itself replaced by something else
@@ -412,8 +407,6 @@ class _Capture:
 
 
 def _has_attribute(tree: Tree, k: ClassInfo, attr: str) -> bool:
-    from .attributes import self_assignments
-
     for c in tree.mro(k):
         if attr in c.assigned or "__getattr__" in c.methods or attr in c.methods:
             return True
@@ -432,8 +425,7 @@ def _stores(fns: list[_Fn], attr: str) -> list[str]:
         for n in _body_nodes(fn.node):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
                 out.append(f"{fn.module.rel}:{n.lineno}")
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
-                    n, (ast.AnnAssign, ast.AugAssign)) else []):
+            for t in _targets(n):
                 if isinstance(t, ast.Attribute) and t.attr == attr and _is_self_attr(t) is None:
                     out.append(f"{fn.module.rel}:{n.lineno}")
     return out
@@ -448,8 +440,7 @@ def _tree_stores(tree: Tree, attr: str) -> list[tuple[str, int, ast.AST]]:
             continue
         for fnode in (n for n in tree.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
             for n in _body_nodes(fnode):
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
-                        n, (ast.AnnAssign, ast.AugAssign)) else []):
+                for t in _targets(n):
                     if isinstance(t, ast.Attribute) and t.attr == attr:
                         out.append((mod.rel, n.lineno, fnode))
     return out
@@ -492,21 +483,19 @@ def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFa
             memo = tree.__dict__.setdefault("_capture_facts", {})
             k = (ci.key, mode, id(n), tuple(id(h.node) for h in hops[:i + 1]), tuple(lines[:i]))
             if k not in memo:
-                memo[k] = _test_fact(cap, fn, n, text, runner, hops[:i + 1], lines[:i] + [n.lineno])
+                memo[k] = _test_fact(cap, fn, n, runner, hops[:i + 1], lines[:i] + [n.lineno])
             if memo[k] is not None:
                 return memo[k]
     return None
 
 
-def _test_fact(cap, fn, n, text, runner, chain, upto) -> CaptureFact | None:
+def _test_fact(cap, fn, n, runner, chain, upto) -> CaptureFact | None:
     conjs = n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]
     for conj in conjs:
-        if not any(isinstance(x, (ast.Name, ast.Call)) for x in ast.walk(conj)):
-            continue
         why = _absent(cap, fn, conj, n.lineno, runner, chain, upto)
         if why is not None:
-            return CaptureFact(text, f"`{ast.unparse(conj)}` ({fn.module.rel}:{n.lineno}) is false when the graph is "
-                                     f"captured: {why}")
+            return CaptureFact(f"`{ast.unparse(conj)}` ({fn.module.rel}:{n.lineno}) is false when the graph is "
+                               f"captured: {why}")
     return None
 
 
@@ -526,8 +515,7 @@ def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], u
         return None
     ran = cap.closure([(entry, None)] + ([(prep, None)] if prep else []) + list(zip(chain, upto)))
     ran_nodes = {id(f.node) for f in ran}
-    stores = _stores(ran, attr)
-    if stores:
+    if _stores(ran, attr):
         return None
     later = cap.closure(([(prep, None)] if prep else []) + list(zip(chain, upto)))
     parts = []
@@ -556,7 +544,7 @@ def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], u
             field = g[1]
             if _forward_batch_has(tree, field):
                 return None
-            backend_fns = {id(n): (c, n) for c in tree.mro(ci) for n in c.methods.values()}
+            backend_fns = {id(n) for c in tree.mro(ci) for n in c.methods.values()}
             where = []
             for rel, ln, fnode in _tree_stores(tree, field):
                 if id(fnode) not in backend_fns or id(fnode) in ran_nodes:

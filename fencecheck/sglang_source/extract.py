@@ -94,7 +94,7 @@ def read_tree(tree: Tree) -> Extraction:
         return older_fence(tree, proto)
     rd = Reader(tree)
     runner = proto.decode_runner()
-    rd.no_marker = runner.fallback if runner is not None else None  # what a replay without the marker resolves to
+    rd.no_marker = runner.fallback if runner is not None else None
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
         b, f, nf = _backend(rd, ci)
@@ -329,7 +329,7 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
 
     keep, facts, gone = [], [], []
     breakable = break_marker(rd.tree)
-    fb = getattr(rd, "no_marker", None)
+    fb = rd.no_marker
     covered = end == "IN_REPLAY" and fb is not None and fb.end == "POST_REPLAY"
     for s, r in bad:
         fact = capture_fact(rd.tree, ci, rd.modes, mode, r) if s in (
