@@ -9,6 +9,12 @@ asked (``--cross-check``). An entry holds the document and the tree's suppressio
 ``FENCECHECK_CACHE`` (``off`` turns it off), else ``$XDG_CACHE_HOME/fencecheck/baselines`` or
 ``~/.cache/fencecheck/baselines``; an entry that cannot be read is read again from the tree, one that cannot be
 written is not kept; neither is an error.
+
+The same folder keeps what ``verify --sglang`` reads of a tree (``facts_load``, ``facts_store``): an answer (the
+backend files of one class, the tree's generated configurations) with the log of what its read asked of the files
+(``sglang_source.tree_log``), keyed by what it is, the tree's module names and fencecheck's own modules. An entry is
+used only when every question of its log gets the same answer from the tree given, so an edit to one backend file
+keeps the configurations, which never read it.
 """
 
 from __future__ import annotations
@@ -109,5 +115,46 @@ def store(k: str | None, doc: dict, suppressions: list) -> None:
         tmp.write_text(json.dumps({"document": doc, "suppressions": [s.to_json() for s in suppressions]}),
                        encoding="utf-8")
         os.replace(tmp, d / f"{k}.json")
+    except OSError:
+        pass
+
+
+def _facts_path(kind: str, name: str, tree) -> Path | None:
+    from fencecheck.sglang_source.tree_log import names_digest
+
+    d = folder()
+    if d is None:
+        return None
+    h = hashlib.sha256(f"{kind}\0{name}\0{names_digest(tree)}\0{code_digest()}".encode())
+    return d / f"facts-{h.hexdigest()}.json"
+
+
+def facts_load(kind: str, name: str, tree):
+    """The answer kept as ``kind`` of ``name`` for ``tree``, when its log still holds there; else None."""
+    from fencecheck.sglang_source.tree_log import still_holds
+
+    p = _facts_path(kind, name, tree)
+    if p is None:
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or "answer" not in data or not still_holds(data.get("log"), tree):
+        return None
+    return data["answer"]
+
+
+def facts_store(kind: str, name: str, tree, log, answer) -> None:
+    """Keeps ``answer`` (JSON) as ``kind`` of ``name`` with ``log`` (``tree_log.Log``, asked of ``tree``), when it
+    can (written whole: a temporary file renamed)."""
+    p = _facts_path(kind, name, tree)
+    if p is None or log is None:
+        return
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.parent / f".{p.name}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"log": log.to_json(tree), "answer": answer}), encoding="utf-8")
+        os.replace(tmp, p)
     except OSError:
         pass

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from fencecheck.errors import EXIT_UNKNOWN, FencecheckError, InputError
 from fencecheck.vocab import ForwardMode, SharedReadEnds, base_shared_read_ends
@@ -68,23 +68,12 @@ class Source:
     configurations: dict | None = None  # the configurations the tree's facts generate (``contexts.configurations``)
 
 
-def read_entries(tree_path: str, name: str) -> tuple[Source, dict]:
+def read_entries(tree, tree_path: str, name: str) -> tuple[Source, dict]:
     """The reader's records (``records.Backend``) of backend ``name`` and of every child its declaration can name,
-    by class."""
-    from fencecheck.sglang_source import reading
-    from fencecheck.sglang_source.tree import find_package_root
-
-    root = find_package_root(tree_path)
-    with reading(root):  # the read's syntax trees are gone (young garbage) before the cyclic collector is back on
-        return _read_entries(root, tree_path, name)
-
-
-def _read_entries(root, tree_path: str, name: str) -> tuple[Source, dict]:
+    by class (the tree's configurations not yet read: ``configurations``)."""
     from fencecheck.sglang_source.backend_reader import Reader
     from fencecheck.sglang_source.extract import _backend
-    from fencecheck.sglang_source.tree import Tree
 
-    tree = Tree(root)
     rd = Reader(tree)
     by_name: dict[str, list] = {}
     for ci in rd.backends:
@@ -113,14 +102,15 @@ def _read_entries(root, tree_path: str, name: str) -> tuple[Source, dict]:
         for _, child in entry.children:
             todo += [c for c in by_name.get(child, ()) if c.name not in entries][:1]
     ci = found[0]
-    return Source(str(tree.root), tree.version(), ci.name, ci.file, ci.line, _configurations(tree, rd)), entries
+    return Source(str(tree.root), tree.version(), ci.name, ci.file, ci.line), entries
 
 
-def _configurations(tree, rd) -> dict | None:
+def configurations(tree) -> dict | None:
     """The configurations the tree's protocol facts generate (as ``fencecheck sglang`` decides its findings in), or
     None for a tree without the declaration fence."""
     from fencecheck.sglang_source.algorithms import read_algorithms
     from fencecheck.sglang_source.contexts import configurations
+    from fencecheck.sglang_source.declare import Modes
     from fencecheck.sglang_source.fence_sites import barrier, workers
     from fencecheck.sglang_source.protocol import DECLARATION, read_protocol
     from fencecheck.sglang_source.steps import step_facts
@@ -130,7 +120,7 @@ def _configurations(tree, rd) -> dict | None:
         return None
     runner_rows = tuple(r.row() for r in proto.runners)
     worker_rows = workers(tree, proto.publisher_property or "last_shared_read_runner")
-    algos = [a.to_json() for a in read_algorithms(tree, rd.modes, worker_rows, runner_rows, worker_reads=False)]
+    algos = [a.to_json() for a in read_algorithms(tree, Modes(tree), worker_rows, runner_rows, worker_reads=False)]
     steps = step_facts(tree, proto, algos)
     return configurations(tree, proto, steps, algos, [e.to_json() for e in barrier(tree).event_loops])
 
@@ -243,6 +233,42 @@ def variants(source: Source, entries: dict) -> list[Variant]:
 
 
 def load(tree_path: str, name: str) -> tuple[Source, list[Variant]]:
-    """The backend ``name`` of the tree at ``tree_path`` as backend files, one per combination of its rows."""
-    source, entries = read_entries(tree_path, name)
-    return source, variants(source, entries)
+    """The backend ``name`` of the tree at ``tree_path`` as backend files, one per combination of its rows, and the
+    tree's configurations; each of the two kept between runs (``sglang_cache.facts_load``) and used again while
+    what its read asked of the files gets the same answers."""
+    from fencecheck.sglang_source import reading
+    from fencecheck.sglang_source.tree import find_package_root
+
+    root = find_package_root(tree_path)
+    with reading(root):  # the read's syntax trees are gone (young garbage) before the cyclic collector is back on
+        return _load(root, tree_path, name)
+
+
+def _load(root, tree_path: str, name: str) -> tuple[Source, list[Variant]]:
+    from fencecheck.commands.sglang_cache import facts_load, facts_store, folder
+    from fencecheck.files.scenario_io import backend_from_dict
+    from fencecheck.sglang_source.tree import Tree
+    from fencecheck.sglang_source.tree_log import Log
+
+    keep = folder() is not None
+    tree = Tree(root)
+    tree.log = Log() if keep else None
+    kept = facts_load("backend", name, tree) if keep else None
+    if kept is None:
+        source, entries = read_entries(tree, tree_path, name)
+        found = variants(source, entries)
+        facts_store("backend", name, tree, tree.log, {
+            "cls": source.cls, "file": source.file, "line": source.line,
+            "variants": [{"rows": [asdict(r) for r in v.rows], "data": v.data} for v in found]})
+    else:
+        source = Source(str(tree.root), tree.version(), kept["cls"], kept["file"], kept["line"])
+        found = [Variant(tuple(Row(**r) for r in v["rows"]), v["data"],
+                         backend_from_dict(v["data"], f"{source.root}: {source.cls}")) for v in kept["variants"]]
+    # read on a tree of its own log (the same files, read once): what the configurations ask is theirs alone
+    ctree = tree.sibling()
+    ctree.log = Log() if keep else None
+    conf = facts_load("configurations", "", ctree) if keep else None
+    if conf is None:
+        conf = {"configurations": configurations(ctree)}
+        facts_store("configurations", "", ctree, ctree.log, conf)
+    return replace(source, configurations=conf["configurations"]), found

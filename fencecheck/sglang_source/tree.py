@@ -140,6 +140,20 @@ class Tree:
                 parts.pop()
             self.paths[".".join(parts)] = f
         self.parsed = 0
+        #: what the read asked of the files (``tree_log.Log``), when recorded
+        self.log = None
+        #: digests of the modules' texts and class statements (``tree_log``), computed once
+        self.digests: dict[tuple[str, str], str] = {}
+
+    def sibling(self) -> "Tree":
+        """A tree of the same files with memos and a log of its own: the texts, the parsed modules, the class
+        index, the searches' answers and the digests, pure functions of the files, are shared (read once)."""
+        t = Tree.__new__(Tree)
+        t.__dict__.update(root=self.root, base=self.base, max_module_bytes=self.max_module_bytes, paths=self.paths,
+                          texts=self.texts, _modules=self._modules, _class_index=self._class_index,
+                          notes=self.notes, parsed=0, log=None, digests=self.digests,
+                          _containing=self.__dict__.setdefault("_containing", {}))
+        return t
 
     def rel(self, mod: str) -> str:
         memo = self.__dict__.setdefault("_rels", {})
@@ -160,6 +174,12 @@ class Tree:
     # --- text ---------------------------------------------------------------------------------------------------
     def text(self, mod: str) -> str:
         """The module's text; empty for a module skipped (too large, no longer a regular file), with its note."""
+        if self.log is not None:
+            self.log.modules.add(mod)
+        return self.raw_text(mod)
+
+    def raw_text(self, mod: str) -> str:
+        """``text`` not recorded in the log (for the tree's own searches, which record their answers)."""
         t = self.texts.get(mod)
         if t is None:
             try:
@@ -187,31 +207,41 @@ class Tree:
         memo = self.__dict__.setdefault("_containing", {})
         key = (needles, under)
         if key not in memo:
-            names = [m for m in self.paths if m == under or m.startswith(under + ".")] if under else self.paths
-            memo[key] = [m for m in names if any(n in self.text(m) for n in needles)]
+            memo[key] = self.raw_search(needles, under)
+        if self.log is not None:
+            self.log.searches[key] = memo[key]
         return list(memo[key])
+
+    def raw_search(self, needles: tuple[str, ...], under: str = "") -> list[str]:
+        """``modules_containing`` computed again, neither kept nor recorded."""
+        names = [m for m in self.paths if m == under or m.startswith(under + ".")] if under else self.paths
+        return [m for m in names if any(n in self.raw_text(m) for n in needles)]
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
         """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
+        if self.log is not None:
+            self.log.class_index = True
+        return self.raw_class_index()
+
+    def raw_class_index(self) -> dict[str, list[tuple[str, str]]]:
+        """``class_index`` not recorded in the log."""
         if not self._class_index:
             for m in self.paths:
-                t = self.text(m)
-                if "class " not in t:
-                    continue
-                for cm in _CLASS_RE.finditer(t):
-                    for b in _IDENT_RE.findall(cm.group(2) or ""):
-                        self._class_index.setdefault(b.rsplit(".", 1)[-1], []).append((m, cm.group(1)))
+                for name, base in class_statements(self.raw_text(m)):
+                    self._class_index.setdefault(base, []).append((m, name))
         return self._class_index
 
     # --- parsing ------------------------------------------------------------------------------------------------
     def module(self, name: str) -> Module | None:
+        if self.log is not None:
+            self.log.modules.add(name)
         if name in self._modules:
             return self._modules[name]
         path = self.paths.get(name)
         if path is None:
             self._modules[name] = None
             return None
-        text = self.text(name)
+        text = self.raw_text(name)
         if name in self._modules:  # skipped when read
             return None
         rel = self.rel(name)
@@ -438,6 +468,15 @@ class Tree:
                 if mm:
                     return mm.group(1)
         return None
+
+
+def class_statements(text: str) -> list[tuple[str, str]]:
+    """(class name, base name: the last dotted part) of each class statement of a module's text, as the class index
+    takes them."""
+    if "class " not in text:
+        return []
+    return [(cm.group(1), b.rsplit(".", 1)[-1]) for cm in _CLASS_RE.finditer(text)
+            for b in _IDENT_RE.findall(cm.group(2) or "")]
 
 
 def _top_level(body):

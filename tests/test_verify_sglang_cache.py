@@ -1,0 +1,243 @@
+"""What `verify --sglang` keeps between runs (`tree_log`, `sglang_cache.facts_load`): a kept answer is used only while every question its read asked of the files gets the same answer, and then it is the answer a fresh read gives.
+
+The log's rules one by one (a read module changed, an unread one changed, a search or the class index answered
+differently, a module added), the command's text the same from a kept answer, an edit that misses, an entry that
+cannot be read; and, for edits drawn at random (a line deleted, doubled or commented out, in any module of the
+synthetic pull-request tree), the answer with the kept entries of the unedited tree equal to a fresh read."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pr_pair import TREES, lay
+
+from fencecheck.commands import sglang_cache
+from fencecheck.commands import verify_source
+from fencecheck.commands.main import main
+from fencecheck.errors import FencecheckError
+from fencecheck.sglang_source.tree import Tree, find_package_root
+from fencecheck.sglang_source.tree_log import Log, still_holds
+
+BACKEND = "sglang/srt/layers/attention/paged_backend.py"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(sglang_cache.ENV, str(folder))
+    return folder
+
+
+def _logged(root: Path, ask) -> tuple[Tree, dict]:
+    tree = Tree(find_package_root(root))
+    tree.log = Log()
+    ask(tree)
+    return tree, tree.log.to_json(tree)
+
+
+def _fresh(root: Path) -> Tree:
+    return Tree(find_package_root(root))
+
+
+def _edit(root: Path, rel: str, old: str, new: str) -> None:
+    p = root / rel
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+
+
+def test_the_log_fails_on_a_module_the_read_looked_at_and_holds_on_one_it_did_not(tmp_path):
+    root = lay(tmp_path / "t", "head")
+    _, data = _logged(root, lambda t: t.module("sglang.srt.layers.attention.paged_backend"))
+    assert data["read"] == ["sglang.srt.layers.attention.paged_backend"] and data["classes"] is None
+    assert still_holds(data, _fresh(root))
+    _edit(root, "sglang/srt/managers/scheduler.py", "\n", "\n# an unread edit\n")
+    assert still_holds(data, _fresh(root))  # no search asked, no class index: an unread module is not a question
+    _edit(root, BACKEND, "self.page_table = None", "self.page_table = []")
+    assert not still_holds(data, _fresh(root))
+
+
+def test_a_memo_hit_is_recorded_like_a_first_read(tmp_path):
+    root = lay(tmp_path / "t", "head")
+    tree = Tree(find_package_root(root))
+    tree.module("sglang.srt.layers.attention.paged_backend")  # parsed before the log began
+    tree.log = Log()
+    tree.module("sglang.srt.layers.attention.paged_backend")
+    assert tree.log.modules == {"sglang.srt.layers.attention.paged_backend"}
+
+
+def test_an_unread_module_fails_the_log_where_a_search_now_finds_it_or_no_longer_does(tmp_path):
+    root = lay(tmp_path / "t", "head")
+    _, data = _logged(root, lambda t: t.modules_containing("req_to_token_pool"))
+    found = data["searches"][0][2]
+    assert "sglang.srt.layers.attention.paged_backend" in found and not data["read"]
+    _edit(root, "sglang/srt/managers/scheduler.py", "\n", "\n# a comment without the needle\n")
+    assert still_holds(data, _fresh(root))
+    _edit(root, "sglang/srt/environ.py", "\n", "\n# req_to_token_pool, now named here\n")
+    assert not still_holds(data, _fresh(root))
+    root2 = lay(tmp_path / "u", "head")
+    _edit(root2, BACKEND, "model_runner.req_to_token_pool.req_to_token", "model_runner.pool.req_to_token")
+    assert not still_holds(data, _fresh(root2))  # the searched module no longer holds the needle
+
+
+def test_an_unread_module_fails_the_log_where_its_class_statements_change_after_the_class_index_was_asked(tmp_path):
+    root = lay(tmp_path / "t", "head")
+    _, data = _logged(root, lambda t: t.class_index())
+    assert data["classes"] is not None
+    _edit(root, "sglang/srt/environ.py", "\n", "\n# class-free edit\n")
+    assert still_holds(data, _fresh(root))
+    _edit(root, "sglang/srt/environ.py", "\n", "\nclass Extra(AttentionBackend):\n    pass\n")
+    assert not still_holds(data, _fresh(root))
+
+
+def test_a_module_added_or_removed_fails_the_log(tmp_path):
+    root = lay(tmp_path / "t", "head")
+    _, data = _logged(root, lambda t: t.module("sglang.srt.environ"))
+    (root / "sglang/srt/extra.py").write_text("X = 1\n")
+    assert not still_holds(data, _fresh(root))
+    (root / "sglang/srt/extra.py").unlink()
+    assert still_holds(data, _fresh(root))
+    (root / "sglang/srt/environ.py").unlink()
+    assert not still_holds(data, _fresh(root))
+
+
+def test_data_of_another_shape_does_not_hold(tmp_path):
+    root = lay(tmp_path / "t", "head")
+    _, data = _logged(root, lambda t: t.module("sglang.srt.environ"))
+    tree = _fresh(root)
+    for bad in (None, {}, {**data, "manifest": {}}, {**data, "searches": [[1]]}, [], "x"):
+        assert not still_holds(bad, tree)
+
+
+def _answer(root: Path):
+    """What ``load`` gives for PagedBackend (or the line of its error)."""
+    try:
+        source, found = verify_source.load(str(root), "PagedBackend")
+    except FencecheckError as e:
+        return ("error", str(e))
+    return (source.cls, source.file, source.line, source.version, source.configurations,
+            [(v.rows, v.data) for v in found])
+
+
+def _verify(*argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["verify", "--sglang", *argv], out=out, err=err)
+    return code, out.getvalue()
+
+
+def _unread(*a, **k):
+    raise AssertionError("the tree was read again")
+
+
+@pytest.mark.slow
+def test_a_second_verify_uses_the_kept_answers_and_says_the_same(tmp_path, cache, monkeypatch):
+    root = lay(tmp_path / "t", "head")
+    monkeypatch.setenv(sglang_cache.ENV, "off")
+    off = _verify(str(root), "PagedBackend")
+    monkeypatch.setenv(sglang_cache.ENV, str(cache))
+    first = _verify(str(root), "PagedBackend")
+    assert first == off and off[0] == 1 and len(list(cache.glob("facts-*.json"))) == 2
+    with monkeypatch.context() as m:
+        m.setattr(verify_source, "read_entries", _unread)
+        m.setattr(verify_source, "configurations", _unread)
+        assert _verify(str(root), "PagedBackend") == off
+
+
+def test_a_kept_answer_is_used_without_reading_the_tree(tmp_path, cache, monkeypatch):
+    root = lay(tmp_path / "t", "head")
+    first = _answer(root)
+    assert len(list(cache.glob("facts-*.json"))) == 2
+    with monkeypatch.context() as m:
+        m.setattr(verify_source, "read_entries", _unread)
+        m.setattr(verify_source, "configurations", _unread)
+        assert _answer(root) == first
+    monkeypatch.setenv(sglang_cache.ENV, "off")
+    assert _answer(root) == first
+
+
+def test_an_edit_to_the_backend_is_read_again(tmp_path, cache, monkeypatch):
+    root = lay(tmp_path / "t", "head")
+    before = _answer(root)
+    # the change's in-graph gather removed: the backend reads before the replay only
+    _edit(root, BACKEND, "pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]",
+          "pages = self.page_table")
+    kept = _answer(root)
+    monkeypatch.setenv(sglang_cache.ENV, "off")
+    assert kept == _answer(root) and kept != before
+    assert "in_graph_after_marker" in repr(before[-1]) and "in_graph_after_marker" not in repr(kept[-1])
+
+
+def test_an_entry_that_cannot_be_read_is_read_again_from_the_tree(tmp_path, cache):
+    root = lay(tmp_path / "t", "head")
+    first = _answer(root)
+    for p in cache.glob("facts-*.json"):
+        p.write_text("{not json")
+    assert _answer(root) == first
+    for p in cache.glob("facts-*.json"):
+        p.write_text('{"log": {}, "answer": {"cls": "Nope"}}')
+    assert _answer(root) == first
+
+
+def test_with_the_cache_off_nothing_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv(sglang_cache.ENV, "off")
+    _answer(lay(tmp_path / "t", "head"))
+    assert not list(tmp_path.rglob("facts-*.json"))
+
+
+@pytest.fixture(scope="module")
+def kept_head(tmp_path_factory):
+    """The synthetic head and the cache folder its first verify kept."""
+    base = tmp_path_factory.mktemp("kept")
+    root = lay(base / "head", "head")
+    mp = pytest.MonkeyPatch()
+    mp.setenv(sglang_cache.ENV, str(base / "cache"))
+    try:
+        _answer(root)
+    finally:
+        mp.undo()
+    return root, base / "cache"
+
+
+#: the synthetic head's modules (the layers ``lay`` copies)
+_FILES = sorted({p.relative_to(TREES / case).as_posix() for case in ("common", "after_marker", "pr_head")
+                 for p in (TREES / case).rglob("*.py")})
+#: their lines, stripped (what a transplant puts in); the class statements among them (what the class index reads)
+_LINES = sorted({ln.strip() for rel in _FILES for case in ("common", "after_marker", "pr_head")
+                 if (TREES / case / rel).exists() for ln in (TREES / case / rel).read_text().splitlines() if ln.strip()})
+_CLASS_LINES = [ln for ln in _LINES if ln.startswith("class ")]
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rel=st.sampled_from(_FILES), line=st.integers(0, 400),
+       how=st.sampled_from(["delete", "double", "comment", "transplant"]),
+       moved=st.one_of(st.sampled_from(_CLASS_LINES), st.sampled_from(_LINES)))
+def test_an_edit_anywhere_gives_with_the_kept_answers_what_a_fresh_read_gives(kept_head, tmp_path_factory, rel,
+                                                                               line, how, moved):
+    """``transplant``: a line of any module (a class statement half the time) put in at the top level: a text search
+    or the class index may find the module now."""
+    root0, cache0 = kept_head
+    work = tmp_path_factory.mktemp("edit")
+    root = work / "head"
+    shutil.copytree(root0, root)
+    shutil.copytree(cache0, work / "cache")
+    p = root / rel
+    lines = p.read_text().splitlines(keepends=True)
+    i = line % len(lines) if lines else 0
+    edits = {"delete": lines[i:i + 1] and [], "double": lines[i:i + 1] * 2, "comment": ["# " + x for x in lines[i:i + 1]],
+             "transplant": [moved + ("\n    pass\n" if moved.endswith(":") else "\n")] + lines[i:i + 1]}
+    lines[i:i + 1] = edits[how]
+    p.write_text("".join(lines))
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setenv(sglang_cache.ENV, "off")
+        fresh = _answer(root)
+        mp.setenv(sglang_cache.ENV, str(work / "cache"))
+        assert _answer(root) == fresh
+    finally:
+        mp.undo()
