@@ -199,7 +199,7 @@ def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, r
         rc = tuple(conds) + tuple(r.conditions)
         dead = dead_path(walker.tree, rc)
         outcome = PENDING if dead is None else ReadOutcome(None, f"its path cannot run: {dead} (attributes.py)")
-        out.append(WorkerRead(r.location, r.file, r.line, r.what, (hop,) + tuple(h.text() for h in r.via),
+        out.append(WorkerRead(r.location, r.file, r.line, r.what, (hop,) + r.via_text(),
                               rc, pub, after, before, None, outcome, (index, start + len(out)), True))
 
 
@@ -245,7 +245,7 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[Worker
             dead = dead_path(walker.tree, r.conditions) if copy is None else None
             if dead is not None:
                 outcome = ReadOutcome(None, f"its path cannot run: {dead} (attributes.py)")
-            out[k] = WorkerRead(r.location, r.file, r.line, r.what, tuple(h.text() for h in r.via), r.conditions,
+            out[k] = WorkerRead(r.location, r.file, r.line, r.what, r.via_text(), r.conditions,
                                 pub, after, before, copy, outcome, (index, len(out)))
     return tuple(out[k] for k in sorted(out))
 

@@ -153,12 +153,12 @@ def _declaration(rows) -> Declaration:
 
 
 def _read(mode: str, site: ReadSite, r: Read, conditions: tuple[str, ...] = ()) -> BackendRead:
-    return BackendRead(mode, site.value, r.location, r.file, r.line, r.what, tuple(h.text() for h in r.via),
+    return BackendRead(mode, site.value, r.location, r.file, r.line, r.what, r.via_text(),
                        conditions + tuple(r.conditions))
 
 
 def _via(r: Read) -> tuple[str, ...]:
-    return tuple(h.text() for h in r.via)
+    return r.via_text()
 
 
 def _backend(rd: Reader, ci: ClassInfo) -> tuple[Backend, list, list]:
@@ -309,6 +309,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
                 plausible |= bool(r.conditions)
                 evidence.append(Evidence(r.file, r.line, f"reads {r.location} at {s.value} via "
                                          + " -> ".join(h.func for h in r.via)
+                                         + (f" ({r.source})" if r.source else "")
                                          + (f" (when {simplified(r.conditions)})" if r.conditions else "")))
             evidence += _passed_evidence(rd, ci, [r for _, r in bad], chosen)
             findings.append(ReadOutsideDeclaration(ci.name, f"{ci.file}:{ci.line}", mode, end, node.name, cond,

@@ -20,6 +20,7 @@ import networkx as nx
 
 from ..vocab import SHARED_LOCATIONS
 from .declare import Modes, compare_mode
+from .getters import getters
 from .pool_reads import pool_reads
 from .tree import ClassInfo, FuncInfo, Tree
 
@@ -90,6 +91,12 @@ class Read:
     #: (file, line) of a host sync before the read on its path; (file, line, "capture") of a capture-mode test the
     #: path needs false (the read never runs while a graph is captured)
     host_sync: tuple | None = None
+    #: where the map comes from when the read does not name it (a getter field's lambda, ``getters``), or None
+    source: str | None = None
+
+    def via_text(self) -> tuple[str, ...]:
+        """The hops' texts, then the map's source when it has one."""
+        return tuple(h.text() for h in self.via) + ((self.source,) if self.source else ())
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,9 @@ class ReadWalker:
         self._reach: dict = {}  # (subject, function) -> may_read
         #: method name -> the map a call of it reads: the translators above and the tree's pool methods
         self.translators = {**{m: loc for m, (loc, _, _) in pool_reads(tree).items()}, **TRANSLATOR_READS}
+        #: getter field name -> the map ``X.name()`` returns (``getters.getters``): its use is a read of that map
+        self.getter_sites = getters(tree)
+        self.getters = {m: loc for m, (loc, _, _) in self.getter_sites.items()}
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
@@ -230,6 +240,13 @@ class ReadWalker:
                 target = rw._fn(None, None, r.node, r.module)
         return target
 
+    def getter_source(self, node) -> str | None:
+        """``X.name()`` of a getter field: the map it returns and the lambda that returns it; else None."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in self.getters:
+            loc, file, line = self.getter_sites[node.func.attr]
+            return f"`{node.func.attr}()` returns {loc}: the lambda passed as {node.func.attr}= ({file}:{line})"
+        return None
+
     def may_read(self, fn: _Fn) -> bool:
         """Whether a function reachable from ``fn`` through the calls a walk follows (every branch, any mode, no depth
         bound) names a shared map or calls a translator method: what a walk below ``fn`` could find, or more."""
@@ -241,7 +258,8 @@ class ReadWalker:
             f = todo.pop()
             for n in _walk_no_defs(f.node):
                 if isinstance(n, ast.Call):
-                    if isinstance(n.func, ast.Attribute) and n.func.attr in self.translators:
+                    if isinstance(n.func, ast.Attribute) and (n.func.attr in self.translators
+                                                              or n.func.attr in self.getters):
                         self._reach[k] = True
                         return True
                     t = self.target(f, n, note=False)
@@ -286,7 +304,7 @@ class ReadWalker:
         synced, _ = w.block(fn.node.body, (), None)
         if synced is not None and len(synced) == 3:
             synced = None  # a capture-mode test holds inside this function's paths only, not after its call
-        reads = [Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync)
+        reads = [Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync, r.source)
                  for r in w.reads]
         cuts = [Cut(c.limit, c.file, c.line, c.what, (hop,) + c.via, c.conditions, c.host_sync) for c in w.cuts]
         if len(reads) > MAX_PATHS or len(cuts) > MAX_PATHS:
@@ -407,7 +425,8 @@ class _BodyWalker:
                     after = self.call(sub, conds, sync) or after
                 loc = self.read_of(sub)
                 if loc is not None:
-                    self.reads.append(Read(loc, self.fn.file, sub.lineno, ast.unparse(sub)[:120], (), conds, sync))
+                    self.reads.append(Read(loc, self.fn.file, sub.lineno, ast.unparse(sub)[:120], (), conds, sync,
+                                           self.rw.getter_source(sub)))
         return after
 
     def read_of(self, node) -> str | None:
@@ -416,7 +435,10 @@ class _BodyWalker:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in translators:
             return translators[node.func.attr]
         loc = None
-        if isinstance(node, ast.Attribute) and node.attr in SHARED_ATTRS and isinstance(node.ctx, ast.Load):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
+                and not node.keywords and node.func.attr in self.rw.getters:
+            loc = self.rw.getters[node.func.attr]  # the map it returns, read where it is used
+        elif isinstance(node, ast.Attribute) and node.attr in SHARED_ATTRS and isinstance(node.ctx, ast.Load):
             loc = node.attr
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loc = self.aliases.get(node.id) or (node.id if node.id in SHARED_ATTRS else None)
@@ -468,7 +490,7 @@ class _BodyWalker:
             # the hop line is the call's line in this function, for the evidence chain
             first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
             self.reads.append(Read(r.location, r.file, r.line, r.what, ((first,) + via[1:]) if first else via,
-                                   conds + r.conditions, r.host_sync or sync))
+                                   conds + r.conditions, r.host_sync or sync, r.source))
         for x in sub.cuts:
             via = x.via
             first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
