@@ -212,7 +212,7 @@ _LINES = sorted({ln.strip() for rel in _FILES for case in ("common", "after_mark
 _CLASS_LINES = [ln for ln in _LINES if ln.startswith("class ")]
 
 
-@settings(max_examples=80, deadline=None, derandomize=True,
+@settings(max_examples=50, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rel=st.sampled_from(_FILES), line=st.integers(0, 400),
        how=st.sampled_from(["delete", "double", "comment", "transplant"]),

@@ -245,6 +245,9 @@ def load(tree_path: str, name: str) -> tuple[Source, list[Variant]]:
 
 
 def _load(root, tree_path: str, name: str) -> tuple[Source, list[Variant]]:
+    from contextlib import nullcontext
+
+    from fencecheck.commands.common import beside
     from fencecheck.commands.sglang_cache import facts_load, facts_store, folder
     from fencecheck.files.scenario_io import backend_from_dict
     from fencecheck.sglang_source.tree import Tree
@@ -253,22 +256,43 @@ def _load(root, tree_path: str, name: str) -> tuple[Source, list[Variant]]:
     keep = folder() is not None
     tree = Tree(root)
     tree.log = Log() if keep else None
-    kept = facts_load("backend", name, tree) if keep else None
-    if kept is None:
-        source, entries = read_entries(tree, tree_path, name)
-        found = variants(source, entries)
-        facts_store("backend", name, tree, tree.log, {
-            "cls": source.cls, "file": source.file, "line": source.line,
-            "variants": [{"rows": [asdict(r) for r in v.rows], "data": v.data} for v in found]})
-    else:
-        source = Source(str(tree.root), tree.version(), kept["cls"], kept["file"], kept["line"])
-        found = [Variant(tuple(Row(**r) for r in v["rows"]), v["data"],
-                         backend_from_dict(v["data"], f"{source.root}: {source.cls}")) for v in kept["variants"]]
-    # read on a tree of its own log (the same files, read once): what the configurations ask is theirs alone
+    # the configurations are read on a tree of their own log (the same files, read once): what they ask is theirs
+    # alone; when not kept, in a forked process while the class is read here (``common.beside``, a second core)
     ctree = tree.sibling()
     ctree.log = Log() if keep else None
     conf = facts_load("configurations", "", ctree) if keep else None
-    if conf is None:
-        conf = {"configurations": configurations(ctree)}
-        facts_store("configurations", "", ctree, ctree.log, conf)
+    with nullcontext() if conf is not None else beside(_forked_configurations, ctree) as pending:
+        kept = facts_load("backend", name, tree) if keep else None
+        if kept is None:
+            source, entries = read_entries(tree, tree_path, name)
+            found = variants(source, entries)
+            facts_store("backend", name, tree, tree.log, {
+                "cls": source.cls, "file": source.file, "line": source.line,
+                "variants": [{"rows": [asdict(r) for r in v.rows], "data": v.data} for v in found]})
+        else:
+            source = Source(str(tree.root), tree.version(), kept["cls"], kept["file"], kept["line"])
+            found = [Variant(tuple(Row(**r) for r in v["rows"]), v["data"],
+                             backend_from_dict(v["data"], f"{source.root}: {source.cls}")) for v in kept["variants"]]
+        if conf is None and pending is not None:
+            conf = pending()
+    if conf is None:  # one core, or the forked read failed: read here (a failure is reported from here)
+        conf = _kept_configurations(ctree)
     return replace(source, configurations=conf["configurations"]), found
+
+
+def _kept_configurations(ctree) -> dict:
+    """``{"configurations": ...}`` of the tree, kept with the log of ``ctree`` (when it has one)."""
+    from fencecheck.commands.sglang_cache import facts_store
+
+    conf = {"configurations": configurations(ctree)}
+    facts_store("configurations", "", ctree, ctree.log, conf)
+    return conf
+
+
+def _forked_configurations(ctree) -> dict | None:
+    """``_kept_configurations`` in the forked process; None when it fails (the caller reads them again and reports
+    the failure itself: an error of the reader need not survive the trip back)."""
+    try:
+        return _kept_configurations(ctree)
+    except Exception:  # noqa: BLE001 - read again by the caller, which reports it
+        return None
