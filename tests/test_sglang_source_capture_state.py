@@ -17,7 +17,9 @@ import pytest
 
 from fencecheck.commands.reader_status import settle
 from fencecheck.sglang_source import read_path
-from fencecheck.sglang_source.capture_state import local_value
+from fencecheck.sglang_source.capture_state import graph_modes, local_value
+from fencecheck.sglang_source.declare import Modes
+from fencecheck.sglang_source.tree import Tree
 from sglang_reader_trees import ATTN, build
 
 AT = "sglang/srt/layers/attention/replan_backend.py"
@@ -120,6 +122,20 @@ def test_a_forward_batch_field_of_that_name_keeps_the_read_a_finding(tmp_path):
     text = FORWARD_BATCH + "    replan_metadata: object = None\n"
     f = _finding(settle(_extraction(tmp_path, files={FB: text, **BREAKABLE, **PRE_FALLBACK})))
     assert f.whole_graph == (None,)
+
+
+def test_the_graph_replayed_modes_are_the_tree_s_is_cuda_graph(tmp_path):
+    assert graph_modes(Modes(Tree(build(tmp_path / "a", {})))) == ("DECODE", "IDLE", "TARGET_VERIFY")
+    text = (build.__globals__["TREES"] / "common" / "sglang" / FB).read_text()
+    dllm = text.replace("    DRAFT_EXTEND_V2 = auto()\n", "    DRAFT_EXTEND_V2 = auto()\n    DLLM_EXTEND = auto()\n") \
+        .replace("ForwardMode.TARGET_VERIFY, ForwardMode.IDLE)", "ForwardMode.TARGET_VERIFY, ForwardMode.IDLE, "
+                                                               "ForwardMode.DLLM_EXTEND)")
+    assert "DLLM_EXTEND)" in dllm
+    assert graph_modes(Modes(Tree(build(tmp_path / "b", {FB: dllm})))) == ("DECODE", "IDLE", "TARGET_VERIFY",
+                                                                            "DLLM_EXTEND")
+    broken = text.replace("return self in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.IDLE)",
+                          "return graph_flag(self)")
+    assert graph_modes(Modes(Tree(build(tmp_path / "c", {FB: broken})))) == ()  # not evaluated: no mode taken
 
 
 def test_a_local_takes_its_last_assignment_only_when_that_one_runs_on_every_path_to_the_line():

@@ -22,7 +22,7 @@ import ast
 
 from .algorithm_records import PENDING, After, Algorithm, Phase, Publisher, ReadOutcome, WorkerRead, host_copy_outcome
 from .attributes import dead_path
-from .capture_state import GRAPH_MODES
+from .capture_state import graph_modes
 from .constructed import BLOCKS, ends_in_exit
 from .declare import Modes
 from .dispatch import dispatch, registry
@@ -165,7 +165,7 @@ def _hook_reads(walker, types, ci, runs, publisher, unresolved, index, start) ->
     for runner, owner, method, conds, file, line in _registrations(tree, types, ci):
         side = _side(runner)
         for pub in (p for p in publisher if p.side == side):
-            mine = [(c, ph) for c, ph in runs if ph.side == side and ph.mode in GRAPH_MODES
+            mine = [(c, ph) for c, ph in runs if ph.side == side and ph.mode in graph_modes(walker.modes)
                     and may_publish(ph.mode, ph.publish)]
             if not mine:
                 unresolved.append(f"{ci.name} registers a capture tail hook on `{runner}` ({file}:{line}), but no "

@@ -42,8 +42,8 @@ from .tree import ClassInfo, FuncInfo, Tree
 CAPTURE_ENTRY = "init_forward_metadata_out_graph"
 #: The backend's in-graph prep, captured before the forward.
 IN_GRAPH_PREP = "init_forward_metadata_in_graph"
-#: Modes the decode graph runner replays from a captured graph.
-GRAPH_MODES = ("DECODE", "TARGET_VERIFY", "IDLE")
+#: The ``ForwardMode`` predicate naming the modes the decode graph runner replays from a captured graph.
+GRAPH_PREDICATE = "is_cuda_graph"
 #: SGLang's break marker of a breakable graph (its function runs eagerly at replay; the debug replay wraps the whole
 #: forward in one).
 BREAK_MARKER = "eager_on_graph"
@@ -451,10 +451,16 @@ def _forward_batch_has(tree: Tree, field: str) -> bool:
     return not ks or any(_has_attribute(tree, k, field) for k in ks)
 
 
+def graph_modes(modes) -> tuple[str, ...]:
+    """The tree's modes its ``ForwardMode.is_cuda_graph`` holds for (the decode graph runner replays them from a
+    captured graph), in the modes' order; none where the predicate cannot be evaluated."""
+    return tuple(m for m in modes.members if modes.predicate(GRAPH_PREDICATE, m) is True)
+
+
 def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFact | None:
     """The test on ``read``'s path (a ``reads.Read`` of ``ci`` in ``mode``, at an in-graph site) that the capture of
     a whole graph decides false, or None."""
-    if mode not in GRAPH_MODES or not read.via:
+    if mode not in graph_modes(modes) or not read.via:
         return None
     runner = capture_call(tree)
     if runner is None:
