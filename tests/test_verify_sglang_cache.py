@@ -106,6 +106,74 @@ def test_a_module_added_or_removed_fails_the_log(tmp_path):
     assert not still_holds(data, _fresh(root))
 
 
+def test_a_module_moved_into_a_package_of_the_same_name_fails_the_log(tmp_path):
+    """``x.py`` and ``x/__init__.py`` are one module name; which file it is changes the classes' files and what a
+    relative import means (found by an independent review: the names alone held)."""
+    root = lay(tmp_path / "t", "head")
+    _, data = _logged(root, lambda t: t.module("sglang.srt.layers.attention.paged_backend"))
+    src = root / BACKEND
+    (root / BACKEND[:-3]).mkdir()
+    src.rename(root / BACKEND[:-3] / "__init__.py")
+    assert not still_holds(data, _fresh(root))
+
+
+def test_fencecheck_s_code_digest_holds_the_python_that_parses(monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sglang_cache, "_CODE", None)
+    here = sglang_cache.code_digest()
+    monkeypatch.setattr(sglang_cache, "_CODE", None)
+    monkeypatch.setattr(sys.implementation, "cache_tag", "cpython-399")
+    assert sglang_cache.code_digest() != here
+
+
+def test_the_phase_scopes_are_kept_on_their_tree(tmp_path):
+    """Not in a module-level table keyed by ``id(tree)``, which a later tree can reuse (found by an independent
+    review)."""
+    from fencecheck.sglang_source import contexts
+
+    root = lay(tmp_path / "t", "head")
+    tree = Tree(find_package_root(root))
+    contexts._scope(tree, {"file": BACKEND, "line": 13})
+    assert tree.__dict__["_phase_scopes"] == {(BACKEND, 13): f"{BACKEND}:12"}
+    assert not [k for k, v in vars(contexts).items() if isinstance(v, dict) and k.isupper() and "SCOPE" in k]
+
+
+def _double(x):
+    return 2 * x
+
+
+def _raises(x):
+    raise ValueError(f"boom {x}")
+
+
+def _dies_in_the_child(parent):
+    import os
+    import signal
+
+    if os.getpid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "computed here"
+
+
+def test_beside_gives_the_answer_or_computes_it_here_when_the_forked_process_fails():
+    """A forked read that dies (killed for memory) is computed here instead of waited for without end (found by an
+    independent review); one that raises raises here."""
+    import os
+
+    from fencecheck.commands.common import beside
+
+    with beside(_double, 21) as got:
+        assert got is None or got() == 42
+    with beside(_dies_in_the_child, os.getpid()) as got:
+        assert got is None or got() == "computed here"
+    with pytest.raises(ValueError, match="boom 1"), beside(_raises, 1) as got:
+        if got is not None:
+            got()
+        else:
+            _raises(1)
+
+
 def test_data_of_another_shape_does_not_hold(tmp_path):
     root = lay(tmp_path / "t", "head")
     _, data = _logged(root, lambda t: t.module("sglang.srt.environ"))

@@ -50,30 +50,57 @@ def say(err: TextIO, line: str) -> None:
 
 @contextmanager
 def beside(fn, *args):
-    """Yields ``result()``, ``fn(*args)`` computed in a forked process started now (its worker leaves Ctrl-C to this
-    one, which ends it at once, also on a failure here), while the caller goes on; or None when this machine has no
-    second core or cannot fork, for the caller to compute it itself. ``result()`` waits for it (once) and raises what
-    ``fn`` raised."""
+    """Yields ``result()``, ``fn(*args)`` computed in a forked process started now (it leaves Ctrl-C to this one,
+    which ends it at once, also on a failure here), while the caller goes on; or None when this machine has no second
+    core or cannot fork, for the caller to compute it itself. ``result()`` waits for it (once); where the process
+    failed (``fn`` raised, its answer could not come back, or it died: killed for memory, say), ``fn(*args)`` is
+    computed here instead, so the answer, or the error, is the one this process gives."""
     import multiprocessing
     import os
-
-    from fencecheck.errors import worker_ignores_interrupts
 
     if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield None
         return
-    pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_ignores_interrupts)
+    ctx = multiprocessing.get_context("fork")
+    inbox, outbox = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_beside_child, args=(outbox, fn, args), daemon=True)
+    proc.start()
+    outbox.close()  # the child holds the only sending end: its death is an end of file here
     try:
-        job = pool.apply_async(fn, args)
         got: list = []
 
         def result():
             if not got:
-                got.append(job.get())
+                try:
+                    ok, value = inbox.recv()
+                except Exception:  # noqa: BLE001 - died (end of file), or an answer that cannot be read back
+                    ok, value = False, None
+                got.append(value if ok else fn(*args))
             return got[0]
 
         yield result
-        pool.close()
     finally:
-        pool.terminate()
-        pool.join()
+        inbox.close()
+        if proc.is_alive():
+            proc.terminate()
+        proc.join()
+
+
+def _beside_child(outbox, fn, args) -> None:
+    """``beside``'s forked process: ``(True, fn(*args))`` sent back, or ``(False, None)`` when it raised or its
+    answer cannot be pickled."""
+    import pickle
+
+    from fencecheck.errors import worker_ignores_interrupts
+
+    worker_ignores_interrupts()
+    try:
+        data = pickle.dumps((True, fn(*args)))
+    except BaseException:  # noqa: BLE001 - computed again by the parent, which reports what goes wrong
+        data = pickle.dumps((False, None))
+    try:
+        outbox.send_bytes(data)
+    except (OSError, ValueError):
+        pass
+    finally:
+        outbox.close()

@@ -4,15 +4,16 @@ same merge base) reads HEAD alone.
 
 The key is content-addressed: a revision's package folder by its git tree id (``git rev-parse
 COMMIT:python/sglang``, no unpacking needed), a folder by the SHA-256 of its Python files' names and texts (as the
-reader reads them); with the SHA-256 of fencecheck's own modules (a changed reader misses) and whether the model was
-asked (``--cross-check``). An entry holds the document and the tree's suppressions. The folder is
+reader reads them); with the SHA-256 of fencecheck's own modules and of the Python running them (a changed reader, or
+another Python whose ``ast`` parses other sources, misses) and whether the model was asked (``--cross-check``). An entry holds the document and the tree's suppressions. The folder is
 ``FENCECHECK_CACHE`` (``off`` turns it off), else ``$XDG_CACHE_HOME/fencecheck/baselines`` or
 ``~/.cache/fencecheck/baselines``; an entry that cannot be read is read again from the tree, one that cannot be
 written is not kept; neither is an error.
 
 The same folder keeps what ``verify --sglang`` reads of a tree (``facts_load``, ``facts_store``): an answer (the
 backend files of one class, the tree's generated configurations) with the log of what its read asked of the files
-(``sglang_source.tree_log``), keyed by what it is, the tree's module names and fencecheck's own modules. An entry is
+(``sglang_source.tree_log``), keyed by what it is, the tree's module names (with the file behind each) and
+fencecheck's own modules and Python. An entry is
 used only when every question of its log gets the same answer from the tree given, so an edit to one backend file
 keeps the configurations, which never read it.
 """
@@ -56,14 +57,17 @@ def _files_digest(roots: list[Path], h) -> None:
 
 def code_digest() -> str:
     """The SHA-256 of the modules the document depends on: the vocabulary, files, reader and commands
-    (``fencecheck/``) and the simulator deciding the worker reads and the model (``reference/``, ``model/``)."""
+    (``fencecheck/``) and the simulator deciding the worker reads and the model (``reference/``, ``model/``), and of
+    the Python that runs them (its ``ast`` decides which sources parse)."""
     global _CODE
     if _CODE is None:
         import fencecheck
         import fencecheck.model
         import fencecheck.reference
 
-        h = hashlib.sha256()
+        import sys
+
+        h = hashlib.sha256(f"{sys.implementation.cache_tag}\0{sys.version}\0".encode())  # what ast parses
         _files_digest([Path(p) for m in (fencecheck, fencecheck.reference, fencecheck.model) for p in m.__path__], h)
         _CODE = h.hexdigest()
     return _CODE

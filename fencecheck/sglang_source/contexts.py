@@ -107,7 +107,7 @@ def _eval(e, values, scope: str = ""):
 
 def _scope(tree, p: dict) -> str:
     """The function holding phase ``p``'s call (``file:def line``): the scope of the locals its tests name."""
-    memo = _SCOPES.setdefault(id(tree), {})
+    memo = tree.__dict__.setdefault("_phase_scopes", {}) if tree is not None else {}
     k = (p["file"], p["line"])
     if k not in memo:
         memo[k] = p["file"]
@@ -121,9 +121,6 @@ def _scope(tree, p: dict) -> str:
         if best is not None:
             memo[k] = f"{p['file']}:{best.lineno}"
     return memo[k]
-
-
-_SCOPES: dict[int, dict] = {}
 
 
 def _model_runner_phase(p: dict) -> bool:

@@ -4,7 +4,7 @@ A ``Log`` set on a ``Tree`` (``tree.log``) records, from the tree's creation on,
 the reader from the files: each module whose text was read or whose syntax tree was asked for (``Tree.text``,
 ``Tree.module``, a memo hit included), each text search (``Tree.modules_containing``: the needles, the folder and
 the modules found) and the text index of class statements (``Tree.class_index``). The tree's module names are
-always part of it. Anything the reader knows of the tree came through one of these (the memos a tree keeps are
+always part of it, with the file behind each. Anything the reader knows of the tree came through one of these (the memos a tree keeps are
 filled from them), so an answer computed by a pure function of the tree is the same on any tree where each recorded
 question gets the same answer.
 
@@ -25,8 +25,9 @@ def _sha(text: str) -> str:
 
 
 def names_digest(tree) -> str:
-    """A digest of the tree's module names, in its order."""
-    return _sha("\n".join(tree.paths))
+    """A digest of the tree's module names with the file behind each (``x.py`` and ``x/__init__.py`` are one name:
+    which one it is decides the classes' files and what a relative import means), in the tree's order."""
+    return _sha("\n".join(f"{m}\0{tree.rel(m)}" for m in tree.paths))
 
 
 def _text_digest(tree, m: str) -> str:
