@@ -55,7 +55,8 @@ def _breakable_only(facts) -> str:
     why = "; ".join(dict.fromkeys(x.why for x in facts))
     return (f"not in a captured graph: {why}; only a replay that runs the forward eagerly evaluates the test again, "
             f"on the live objects (the breakable backend's debug replay, one {BREAK_MARKER} break around the whole "
-            "forward, where no marker is recorded and the tree's no-marker fallback decides): not settled there")
+            "forward, where the tree's no-marker fallback decides when its marker is made only under a capture): "
+            "not settled there")
 
 
 def _reached(reach) -> tuple[str, str]:

@@ -55,6 +55,9 @@ class Reader:
         #: the CUDA decode graph runner's no-marker fallback (``runners.Fallback``), set by ``extract.read_tree``
         #: from the protocol facts; None when not read
         self.no_marker = None
+        #: (file, line, test) of the guard making that runner's marker only under stream capture
+        #: (``capture_state.capture_only_marker``), set with it; None when not read or not so guarded
+        self.marker_guard = None
 
     def attr_types(self, ci: ClassInfo) -> dict[str, ClassInfo]:
         """``self.x`` -> the backend class every ``self.x = Cls(...)`` on ``ci``'s MRO assigns (when just one)."""

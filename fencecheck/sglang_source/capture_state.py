@@ -75,6 +75,22 @@ def capture_call(tree: Tree) -> tuple[str, int] | None:
     return memo["hit"]
 
 
+def capture_only_marker(marker: dict | None) -> tuple[str, int, str] | None:
+    """(file, line, test) of the guard that makes the decode runner's in-graph marker only while a stream captures
+    (``if not ...is_current_stream_capturing(): return`` before its creation and record), when every site creating
+    the marker has one (``protocol.Protocol.marker``'s sites); else None. A replay that runs the forward eagerly then
+    records no marker."""
+    sites = (marker or {}).get("sites") or []
+    found = []
+    for site in sites:
+        g = next((g for g in site.get("guards", ()) if "is_current_stream_capturing" in g["test"]
+                  and g["test"].startswith("not ")), None)
+        if g is None:
+            return None
+        found.append((site["file"], g["line"], g["test"]))
+    return found[0] if found else None
+
+
 def break_marker(tree: Tree) -> tuple[str, int] | None:
     """(file, line) of the definition of SGLang's breakable-graph break marker, or None when the tree has none."""
     memo = tree.__dict__.setdefault("_break_marker", {})

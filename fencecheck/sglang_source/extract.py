@@ -95,6 +95,9 @@ def read_tree(tree: Tree) -> Extraction:
     rd = Reader(tree)
     runner = proto.decode_runner()
     rd.no_marker = runner.fallback if runner is not None else None
+    from .capture_state import capture_only_marker
+
+    rd.marker_guard = capture_only_marker(proto.marker)
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
         b, f, nf = _backend(rd, ci)
@@ -323,15 +326,16 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
     """``bad`` (site, read) pairs, each in-graph read's ``capture_state.CaptureFact`` (None where the capture fixes
     no test on its path), and (read, why) for the reads no replay runs: those whose path the capture of a graph rules
     out, in a tree without breakable graphs, or where the one replay that runs the forward eagerly (the breakable
-    backend's debug replay, which records no marker) falls back from the row's ``IN_REPLAY`` to ``POST_REPLAY``, which
-    covers the forward (the CUDA decode graph runner's no-marker fallback, ``rd.no_marker``); the others stay, with
-    their fact, for the status."""
+    backend's debug replay, which records no marker: the tree makes it only under stream capture, ``rd.marker_guard``)
+    falls back from the row's ``IN_REPLAY`` to ``POST_REPLAY``, which covers the forward (the CUDA decode graph
+    runner's no-marker fallback, ``rd.no_marker``); the others stay, with their fact, for the status."""
     from .capture_state import BREAK_MARKER, break_marker, capture_fact
 
     keep, facts, gone = [], [], []
     breakable = break_marker(rd.tree)
     fb = rd.no_marker
-    covered = end == "IN_REPLAY" and fb is not None and fb.end == "POST_REPLAY"
+    guard = rd.marker_guard
+    covered = end == "IN_REPLAY" and fb is not None and fb.end == "POST_REPLAY" and guard is not None
     for s, r in bad:
         fact = capture_fact(rd.tree, ci, rd.modes, mode, r) if s in (
             ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER) else None
@@ -341,7 +345,8 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
         if fact is not None and covered:
             gone.append((r, f"no graph captures its path: {fact.why}; the one replay that runs the forward eagerly, the "
                             f"breakable backend's debug replay (one break, {BREAK_MARKER} at {breakable[0]}:"
-                            f"{breakable[1]}, around the whole forward), records no marker, and "
+                            f"{breakable[1]}, around the whole forward), records no marker (it is made and "
+                            f"recorded only while a stream captures: `if {guard[2]}: return` at {guard[0]}:{guard[1]}), and "
                             f"{fb.function} falls back from IN_REPLAY to POST_REPLAY then ({fb.file}:{fb.line}), "
                             "which covers the forward"))
             continue
