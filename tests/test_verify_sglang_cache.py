@@ -127,6 +127,21 @@ def test_fencecheck_s_code_digest_holds_the_python_that_parses(monkeypatch):
     assert sglang_cache.code_digest() != here
 
 
+def test_fencecheck_s_code_digest_holds_its_data_files(monkeypatch, tmp_path):
+    """The catalogs' TOML and the recorded releases' JSON are read by the code: a changed one misses."""
+    import fencecheck
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(Path(fencecheck.__path__[0]), pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fencecheck, "__path__", [str(pkg)])
+    monkeypatch.setattr(sglang_cache, "_CODE", None)
+    here = sglang_cache.code_digest()
+    (toml,) = sorted(pkg.rglob("*.toml"))[:1]
+    toml.write_text(toml.read_text() + "\n# edited\n")
+    monkeypatch.setattr(sglang_cache, "_CODE", None)
+    assert sglang_cache.code_digest() != here
+
+
 def test_the_phase_scopes_are_kept_on_their_tree(tmp_path):
     """Not in a module-level table keyed by ``id(tree)``, which a later tree can reuse (found by an independent
     review)."""

@@ -27,6 +27,8 @@ import subprocess
 from pathlib import Path
 
 ENV = "FENCECHECK_CACHE"
+#: Files of fencecheck's packages besides its modules that the reader and the model read (part of ``code_digest``).
+DATA_SUFFIXES = (".json", ".toml")
 _CODE: str | None = None
 
 
@@ -57,8 +59,9 @@ def _files_digest(roots: list[Path], h) -> None:
 
 def code_digest() -> str:
     """The SHA-256 of the modules the document depends on: the vocabulary, files, reader and commands
-    (``fencecheck/``) and the simulator deciding the worker reads and the model (``reference/``, ``model/``), and of
-    the Python that runs them (its ``ast`` decides which sources parse)."""
+    (``fencecheck/``) and the simulator deciding the worker reads and the model (``reference/``, ``model/``), with
+    the data files they ship (``DATA_SUFFIXES``: the catalogs, the recorded releases), and of the Python that runs
+    them (its ``ast`` decides which sources parse)."""
     global _CODE
     if _CODE is None:
         import fencecheck
@@ -68,7 +71,11 @@ def code_digest() -> str:
         import sys
 
         h = hashlib.sha256(f"{sys.implementation.cache_tag}\0{sys.version}\0".encode())  # what ast parses
-        _files_digest([Path(p) for m in (fencecheck, fencecheck.reference, fencecheck.model) for p in m.__path__], h)
+        roots = [Path(p) for m in (fencecheck, fencecheck.reference, fencecheck.model) for p in m.__path__]
+        _files_digest(roots, h)
+        for root in roots:  # the data the code reads: the catalogs' scenarios, the recorded releases
+            for p in sorted(x for x in root.rglob("*") if x.suffix in DATA_SUFFIXES and x.is_file()):
+                h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
         _CODE = h.hexdigest()
     return _CODE
 
