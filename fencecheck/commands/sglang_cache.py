@@ -2,20 +2,19 @@
 same document, so a second check against it (a pre-commit hook run again on the same commit, a merge gate on the
 same merge base) reads HEAD alone.
 
-The key is content-addressed: a revision's package folder by its git tree id (``git rev-parse
-COMMIT:python/sglang``, no unpacking needed), a folder by the SHA-256 of its Python files' names and texts (as the
-reader reads them); with the SHA-256 of fencecheck's own modules and of the Python running them (a changed reader, or
-another Python whose ``ast`` parses other sources, misses) and whether the model was asked (``--cross-check``). An entry holds the document and the tree's suppressions. The folder is
-``FENCECHECK_CACHE`` (``off`` turns it off), else ``$XDG_CACHE_HOME/fencecheck/baselines`` or
-``~/.cache/fencecheck/baselines``; an entry that cannot be read is read again from the tree, one that cannot be
-written is not kept; neither is an error.
+The key is content-addressed: a revision's package folder by its git tree id (``git rev-parse COMMIT:python/sglang``,
+no unpacking needed), a folder by the SHA-256 of its Python files' names and texts (as the reader reads them); with
+the SHA-256 of fencecheck's own modules and of the Python running them (a changed reader, or another Python whose
+``ast`` parses other sources, misses) and whether the model was asked (``--cross-check``). An entry holds the document
+and the tree's suppressions. The folder is ``FENCECHECK_CACHE`` (``off`` turns it off), else
+``$XDG_CACHE_HOME/fencecheck/baselines`` or ``~/.cache/fencecheck/baselines``; an entry that cannot be read is read
+again from the tree, one that cannot be written is not kept; neither is an error.
 
 The same folder keeps what ``verify --sglang`` reads of a tree (``facts_load``, ``facts_store``): an answer (the
 backend files of one class, the tree's generated configurations) with the log of what its read asked of the files
 (``sglang_source.tree_log``), keyed by what it is, the tree's module names (with the file behind each) and
-fencecheck's own modules and Python. An entry is
-used only when every question of its log gets the same answer from the tree given, so an edit to one backend file
-keeps the configurations, which never read it.
+fencecheck's own modules, data and Python. An entry is used only when every question of its log gets the same
+answer from the tree given, so an edit to a module its read never looked at (a model's file) keeps it.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 ENV = "FENCECHECK_CACHE"
@@ -67,8 +67,6 @@ def code_digest() -> str:
         import fencecheck
         import fencecheck.model
         import fencecheck.reference
-
-        import sys
 
         h = hashlib.sha256(f"{sys.implementation.cache_tag}\0{sys.version}\0".encode())  # what ast parses
         roots = [Path(p) for m in (fencecheck, fencecheck.reference, fencecheck.model) for p in m.__path__]
@@ -120,12 +118,16 @@ def store(k: str | None, doc: dict, suppressions: list) -> None:
     d = folder()
     if k is None or d is None:
         return
+    _write_whole(d / f"{k}.json", {"document": doc, "suppressions": [s.to_json() for s in suppressions]})
+
+
+def _write_whole(path: Path, data) -> None:
+    """``data`` as JSON at ``path``, written whole (a temporary file renamed), or not at all."""
     try:
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{k}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"document": doc, "suppressions": [s.to_json() for s in suppressions]}),
-                       encoding="utf-8")
-        os.replace(tmp, d / f"{k}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
     except OSError:
         pass
 
@@ -160,12 +162,5 @@ def facts_store(kind: str, name: str, tree, log, answer) -> None:
     """Keeps ``answer`` (JSON) as ``kind`` of ``name`` with ``log`` (``tree_log.Log``, asked of ``tree``), when it
     can (written whole: a temporary file renamed)."""
     p = _facts_path(kind, name, tree)
-    if p is None or log is None:
-        return
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"log": log.to_json(tree), "answer": answer}), encoding="utf-8")
-        os.replace(tmp, p)
-    except OSError:
-        pass
+    if p is not None and log is not None:
+        _write_whole(p, {"log": log.to_json(tree), "answer": answer})

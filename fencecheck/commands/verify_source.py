@@ -257,11 +257,12 @@ def _load(root, tree_path: str, name: str) -> tuple[Source, list[Variant]]:
     tree = Tree(root)
     tree.log = Log() if keep else None
     # the configurations are read on a tree of their own log (the same files, read once): what they ask is theirs
-    # alone; when not kept, in a forked process while the class is read here (``common.beside``, a second core)
+    # alone; when not kept, in a forked process while the class is read here (``common.beside``, a second core: a
+    # forked read that fails is read again here, which reports the failure)
     ctree = tree.sibling()
     ctree.log = Log() if keep else None
     conf = facts_load("configurations", "", ctree) if keep else None
-    with nullcontext() if conf is not None else beside(_forked_configurations, ctree) as pending:
+    with nullcontext() if conf is not None else beside(_kept_configurations, ctree) as pending:
         kept = facts_load("backend", name, tree) if keep else None
         if kept is None:
             source, entries = read_entries(tree, tree_path, name)
@@ -275,7 +276,7 @@ def _load(root, tree_path: str, name: str) -> tuple[Source, list[Variant]]:
                              backend_from_dict(v["data"], f"{source.root}: {source.cls}")) for v in kept["variants"]]
         if conf is None and pending is not None:
             conf = pending()
-    if conf is None:  # one core, or the forked read failed: read here (a failure is reported from here)
+    if conf is None:  # one core: read here
         conf = _kept_configurations(ctree)
     return replace(source, configurations=conf["configurations"]), found
 
@@ -288,11 +289,3 @@ def _kept_configurations(ctree) -> dict:
     facts_store("configurations", "", ctree, ctree.log, conf)
     return conf
 
-
-def _forked_configurations(ctree) -> dict | None:
-    """``_kept_configurations`` in the forked process; None when it fails (the caller reads them again and reports
-    the failure itself: an error of the reader need not survive the trip back)."""
-    try:
-        return _kept_configurations(ctree)
-    except Exception:  # noqa: BLE001 - read again by the caller, which reports it
-        return None

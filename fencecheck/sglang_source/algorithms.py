@@ -162,11 +162,12 @@ def _hook_reads(walker, types, ci, runs, publisher, unresolved, index, start) ->
     phase's in-graph marker (``WorkerRead.in_graph``). A hook on another runner is noted, not ordered."""
     tree = walker.tree
     out = []
+    captured = graph_modes(walker.modes)
     for runner, owner, method, conds, file, line in _registrations(tree, types, ci):
         side = _side(runner)
+        mine = [(c, ph) for c, ph in runs if ph.side == side and ph.mode in captured
+                and may_publish(ph.mode, ph.publish)]
         for pub in (p for p in publisher if p.side == side):
-            mine = [(c, ph) for c, ph in runs if ph.side == side and ph.mode in graph_modes(walker.modes)
-                    and may_publish(ph.mode, ph.publish)]
             if not mine:
                 unresolved.append(f"{ci.name} registers a capture tail hook on `{runner}` ({file}:{line}), but no "
                                   f"captured phase on that side publishes")

@@ -6,8 +6,8 @@ capture, with the objects the capture made. SGLang's decode graph runner calls t
 ``init_forward_metadata_out_graph(forward_batch, in_capture=True)`` before it captures the in-graph prep and the
 forward (the call is read from the tree, and cited). A test conjunct that needs ``getattr(M, "A", None)`` not None
 (``L is not None`` or ``L`` with ``L = getattr(M, "A", None)`` the function's last assignment of ``L`` before the
-test, in a block that holds it; the same for ``M``) is false at capture when every alternative of ``M`` (an ``or`` of them)
-is None there:
+test, in a block that holds it; the same for ``M``) is false at capture when every alternative of ``M`` (an ``or`` of
+them) is None there:
 
 - ``self.C``: on every path of that capture call in the mode (``in_capture`` true, forward-mode tests decided, the
   backend's own and ``super()`` methods followed), the last assignment of ``self.C`` is an object the capture

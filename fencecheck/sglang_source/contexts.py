@@ -107,7 +107,7 @@ def _eval(e, values, scope: str = ""):
 
 def _scope(tree, p: dict) -> str:
     """The function holding phase ``p``'s call (``file:def line``): the scope of the locals its tests name."""
-    memo = tree.__dict__.setdefault("_phase_scopes", {}) if tree is not None else {}
+    memo = tree.__dict__.setdefault("_phase_scopes", {})
     k = (p["file"], p["line"])
     if k not in memo:
         memo[k] = p["file"]

@@ -160,10 +160,6 @@ def _read(mode: str, site: ReadSite, r: Read, conditions: tuple[str, ...] = ()) 
                        conditions + tuple(r.conditions))
 
 
-def _via(r: Read) -> tuple[str, ...]:
-    return r.via_text()
-
-
 def _backend(rd: Reader, ci: ClassInfo) -> tuple[Backend, list, list]:
     """The backend ``ci``, its findings and its not findings."""
     tree = rd.tree
@@ -199,7 +195,7 @@ def _backend(rd: Reader, ci: ClassInfo) -> tuple[Backend, list, list]:
     reads += _passed_reads(rd, ci, keys)
     for method in STARTUP_ENTRIES:
         for r in rd.walker.method_reads(ci, method, None):
-            not_findings.append(NotFinding(ci.name, None, r.location, r.file, r.line, _via(r),
+            not_findings.append(NotFinding(ci.name, None, r.location, r.file, r.line, r.via_text(),
                                            f"start-up only ({r.via[0].func})"))
     snap = tree.lookup(ci, "_snapshot_prefill_shared_reads")
     snapshot = None
@@ -270,7 +266,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
     all_reads = rd.reads(ci, mode)
     findings = []
     not_findings = [] if snapshot else [
-        NotFinding(ci.name, mode, r.location, r.file, r.line, _via(r), _uncaptured_why(r.host_sync))
+        NotFinding(ci.name, mode, r.location, r.file, r.line, r.via_text(), _uncaptured_why(r.host_sync))
         for _, r in all_reads if r.host_sync is not None]
     live = [(s, r) for s, r in all_reads if r.host_sync is None]
     live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if c.host_sync is None]
@@ -292,8 +288,8 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
             bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad, end)
             pruned += uncaptured
-            not_findings += [NotFinding(ci.name, mode, r.location, r.file, r.line, _via(r), why) for r, why in pruned
-                             if snapshot is False]
+            not_findings += [NotFinding(ci.name, mode, r.location, r.file, r.line, r.via_text(), why)
+                             for r, why in pruned if snapshot is False]
             cut = [(s, c) for s, c in live_cuts + [x for k in chosen for x in rd.cuts(k, mode)]
                    if s not in covered and c.host_sync is None]
             if cut:
@@ -343,10 +339,10 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
             gone.append((r, f"no graph captures its path: {fact.why}; the tree has no breakable graphs"))
             continue
         if fact is not None and covered:
-            gone.append((r, f"no graph captures its path: {fact.why}; the one replay that runs the forward eagerly, the "
-                            f"breakable backend's debug replay (one break, {BREAK_MARKER} at {breakable[0]}:"
-                            f"{breakable[1]}, around the whole forward), records no marker (it is made and "
-                            f"recorded only while a stream captures: `if {guard[2]}: return` at {guard[0]}:{guard[1]}), and "
+            gone.append((r, f"no graph captures its path: {fact.why}; the one replay that runs the forward eagerly, "
+                            f"the breakable backend's debug replay (one break, {BREAK_MARKER} at {breakable[0]}:"
+                            f"{breakable[1]}, around the whole forward), records no marker (it is made and recorded "
+                            f"only while a stream captures: `if {guard[2]}: return` at {guard[0]}:{guard[1]}), and "
                             f"{fb.function} falls back from IN_REPLAY to POST_REPLAY then ({fb.file}:{fb.line}), "
                             "which covers the forward"))
             continue

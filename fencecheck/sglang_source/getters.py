@@ -22,6 +22,7 @@ import re
 import weakref
 
 from ..vocab import SHARED_LOCATIONS
+from .attributes import _targets
 from .pool_reads import _CONTAINER
 from .tree import Tree
 
@@ -73,10 +74,8 @@ def getters(tree: Tree) -> dict[str, tuple[str, str, int]]:
                 elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                         and node.target.id == name and node.value is not None:
                     value = node.value  # a field's default
-                elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name) or \
-                        (isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(
-                            isinstance(t, ast.Attribute) and t.attr == name
-                            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))):
+                elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name) or any(
+                        isinstance(t, ast.Attribute) and t.attr == name for t in _targets(node)):
                     locs.add(None)  # a method of that name, or the field set
                     continue
                 else:

@@ -162,9 +162,9 @@ class ReadWalker:
         self._reach: dict = {}  # (subject, function) -> may_read
         #: method name -> the map a call of it reads: the translators above and the tree's pool methods
         self.translators = {**{m: loc for m, (loc, _, _) in pool_reads(tree).items()}, **TRANSLATOR_READS}
-        #: getter field name -> the map ``X.name()`` returns (``getters.getters``): its use is a read of that map
-        self.getter_sites = getters(tree)
-        self.getters = {m: loc for m, (loc, _, _) in self.getter_sites.items()}
+        #: getter field name -> (the map ``X.name()`` returns, the file and line of its lambda) (``getters.getters``):
+        #: its use is a read of that map
+        self.getters = getters(tree)
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
@@ -240,11 +240,14 @@ class ReadWalker:
                 target = rw._fn(None, None, r.node, r.module)
         return target
 
-    def getter_source(self, node) -> str | None:
-        """``X.name()`` of a getter field: the map it returns and the lambda that returns it; else None."""
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in self.getters:
-            loc, file, line = self.getter_sites[node.func.attr]
-            return f"`{node.func.attr}()` returns {loc}: the lambda passed as {node.func.attr}= ({file}:{line})"
+    def getter_of(self, node) -> tuple[str, str] | None:
+        """``X.name()`` (no arguments) of a getter field: (the map it returns, the lambda that returns it); else
+        None."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
+                and not node.keywords and node.func.attr in self.getters:
+            name = node.func.attr
+            loc, file, line = self.getters[name]
+            return loc, f"`{name}()` returns {loc}: the lambda passed as {name}= ({file}:{line})"
         return None
 
     def may_read(self, fn: _Fn) -> bool:
@@ -425,8 +428,9 @@ class _BodyWalker:
                     after = self.call(sub, conds, sync) or after
                 loc = self.read_of(sub)
                 if loc is not None:
+                    getter = self.rw.getter_of(sub)
                     self.reads.append(Read(loc, self.fn.file, sub.lineno, ast.unparse(sub)[:120], (), conds, sync,
-                                           self.rw.getter_source(sub)))
+                                           getter[1] if getter else None))
         return after
 
     def read_of(self, node) -> str | None:
@@ -435,9 +439,9 @@ class _BodyWalker:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in translators:
             return translators[node.func.attr]
         loc = None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
-                and not node.keywords and node.func.attr in self.rw.getters:
-            loc = self.rw.getters[node.func.attr]  # the map it returns, read where it is used
+        getter = self.rw.getter_of(node)
+        if getter is not None:
+            loc = getter[0]  # the map it returns, read where it is used
         elif isinstance(node, ast.Attribute) and node.attr in SHARED_ATTRS and isinstance(node.ctx, ast.Load):
             loc = node.attr
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):

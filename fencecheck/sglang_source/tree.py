@@ -214,8 +214,7 @@ class Tree:
 
     def raw_search(self, needles: tuple[str, ...], under: str = "") -> list[str]:
         """``modules_containing`` computed again, neither kept nor recorded."""
-        names = [m for m in self.paths if m == under or m.startswith(under + ".")] if under else self.paths
-        return [m for m in names if any(n in self.raw_text(m) for n in needles)]
+        return [m for m in self.paths if in_folder(m, under) and any(n in self.raw_text(m) for n in needles)]
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
         """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
@@ -468,6 +467,11 @@ class Tree:
                 if mm:
                     return mm.group(1)
         return None
+
+
+def in_folder(mod: str, under: str) -> bool:
+    """Whether module ``mod`` is ``under`` (a dotted prefix) or below it; every module is below ``""``."""
+    return not under or mod == under or mod.startswith(under + ".")
 
 
 def class_statements(text: str) -> list[tuple[str, str]]:

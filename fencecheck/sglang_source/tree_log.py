@@ -2,11 +2,11 @@
 
 A ``Log`` set on a ``Tree`` (``tree.log``) records, from the tree's creation on, every question whose answer reached
 the reader from the files: each module whose text was read or whose syntax tree was asked for (``Tree.text``,
-``Tree.module``, a memo hit included), each text search (``Tree.modules_containing``: the needles, the folder and
-the modules found) and the text index of class statements (``Tree.class_index``). The tree's module names are
-always part of it, with the file behind each. Anything the reader knows of the tree came through one of these (the memos a tree keeps are
-filled from them), so an answer computed by a pure function of the tree is the same on any tree where each recorded
-question gets the same answer.
+``Tree.module``, a memo hit included), each text search (``Tree.modules_containing``: the needles, the folder and the
+modules found) and the text index of class statements (``Tree.class_index``). The tree's module names are always part
+of it, with the file behind each. Anything the reader knows of the tree came through one of these (the memos a tree
+keeps are filled from them), so an answer computed by a pure function of the tree is the same on any tree where each
+recorded question gets the same answer.
 
 Kept (``Log.to_json``), a log holds a digest of every module's text besides: ``still_holds`` reads the texts of the
 tree given (a fraction of a second for a release; parsing them is what a kept answer saves) and asks again only
@@ -67,6 +67,8 @@ class Log:
 def still_holds(data: dict, tree) -> bool:
     """Whether every question of a log kept as ``data`` (``Log.to_json``) gets the same answer from ``tree``, asked
     without recording; False for data of another shape."""
+    from .tree import in_folder
+
     try:
         searches = [(tuple(needles), under, set(found)) for needles, under, found in data["searches"]]
         if not all(isinstance(n, str) for needles, _, _ in searches for n in needles) \
@@ -77,8 +79,8 @@ def still_holds(data: dict, tree) -> bool:
         if read & set(changed):
             return False
         for needles, under, found in searches:
-            inside = [m for m in changed if not under or m == under or m.startswith(under + ".")]
-            if any((m in found) != any(n in tree.raw_text(m) for n in needles) for m in inside):
+            if any((m in found) != any(n in tree.raw_text(m) for n in needles)
+                   for m in changed if in_folder(m, under)):
                 return False
         return classes is None or all(_classes_digest(tree, m) == classes[m] for m in changed)
     except (KeyError, TypeError, ValueError, AttributeError):
