@@ -54,10 +54,21 @@ def _with(b, changes: dict[str, BackendSpec]):
 
 
 def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None,
-           anyway: Mapping[str, bool] | None = None, verdicts: SymbolicVerdicts | None = None) -> Check:
+           anyway: Mapping[str, bool] | None = None, verdicts: SymbolicVerdicts | None = None,
+           plan: list | None = None) -> Check:
+    """The change ``b`` over the catalog's contexts, then over the symbolic family. A change that races in a catalog
+    context is not safe whatever the symbolic family gives: its symbolic verdict is not asked for (``None``), which
+    is most of the search's cost saved (a symbolic check builds the whole bounded family). ``plan``: collect the
+    facts of a change whose symbolic verdict would be asked for, and take it as unsafe."""
     facts = mode_facts(b)
+    contexts = catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway)
+    if not all(c.safe for c in contexts):
+        return Check(None, contexts)
+    if plan is not None:
+        plan.append(facts)
+        return Check(Verdict.UNKNOWN, contexts)
     verdict = verdicts(facts) if verdicts is not None else symbolic_verdict(facts, bounds, budget)
-    return Check(verdict, catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway))
+    return Check(verdict, contexts)
 
 
 def _locations(report: VerifyReport) -> list[str]:
@@ -88,7 +99,7 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
            plan: list | None = None) -> list[Advice]:
     """The smallest verified change for every race the backend brings, and for every declaration later than its
     reads need; else the component that must change. ``plan``: collect the facts of every change that could be
-    checked (each taken as unsafe, so none stops the search) instead of checking them."""
+    checked over the symbolic family (each taken as unsafe, so none stops the search) instead of checking them."""
     out: list[Advice] = []
     racing = report.verdict is not Verdict.PROVED or any(not c.safe for c in report.contexts)
     tried: dict[str, Check] = {}
@@ -97,8 +108,7 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
 
     def verified(label: str, cand) -> Check:
         if plan is not None:
-            plan.append(mode_facts(cand))
-            return Check(Verdict.UNKNOWN, [])
+            return _check(cand, catalog, bounds, budget, decide, anyway, plan=plan)
         if label not in tried:
             tried[label] = _check(cand, catalog, bounds, budget, decide, anyway, verdicts)
             if tick is not None:

@@ -17,9 +17,10 @@ from .symconfig import Bounds
 
 @dataclass
 class Check:
-    """A proposed change verified over the same contexts: the symbolic verdict and each catalog context's."""
+    """A proposed change verified over the same contexts: each catalog context's verdict, and the symbolic verdict
+    (None: not asked for, a catalog context races already, so the change is unsafe whatever it is)."""
 
-    symbolic: Verdict
+    symbolic: Verdict | None
     contexts: list[Context]
 
     @property
@@ -28,12 +29,14 @@ class Check:
 
     def text(self) -> str:
         n = len(self.contexts) + 1
-        bad = [c for c in self.contexts if not c.safe]
+        bad = [f"{c.scenario} ({'; '.join(sorted({r.place().text() for r in c.brought})) or 'unknown'})"
+               for c in self.contexts if not c.safe]
         if self.safe:
             return f"safe in all {n} contexts (the symbolic family and {n - 1} catalog scenarios)"
-        parts = [] if self.symbolic is Verdict.PROVED else [f"symbolic {self.symbolic.value}"]
-        parts += [f"{c.scenario} ({'; '.join(sorted({r.place().text() for r in c.brought})) or 'unknown'})"
-                  for c in bad]
+        if self.symbolic is None:
+            return (f"races in {len(bad)} of {n - 1} catalog scenarios: {', '.join(bad)} (the symbolic family not "
+                    "checked: a race in the catalog already refutes the change)")
+        parts = ([] if self.symbolic is Verdict.PROVED else [f"symbolic {self.symbolic.value}"]) + bad
         return f"races in {len(parts)} of {n} contexts: {', '.join(parts)}"
 
 

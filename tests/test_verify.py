@@ -127,8 +127,24 @@ def test_advice_is_verified_over_the_same_contexts():
     [a] = r.advice
     assert a.change == "declare IN_REPLAY for TARGET_VERIFY" and a.check.safe
     assert a.check.text() == "safe in all 2 contexts (the symbolic family and 1 catalog scenarios)"
-    assert "PRE_REPLAY instead: races in 1 of 2 contexts: dspark (req_to_token@idle/in_graph_before_marker; " \
-           "req_to_token@idle/pre_replay)" in a.why
+    assert "PRE_REPLAY instead: races in 1 of 1 catalog scenarios: dspark (req_to_token@idle/in_graph_before_marker; " \
+           "req_to_token@idle/pre_replay) (the symbolic family not checked: a race in the catalog already refutes " \
+           "the change)" in a.why
+
+
+def test_a_change_refuted_by_the_catalog_is_not_checked_over_the_symbolic_family(monkeypatch):
+    """The symbolic family is asked only for a change that is safe in every catalog context: the search's cost."""
+    import fencecheck.model.symbolic_contexts as sc
+
+    asked = []
+    real = sc.symbolic_verdict
+    monkeypatch.setattr(sc, "symbolic_verdict", lambda facts, *a: asked.append(facts) or real(facts, *a))
+    bf = load_backend(EXAMPLES / "over-declared-backend.toml")
+    r = verify(bf, catalog("dspark", "plain-decode"), bounds=SMALL)
+    [a] = r.advice
+    # PRE_REPLAY races in dspark: refuted there, never asked of the symbolic family; IN_REPLAY asked and proved
+    assert len(asked) == 1 and {f.declared for f in asked[0]} >= {SharedReadEnds.IN_REPLAY}
+    assert a.check.symbolic is Verdict.PROVED
 
 
 def test_an_unknown_declaration_gets_a_verified_one():
@@ -190,8 +206,8 @@ def test_over_declared_backend_gets_verified_advice_and_the_dspark_explanation()
            "which step 1's barrier did not reset because that step named runner draft" in out
     assert "missing edge: F kernel #4 (pre_replay) -> S op 27: S never waited on F work of step 2" in out
     assert "advice: declare IN_REPLAY for TARGET_VERIFY: safe in all 18 contexts" in out
-    assert "PRE_REPLAY instead: races in 1 of 18 contexts: dspark (req_to_token@idle/in_graph_before_marker; " \
-           "req_to_token@idle/pre_replay)" in out
+    assert "PRE_REPLAY instead: races in 1 of 17 catalog scenarios: dspark (req_to_token@idle/in_graph_before_marker; " \
+           "req_to_token@idle/pre_replay) (the symbolic family not checked" in out
 
 
 @pytest.mark.slow
@@ -301,9 +317,10 @@ def test_no_backend_change_fixes_it_so_the_verified_component_change_is_the_advi
     assert {x.place().text() for x in c.brought} == {"req_to_token@draft_prefetch/pre_replay",
                                                      "req_to_token@draft_prefetch/in_graph_before_marker"}
     assert [a.text() for a in r.advice] == [
-        "no declaration for DECODE alone fixes it (POST_REPLAY instead: races in 1 of 3 contexts: "
+        "no declaration for DECODE alone fixes it (POST_REPLAY instead: races in 1 of 2 catalog scenarios: "
         "dspark-prefetch-reads-nothing (req_to_token@draft_prefetch/in_graph_before_marker; "
-        "req_to_token@draft_prefetch/pre_replay))",
+        "req_to_token@draft_prefetch/pre_replay) (the symbolic family not checked: a race in the catalog already "
+        "refutes the change))",
         "dspark-prefetch-reads-nothing: no change to this backend fixes it: every backend that reads req_to_token "
         "races there (each read site, each declaration tried); the algorithm must change: set "
         "last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's last reading "

@@ -114,7 +114,7 @@ def verify_json(report, explained: dict) -> dict:
         "findings": list(report.findings),
         "advice": [{"change": a.change, "why": a.why,
                     "verification": None if a.check is None else {
-                        "safe": a.check.safe, "symbolic": a.check.symbolic.value,
+                        "safe": a.check.safe, "symbolic": None if a.check.symbolic is None else a.check.symbolic.value,
                         "contexts": len(a.check.contexts) + 1,
                         "racing": [c.scenario for c in a.check.contexts if not c.safe],
                         "text": a.check.text()},
