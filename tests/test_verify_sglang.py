@@ -157,6 +157,43 @@ def test_verify_sglang_decides_the_tree_s_generated_configurations(tmp_path):
     assert decided == 1 and [(r.configuration, r.own) for r in races] == [("verify-after-verify", True)]
 
 
+def test_the_tree_s_configurations_are_decided_once_per_content_and_own_races_model_only_when_asked(
+        tmp_path, monkeypatch):
+    """Two configurations equal but for their names and citations are one scenario, simulated and modelled once; a
+    configuration's own race gets the model's verdict only with ``own_models`` (the text shows none), a race the
+    backend brings always."""
+    import fencecheck.model.check as check
+    from fencecheck.commands.verify_source import Source
+    from fencecheck.commands.verify_tree import tree_races
+
+    asked = []
+    real = check.model_check
+    monkeypatch.setattr(check, "model_check", lambda s, *a, **k: asked.append(s.name) or real(s, *a, **k))
+    phase = {"side": "target", "call": "c", "file": "f.py", "line": 1}
+    own = {"name": "verify-after-verify", "source": "X", "condition": None, "publisher": "target",
+           "phases": [{**phase, "mode": "TARGET_VERIFY", "policy": "resolve", "execution": "graph"},
+                      {**phase, "mode": "TARGET_VERIFY", "policy": "prefill", "execution": "eager"}],
+           "platforms": ["cuda"], "marker": True, "barrier": True, "force_coarse": False,
+           "settings": [], "loop": "overlap", "event_loops": ["event_loop_overlap"], "prefill_read_done": True}
+    again = {**own, "name": "verify-after-verify-again", "condition": "flag",
+             "phases": [{**ph, "file": "g.py", "line": 9} for ph in own["phases"]]}
+    source = Source("r", None, "B", "f.py", 1, {"rule": "declaration_only_post_fallback",
+                                                "configurations": [own, again]})
+    table = {"name": "B", "declares": {"TARGET_VERIFY": "IN_REPLAY"},
+             "reads": {"TARGET_VERIFY": {"pre_replay": ["req_to_token"]}}}
+    decided, races = tree_races(source, table)
+    assert decided == 2 and [(r.configuration, r.own, r.model_verdict) for r in races] == [
+        ("verify-after-verify", True, "counterexample"), ("verify-after-verify-again", True, "counterexample")]
+    assert asked == ["verify-after-verify"]  # the second is the first's scenario: its answers are the first's
+    asked.clear()
+    _, races = tree_races(source, table, own_models=False)
+    assert [(r.own, r.model_verdict) for r in races] == [(True, None)] * 2 and asked == []
+    head = lay(tmp_path / "head", "head")
+    source, (paged,) = load(str(head), "PagedBackend")
+    _, races = tree_races(source, paged.data, own_models=False)
+    assert [(r.own, r.model_verdict) for r in races] == [(False, "counterexample")] and len(asked) == 1
+
+
 def test_the_tree_s_configurations_decided_beside_are_decided_as_here(tmp_path, monkeypatch):
     """The tables decided in a forked process (a second core) answer as ``tree_races`` answers here, table by table,
     in any order asked; on one core they are decided here."""

@@ -161,7 +161,7 @@ def cmd_verify(args, out: TextIO) -> int:
 
     tables = {i: v.data for i, (v, b) in enumerate(todo)
               if v is not None and source.configurations is not None and mode_facts(b)}
-    with decided_beside(source, tables) as tree_of:
+    with decided_beside(source, tables, own_models=bool(args.json)) as tree_of:
         for i in range(len(todo)):
             code, doc = _variant(args, i, todo, source, catalog, out,
                                  (lambda i=i: tree_of(i)) if i in tables else None)

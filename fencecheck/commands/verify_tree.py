@@ -22,7 +22,7 @@ class TreeRace:
 
     configuration: str
     races: tuple[str, ...]
-    model_verdict: str
+    model_verdict: str | None  # None: a configuration's own race, the model not asked (``tree_races``)
     own: bool
 
     def to_json(self) -> dict:
@@ -43,15 +43,47 @@ def _with(ctx: dict, name: str, backends: dict, modes: set[str]) -> dict:
     return {**ctx, "algorithm": {**ctx["algorithm"], "steps": steps}, "backends": {**ctx["backends"], **backends}}
 
 
-def tree_races(source, table: dict) -> tuple[int, list[TreeRace]]:
-    """(how many of the tree's configurations run a mode the backend file ``table`` covers, the races there)."""
-    from fencecheck.files.scenario_io import scenario_from_dict
+#: A generated configuration's keys that only name and cite it: two configurations equal but for these are one
+#: scenario, decided once (``tree_races``'s memo).
+_NAMING = ("name", "description", "cites")
+
+
+def _decided(memo: dict, data: dict, name: str, decide):
+    """``decide(scenario)`` of the scenario ``data`` (named ``name``), once per content: ``memo`` keyed by the table
+    without its naming keys (the simulator's and the model's answers depend on nothing else)."""
+    import json
+
+    key = json.dumps({k: v for k, v in data.items() if k not in _NAMING}, sort_keys=True, default=str)
+    if key not in memo:
+        from fencecheck.files.scenario_io import scenario_from_dict
+
+        memo[key] = decide(scenario_from_dict(data, name, validate=False))
+    return memo[key]
+
+
+def tree_races(source, table: dict, memo: dict | None = None, own_models: bool = True) -> tuple[int, list[TreeRace]]:
+    """(how many of the tree's configurations run a mode the backend file ``table`` covers, the races there).
+    ``memo``: answers shared by the calls of one report (its backend files differ in a few rows, and many
+    configurations differ only in their names and citations). The model is asked of every race the backend
+    brings; of a configuration's own race (an honest backend races there too) only with ``own_models`` (the text
+    report shows no verdict of those, and the model's query is most of the cost: about 0.1 s each)."""
     from fencecheck.model.check import model_check
     from fencecheck.reference.run import run_scenario
     from fencecheck.reference.sim.races import check_trace
     from fencecheck.sglang_source.contexts import scenario
     from fencecheck.verdict import Verdict
 
+    def simulated(s):
+        report = check_trace(run_scenario(s))
+        return None if report.verdict is Verdict.PROVED else tuple(sorted({r.key().text() for r in report.races}))
+
+    def honest_races(s):
+        return check_trace(run_scenario(s)).verdict is not Verdict.PROVED
+
+    def modelled(s):
+        return model_check(s).verdict.value
+
+    memo = _memo() if memo is None else memo
     conf = source.configurations or {}
     name = table["name"]
     root = {k: v for k, v in table.items() if k not in ("name", "backends", "note")}
@@ -63,31 +95,37 @@ def tree_races(source, table: dict) -> tuple[int, list[TreeRace]]:
             continue
         ctx = scenario(cfg, conf.get("rule"))
         decided += 1
-        s = scenario_from_dict(_with(ctx, name, backends, modes), cfg["name"], validate=False)
-        report = check_trace(run_scenario(s))
-        if report.verdict is Verdict.PROVED:
+        data = _with(ctx, name, backends, modes)
+        got = _decided(memo["sim"], data, cfg["name"], simulated)
+        if got is None:
             continue
-        honest = scenario_from_dict(_with(ctx, "honest", {"honest": _honest(modes)}, modes), cfg["name"],
-                                    validate=False)
-        own = check_trace(run_scenario(honest)).verdict is not Verdict.PROVED
-        races.append(TreeRace(cfg["name"], tuple(sorted({r.key().text() for r in report.races})),
-                              model_check(s).verdict.value, own))
+        own = _decided(memo["honest"], _with(ctx, "honest", {"honest": _honest(modes)}, modes), cfg["name"],
+                       honest_races)
+        verdict = _decided(memo["model"], data, cfg["name"], modelled) if own_models or not own else None
+        races.append(TreeRace(cfg["name"], got, verdict, own))
     return decided, races
 
 
-def _all(source, tables: dict) -> dict:
-    return {k: tree_races(source, t) for k, t in tables.items()}
+def _memo() -> dict:
+    return {"sim": {}, "honest": {}, "model": {}}
+
+
+def _all(source, tables: dict, own_models: bool) -> dict:
+    memo = _memo()
+    return {k: tree_races(source, t, memo, own_models) for k, t in tables.items()}
 
 
 @contextmanager
-def decided_beside(source, tables: dict):
-    """Yields ``get(k)``: ``tree_races(source, tables[k])``. The tables are decided in a forked process while the
+def decided_beside(source, tables: dict, own_models: bool = True):
+    """Yields ``get(k)``: ``tree_races(source, tables[k], own_models=own_models)``. The tables are decided in a forked process while the
     caller verifies them against the catalog, when this machine has a second core (``common.beside``; else here, when
     asked for); the answers are the same either way (each a function of the table and the tree's configurations)."""
     from fencecheck.commands.common import beside
 
-    with beside(_all, source, tables) if tables else nullcontext() as result:
-        yield (lambda k: tree_races(source, tables[k])) if result is None else (lambda k: result()[k])
+    with beside(_all, source, tables, own_models) if tables else nullcontext() as result:
+        memo = _memo()
+        yield ((lambda k: tree_races(source, tables[k], memo, own_models)) if result is None
+               else (lambda k: result()[k]))
 
 
 def tree_text(decided: int, races: list[TreeRace]) -> list[str]:
