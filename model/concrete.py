@@ -82,7 +82,7 @@ def pin(cfg: SymConfig, s: Scenario, lay: Layout) -> list[z3.BoolRef]:
 
 def concretize(s: Scenario, lay: Layout) -> SymConfig:
     """The configuration of ``s`` with Python values in place of variables (runs the program concretely)."""
-    cfg = _config(lay.bounds(s))
+    cfg = config(lay.bounds(s))
     values = {var.get_id(): value for var, value in assignment(cfg, s, lay)}
     v = lambda var: values[var.get_id()]  # noqa: E731
     vals = lambda d: {k: v(x) for k, x in d.items()}  # noqa: E731
@@ -97,7 +97,8 @@ def concretize(s: Scenario, lay: Layout) -> SymConfig:
 
 
 @functools.lru_cache(maxsize=64)
-def _config(bounds: Bounds) -> SymConfig:
+def config(bounds: Bounds) -> SymConfig:
+    """The symbolic configuration of ``bounds``, made once per bounds (its variables, in their order)."""
     return make_config(bounds)
 
 

@@ -467,3 +467,31 @@ def test_the_documented_backend_file_keys_are_the_schema_s():
     table = doc.split("## The backend file", 1)[1].split("\n\n", 3)[2]
     keys = [re.match(r"\| `\[?(\w+)", row).group(1) for row in table.splitlines()[2:]]
     assert sorted(keys) == sorted(BACKEND_SCHEMA["properties"])
+
+
+def test_a_decision_is_shared_by_scenarios_that_pin_the_model_alike_and_only_by_them(monkeypatch):
+    """Swapped-in backends that differ only in a mode the context never runs are one decision there (the model sees a
+    backend only through each phase's declaration and read sites for its mode); a difference in a mode it runs, or
+    in the scenario's name, is another decision, and its answer is its own."""
+    import fencecheck.model.decision as decision
+    from fencecheck.model.swap import swap_into
+    from fencecheck.scenario import BackendSpec
+
+    made = []
+    real = decision.Decision.__init__
+    monkeypatch.setattr(decision.Decision, "__init__", lambda self, s: made.append(s.name) or real(self, s))
+    [plain] = catalog("plain-decode")
+    assert {p.mode for ph in plain.algorithm.steps.values() for p in ph} == {ForwardMode.DECODE}
+    reads = {"DECODE": {ReadSite.IN_GRAPH_AFTER_MARKER: ("req_to_token",)}}
+    late = BackendSpec("b", declares={ForwardMode.DECODE: SharedReadEnds.IN_REPLAY}, reads=reads)
+    also_extend = BackendSpec("b", declares={ForwardMode.DECODE: SharedReadEnds.IN_REPLAY,
+                                             ForwardMode.EXTEND: SharedReadEnds.PRE_REPLAY}, reads=reads)
+    covered = BackendSpec("b", declares={ForwardMode.DECODE: SharedReadEnds.POST_REPLAY}, reads=reads)
+    decide = decision.Decisions()
+    first = decide(swap_into(plain, late, {ForwardMode.DECODE}))
+    assert decide(swap_into(plain, also_extend, {ForwardMode.DECODE})) is first and len(made) == 1
+    assert first.report.verdict is Verdict.COUNTEREXAMPLE
+    other = decide(swap_into(plain, covered, {ForwardMode.DECODE}))
+    assert other is not first and other.report.verdict is Verdict.PROVED and len(made) == 2
+    renamed = decide(swap_into(plain, late, {ForwardMode.DECODE}).replace(name="another"))
+    assert renamed is not first and renamed.report.scenario == "another" and len(made) == 3
