@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sglang_reader_trees import ATTN, HEAD, READ, backend, build, chain, decode_calls, method, validate
 
 from fencecheck.commands.main import main
@@ -452,3 +454,28 @@ def test_a_worker_read_path_past_the_depth_limit_is_listed_as_unresolved(tmp_pat
     assert [r["line"] for r in gamma["reads_after_publisher"]] == []
     (cut,) = [u for u in gamma["unresolved"] if u.startswith("a read path of TwiceWorker cut")]
     assert "self.c9 (sglang/srt/speculative/twice.py:" in cut and "the call depth limit" in cut
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40).map(lambda b: bytes(b"ab\r\n\x0b\x0c\x1c\x85 "[x % 9] for x in b)))
+def test_the_line_table_breaks_where_python_s_line_numbers_do(data):
+    """``line_starts`` (what ``too_deep`` measures spans with) begins a line after each ``\\r\\n``, ``\\r`` and
+    ``\\n`` and nowhere else (form feeds, vertical tabs and the other characters ``str.splitlines`` breaks at are
+    no line break to Python's tokenizer)."""
+    import re
+
+    from fencecheck.sglang_source.tree_files import line_starts
+
+    assert line_starts(data) == [0, 0, *(m.end() for m in re.finditer(rb"\r\n|\r|\n", data))]
+
+
+def test_the_reader_s_walk_is_ast_walk_in_its_order():
+    """``walk_nodes`` gives the nodes ``ast.walk`` gives, the same objects in the same order (breadth first), on a
+    module of every kind of statement and expression this file has."""
+    import ast
+
+    from fencecheck.sglang_source.tree import walk_nodes
+
+    for text in (Path(__file__).read_text(), Path(ast.__file__).read_text(), "x = 1", ""):
+        tree = ast.parse(text)
+        assert [id(n) for n in walk_nodes(tree)] == [id(n) for n in ast.walk(tree)]

@@ -161,7 +161,7 @@ def mailbox_writes(tree: Tree, mailbox: str) -> list[MailboxWrite]:
         for cls, fn in _functions(mod):
             if fn.name == "__init__":
                 continue
-            for n in ast.walk(fn):
+            for n in tree.walk(fn):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) \
                     and n.value is not None else []
                 for t in targets:

@@ -57,7 +57,7 @@ def barrier(tree: Tree) -> Barrier:
         for cname, fn in (_enclosing(mod.tree) if mod else ()):
             if fn.name == "_apply_war_barrier":
                 defined.append(ClassAt(cname, mod.rel, fn.lineno))
-            lines = sorted({n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call)
+            lines = sorted({n.lineno for n in tree.walk(fn) if isinstance(n, ast.Call)
                             and isinstance(n.func, ast.Attribute) and n.func.attr == "_apply_war_barrier"})
             for ln in lines:
                 calls.append(BarrierCall(fn.name, cname, mod.rel, ln))

@@ -11,6 +11,7 @@ file is one Python would import (its facts are unknown), not when it is no modul
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 import stat
@@ -148,15 +149,25 @@ def nul_error(text: str) -> tuple[int, str] | None:
     return line, f"a NUL byte at offset {i} (column {i - text.rfind(chr(10), 0, i)})"
 
 
+def line_starts(data: bytes) -> list[int]:
+    """``[0, 0, s2, s3, ...]``: ``starts[n]`` is the first byte of line ``n`` (1-based), a line beginning after each
+    of Python's line breaks (``_LINE_BREAK``: ``bytes.splitlines`` breaks at the same three)."""
+    pieces = data.splitlines(keepends=True)
+    ends = list(itertools.accumulate(map(len, pieces)))
+    if pieces and not pieces[-1].endswith((b"\n", b"\r")):
+        ends.pop()  # the last line has no break after it: no line begins there
+    return [0, 0, *ends]
+
+
 def too_deep(tree: ast.Module, text: str, limit: int = MAX_NESTING) -> int | None:
     """The line of a node of ``tree`` nested deeper than ``limit`` levels, or None. A statement or expression spanning
     ``n`` bytes nests at most about ``n`` levels, so one shorter than what is left of the limit is not entered:
     the walk enters the compound statements and the long expressions only."""
     data = text.encode("utf-8", errors="replace")
-    starts = [0, 0, *(m.end() for m in _LINE_BREAK.finditer(data))]  # 1-based: starts[n] is line n's first byte
+    starts = line_starts(data)
     lines = len(starts) - 1
     todo = [(tree, 1, 1)]
-    pop, push, children = todo.pop, todo.append, ast.iter_child_nodes
+    pop, push, AST = todo.pop, todo.append, ast.AST
     while todo:
         node, depth, line = pop()
         line = getattr(node, "lineno", None) or line  # operators and contexts have no line: their parent's
@@ -166,6 +177,13 @@ def too_deep(tree: ast.Module, text: str, limit: int = MAX_NESTING) -> int | Non
         if end is not None and node.end_col_offset is not None and 0 < node.lineno <= end <= lines \
                 and depth + 8 + starts[end] + node.end_col_offset - starts[node.lineno] - node.col_offset <= limit:
             continue  # too short to nest past the limit (f-strings, operators and contexts add a few levels)
-        for child in children(node):
-            push((child, depth + 1, line))
+        depth += 1
+        for f in node._fields:  # ast.iter_child_nodes, in its order, without its generators
+            v = getattr(node, f, None)
+            if isinstance(v, AST):
+                push((v, depth, line))
+            elif isinstance(v, list):
+                for x in v:
+                    if isinstance(x, AST):
+                        push((x, depth, line))
     return None

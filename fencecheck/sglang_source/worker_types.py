@@ -8,6 +8,12 @@ import ast
 from .tree import ClassInfo, Tree
 
 
+def _called_name(func: ast.expr) -> str | None:
+    """The name a call's callee ends in (``Cls`` of ``Cls(...)`` and ``mod.Cls(...)``): the last dotted part of its
+    text where that is a name, which only a name or an attribute has."""
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
 def last_local_imports(tree: Tree, mod, stmts) -> dict:
     """name -> what the last function-local ``from X import Y`` in ``stmts`` binds it to (``Tree.local_imports``)."""
     return {k: v[-1] for k, v in tree.local_imports(mod, stmts).items()}
@@ -102,7 +108,7 @@ class AttrTypes:
                     for fn in c.methods.values():
                         local = [None]
                         for node in self.tree.walk(fn):
-                            if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] == ci.name \
+                            if isinstance(node, ast.Call) and _called_name(node.func) == ci.name \
                                     and self._class_of_call(c.module, fn, node, local) is ci:
                                 out.append((c, node))
             self._ctor[ci] = out
