@@ -210,6 +210,57 @@ def test_beside_gives_the_answer_or_computes_it_here_when_the_forked_process_fai
             _raises(1)
 
 
+def _plus(a, x):
+    return a + x
+
+
+def _dies_after_the_first_stage(a, parent):
+    import os
+    import signal
+
+    if os.getpid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return ("here", a)
+
+
+def test_beside_with_a_second_stage_gives_both_answers_or_computes_them_here():
+    """``then`` runs in the forked process on what the caller sends once the first answer is done; where the process
+    dies in the second stage, both stages are computed here with what was sent."""
+    import os
+
+    from fencecheck.commands.common import beside
+
+    with beside(_double, 21, then=_plus) as got:
+        if got is not None:
+            got.send(8)
+            assert got() == (42, 50)
+    with beside(_double, 4, then=_dies_after_the_first_stage) as got:
+        if got is not None:
+            got.send(os.getpid())
+            assert got() == (8, ("here", 8))
+
+
+@pytest.mark.slow
+def test_verify_sglang_says_the_same_on_one_core_and_two_fresh_or_kept(tmp_path, cache, monkeypatch):
+    """The configurations and the files decided in them come from the forked process that reads them, from a kept
+    answer (decided beside), or from this process on one core: the same text each way."""
+    import os
+
+    root = lay(tmp_path / "t", "head")
+    monkeypatch.setenv(sglang_cache.ENV, "off")
+    two = _verify(str(root), "PagedBackend")
+    assert two[0] == 1 and "the tree's generated configurations:" in two[1]
+    with monkeypatch.context() as m:
+        m.setattr(os, "cpu_count", lambda: 1)
+        assert _verify(str(root), "PagedBackend") == two
+    monkeypatch.setenv(sglang_cache.ENV, str(cache))
+    assert _verify(str(root), "PagedBackend") == two  # read and kept
+    assert _verify(str(root), "PagedBackend") == two  # both answers kept
+    with monkeypatch.context() as m:
+        m.setattr(os, "cpu_count", lambda: 1)
+        assert _verify(str(root), "PagedBackend") == two
+
+
 def test_data_of_another_shape_does_not_hold(tmp_path):
     root = lay(tmp_path / "t", "head")
     _, data = _logged(root, lambda t: t.module("sglang.srt.environ"))

@@ -127,46 +127,49 @@ def cmd_verify(args, out: TextIO) -> int:
     """Parse the backend file (or, with ``--sglang``, build it from the tree's sources: one per combination of
     conditional rows) -> ``model.verify.verify`` -> text or JSON -> exit code: 0 safe everywhere, 1 a race the
     backend brings, 3 only unknowns (or, with ``--sglang``, a declaration the reader leaves unresolved)."""
-    import json
-
-    from fencecheck.files.catalog import load_catalog
     from fencecheck.files.scenario_io import load_backend
 
-    catalog_version = args.catalog
     if getattr(args, "sglang", None):
-        from fencecheck.commands.verify_source import load
+        from fencecheck.commands.verify_source import loading
 
-        source, found = load(args.sglang, args.backend)
-        todo = [(v, v.backend) for v in found]
-    else:
-        source = None
-        backend = load_backend(args.backend)
-        from fencecheck.commands.check import warn_unknown_locations
+        with loading(args.sglang, args.backend) as (source, found, later):
+            todo = [(v, v.backend) for v in found]
+            return _verify_all(args, out, todo, source, later)
+    backend = load_backend(args.backend)
+    from fencecheck.commands.check import warn_unknown_locations
 
-        warn_unknown_locations(backend, args.backend, getattr(args, "err", None))
-        todo = [(None, backend)]
+    warn_unknown_locations(backend, args.backend, getattr(args, "err", None))
     from fencecheck.errors import ScenarioError
     from fencecheck.model.backend_facts import mode_facts
 
-    if source is None and not mode_facts(todo[0][1]):
+    if not mode_facts(backend):
         raise ScenarioError(args.backend, "", "the backend declares and reads nothing in any mode: nothing to verify "
                                               "(expected declares, reads, children or delegate)")
+    return _verify_all(args, out, [(None, backend)], None, None)
+
+
+def _verify_all(args, out: TextIO, todo: list, source, later) -> int:
+    """Verifies each backend file of ``todo`` (with ``--sglang``: each in the tree's configurations too, which
+    ``later`` gives, decided on a second core while the files are verified against the catalog here)."""
+    import json
+
+    from fencecheck.files.catalog import load_catalog
+    from fencecheck.model.backend_facts import mode_facts
+
+    catalog_version = args.catalog
     catalog = load_catalog(catalog_version)
     codes, docs = [], []
     if source is not None and not args.json:
         out.write(f"sglang {source.version or '(version unknown)'} at {source.root}: {source.cls} "
                   f"({source.file}:{source.line}) as the reader reads it: {len(todo)} backend file(s), one per "
                   f"combination of its conditional declaration rows\n")
-    from fencecheck.commands.verify_tree import decided_beside
-
-    tables = {i: v.data for i, (v, b) in enumerate(todo)
-              if v is not None and source.configurations is not None and mode_facts(b)}
-    with decided_beside(source, tables, own_models=bool(args.json)) as tree_of:
-        for i in range(len(todo)):
-            code, doc = _variant(args, i, todo, source, catalog, out,
-                                 (lambda i=i: tree_of(i)) if i in tables else None)
-            codes.append(code)
-            docs.append(doc)
+    if later is not None:
+        later.start({i: v.data for i, (v, b) in enumerate(todo) if mode_facts(b)}, own_models=bool(args.json))
+    for i in range(len(todo)):
+        code, doc = _variant(args, i, todo, source, catalog, out,
+                             (lambda i=i: later.tree_of(i)) if later is not None else None)
+        codes.append(code)
+        docs.append(doc)
     if args.json:
         if source is None:
             json.dump(docs[0], out, indent=2)
@@ -201,7 +204,8 @@ def _variant(args, i: int, todo, source, catalog, out: TextIO, tree) -> tuple[in
 
 def _verify_one(args, backend, catalog, out: TextIO, tree=None) -> tuple[int, dict | None]:
     """Verifies one backend file and writes its text report (with ``--json``: returns its document instead);
-    ``tree``: with ``--sglang``, a function giving (decided, races) in the tree's generated configurations
+    ``tree``: with ``--sglang``, a function giving (decided, races) in the tree's generated configurations (None
+    for a tree without them)
     (``verify_tree``), asked after the catalog's verification (its answer may be computed beside it)."""
     import sys
 
@@ -234,12 +238,14 @@ def _verify_one(args, backend, catalog, out: TextIO, tree=None) -> tuple[int, di
     if tree is not None:
         from fencecheck.commands.verify_tree import tree_text
 
-        decided, races = tree()
-        tree_brought = [r.configuration for r in races if not r.own]
-        if args.json:
-            doc = {**doc, "tree_configurations": {"decided": decided, "racing": [r.to_json() for r in races]}}
-        else:
-            out.write("\n".join(tree_text(decided, races)) + "\n")
+        got = tree()
+        if got is not None:
+            decided, races = got
+            tree_brought = [r.configuration for r in races if not r.own]
+            if args.json:
+                doc = {**doc, "tree_configurations": {"decided": decided, "racing": [r.to_json() for r in races]}}
+            else:
+                out.write("\n".join(tree_text(decided, races)) + "\n")
     if not args.json:
         out.write(verdict_line(report, args.catalog, brought, tree_brought) + "\n")
     if report.safe and not tree_brought:

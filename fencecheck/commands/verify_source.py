@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 
 from fencecheck.errors import EXIT_UNKNOWN, FencecheckError, InputError
@@ -236,56 +237,127 @@ def load(tree_path: str, name: str) -> tuple[Source, list[Variant]]:
     """The backend ``name`` of the tree at ``tree_path`` as backend files, one per combination of its rows, and the
     tree's configurations; each of the two kept between runs (``sglang_cache.facts_load``) and used again while
     what its read asked of the files gets the same answers."""
-    from fencecheck.sglang_source import reading
-    from fencecheck.sglang_source.tree import find_package_root
-
-    root = find_package_root(tree_path)
-    with reading(root):  # the read's syntax trees are gone (young garbage) before the cyclic collector is back on
-        return _load(root, tree_path, name)
+    with loading(tree_path, name) as (_, found, later):
+        return later.source(), found
 
 
-def _load(root, tree_path: str, name: str) -> tuple[Source, list[Variant]]:
-    from contextlib import nullcontext
-
+@contextmanager
+def loading(tree_path: str, name: str):
+    """Yields ``(source, variants, later)`` as soon as the backend is read: ``source`` without the tree's
+    configurations, which ``later`` gives (``Later``), read meanwhile in a forked process when not kept."""
     from fencecheck.commands.common import beside
-    from fencecheck.commands.sglang_cache import facts_load, facts_store, folder
-    from fencecheck.files.scenario_io import backend_from_dict
-    from fencecheck.sglang_source.tree import Tree
+    from fencecheck.commands.sglang_cache import facts_load, folder
+    from fencecheck.sglang_source import reading
+    from fencecheck.sglang_source.tree import Tree, find_package_root
     from fencecheck.sglang_source.tree_log import Log
 
+    root = find_package_root(tree_path)
     keep = folder() is not None
     tree = Tree(root)
     tree.log = Log() if keep else None
     # the configurations are read on a tree of their own log (the same files, read once): what they ask is theirs
-    # alone; when not kept, in a forked process while the class is read here (``common.beside``, a second core: a
-    # forked read that fails is read again here, which reports the failure)
+    # alone; when not kept, in a forked process while the class is read and verified here (``common.beside``, a
+    # second core, which then decides the backend's files in them too: ``Later``)
     ctree = tree.sibling()
     ctree.log = Log() if keep else None
     conf = facts_load("configurations", "", ctree) if keep else None
-    with nullcontext() if conf is not None else beside(_kept_configurations, ctree) as pending:
-        kept = facts_load("backend", name, tree) if keep else None
-        if kept is None:
-            source, entries = read_entries(tree, tree_path, name)
-            found = variants(source, entries)
-            facts_store("backend", name, tree, tree.log, {
-                "cls": source.cls, "file": source.file, "line": source.line,
-                "variants": [{"rows": [asdict(r) for r in v.rows], "data": v.data} for v in found]})
-        else:
-            source = Source(str(tree.root), tree.version(), kept["cls"], kept["file"], kept["line"])
-            found = [Variant(tuple(Row(**r) for r in v["rows"]), v["data"],
-                             backend_from_dict(v["data"], f"{source.root}: {source.cls}")) for v in kept["variants"]]
-        if conf is None and pending is not None:
-            conf = pending()
-    if conf is None:  # one core: read here
-        conf = _kept_configurations(ctree)
-    return replace(source, configurations=conf["configurations"]), found
+    with nullcontext() if conf is not None else beside(_kept_configurations, ctree, then=_decided_later) as pending:
+        with reading(root):  # the read's syntax trees are gone (young garbage) before the cyclic collector is back on
+            source, found = _read_backend(tree, tree_path, name, keep)
+            tree.forget()  # and the sibling's, here (a forked process has its own)
+        later = Later(source, ctree, conf, pending)
+        try:
+            yield source, found, later
+        finally:
+            later.close()
+
+
+class Later:
+    """The tree's configurations and the backend's files decided in them (``verify_tree.tree_races``), from where
+    they are computed: in the forked process that reads the configurations (which decides the files next), or, when
+    the configurations are kept, in a forked process of their own (``decided_beside``), or here on one core."""
+
+    def __init__(self, source: Source, ctree, conf: dict | None, pending):
+        self._source, self._ctree, self._conf, self._pending = source, ctree, conf, pending
+        self._tables: dict | None = None
+        self._own = True
+        self._decided = None  # the forked process's {k: answer}, or decided_beside's get(k)
+        self._stack = ExitStack()
+
+    def start(self, tables: dict, own_models: bool) -> None:
+        """The backend's files to decide (``tree_races``' ``tables`` and ``own_models``), decided from now on where a
+        second core is free."""
+        from fencecheck.commands.verify_tree import decided_beside
+
+        self._tables, self._own = tables, own_models
+        if self._pending is not None:
+            self._pending.send((self._source, tables, own_models))
+        elif self._conf is not None and self._conf["configurations"] is not None and tables:
+            self._decided = self._stack.enter_context(decided_beside(self.source(), tables, own_models))
+
+    def source(self) -> Source:
+        """The source with its configurations (waits for them)."""
+        if self._conf is None:
+            if self._pending is None:
+                self._conf = _kept_configurations(self._ctree)
+            else:
+                if self._tables is None:
+                    self.start({}, False)
+                self._conf, self._decided = self._pending()
+        return replace(self._source, configurations=self._conf["configurations"])
+
+    def tree_of(self, k):
+        """(decided, races) of file ``k`` in the tree's configurations, or None for a tree without them."""
+        from fencecheck.commands.verify_tree import decided_beside
+
+        source = self.source()
+        if source.configurations is None or k not in (self._tables or {}):
+            return None
+        if self._decided is None:  # one core: decided here, as asked
+            self._decided = self._stack.enter_context(decided_beside(source, self._tables, self._own))
+        return self._decided(k) if callable(self._decided) else self._decided[k]
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def _decided_later(conf: dict, job) -> dict:
+    """In the forked process that read the configurations: ``{k: tree_races(...)}`` of the files ``job`` names."""
+    from fencecheck.commands.verify_tree import _all
+
+    source, tables, own_models = job
+    if conf["configurations"] is None or not tables:
+        return {}
+    return _all(replace(source, configurations=conf["configurations"]), tables, own_models)
+
+
+def _read_backend(tree, tree_path: str, name: str, keep: bool) -> tuple[Source, list[Variant]]:
+    """The backend's source and files: kept, or read here (and kept)."""
+    from fencecheck.commands.sglang_cache import facts_load, facts_store
+    from fencecheck.files.scenario_io import backend_from_dict
+
+    kept = facts_load("backend", name, tree) if keep else None
+    if kept is None:
+        source, entries = read_entries(tree, tree_path, name)
+        found = variants(source, entries)
+        facts_store("backend", name, tree, tree.log, {
+            "cls": source.cls, "file": source.file, "line": source.line,
+            "variants": [{"rows": [asdict(r) for r in v.rows], "data": v.data} for v in found]})
+        return source, found
+    source = Source(str(tree.root), tree.version(), kept["cls"], kept["file"], kept["line"])
+    return source, [Variant(tuple(Row(**r) for r in v["rows"]), v["data"],
+                            backend_from_dict(v["data"], f"{source.root}: {source.cls}")) for v in kept["variants"]]
 
 
 def _kept_configurations(ctree) -> dict:
-    """``{"configurations": ...}`` of the tree, kept with the log of ``ctree`` (when it has one)."""
+    """``{"configurations": ...}`` of the tree, kept with the log of ``ctree`` (when it has one); read as the reader
+    reads (``sglang_source.reading``), wherever it runs."""
     from fencecheck.commands.sglang_cache import facts_store
+    from fencecheck.sglang_source import reading
 
-    conf = {"configurations": configurations(ctree)}
-    facts_store("configurations", "", ctree, ctree.log, conf)
+    with reading(ctree.root):
+        conf = {"configurations": configurations(ctree)}
+        facts_store("configurations", "", ctree, ctree.log, conf)
+        ctree.forget()  # what follows (the files decided in them) is no read
     return conf
 
