@@ -125,6 +125,51 @@ def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, w
                                                                 "forward_batch.batch_size"), why
 
 
+def _shared_dict(parent_guard: str) -> list[tuple[str, str]]:
+    """ReplanBackend with the capture's object kept in a per-size dict that a parent's capture fills too, under
+    ``parent_guard``, with an object that has ``batch_size``; the child calls the parent only outside decode."""
+    return [
+        ("class ReplanBackend(AttentionBackend):",
+         "class Wrapped:\n    batch_size = 0\n\n\nclass ReplanBase(AttentionBackend):\n"
+         "    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):\n"
+         f"        if in_capture and {parent_guard}:\n"
+         "            self.graph_metadata[forward_batch.batch_size] = Wrapped()\n\n\n"
+         "class ReplanBackend(ReplanBase):"),
+        ("        if in_capture:\n            metadata = ReplanMetadata()\n"
+         "            self.graph_metadata[forward_batch.batch_size] = metadata\n"
+         "            self.forward_metadata = metadata\n",
+         "        if not forward_batch.forward_mode.is_decode():\n"
+         "            return super().init_forward_metadata_out_graph(forward_batch, in_capture=in_capture)\n"
+         "        if in_capture:\n"
+         "            if forward_batch.batch_size in self.graph_metadata:\n"
+         "                self.forward_metadata = self.graph_metadata[forward_batch.batch_size]\n"
+         "                return\n"
+         "            metadata = ReplanMetadata()\n"
+         "            self.graph_metadata[forward_batch.batch_size] = metadata\n"
+         "            self.forward_metadata = metadata\n")]
+
+
+def test_a_per_size_dict_s_store_that_no_mode_runs_is_left_out_and_named(tmp_path):
+    """TRTLLM-MLA's verify backstop (0.5.23 trtllm_mla_backend.py:743, flashinfer_mla_backend.py:373): the parent's
+    capture stores a wrapper into the dict only in decode, and the child calls the parent only outside decode, so
+    that store never runs: the dict holds the child's objects alone and the test is settled."""
+    ex = _extraction(tmp_path, _shared_dict("forward_batch.forward_mode.is_decode()"))
+    assert [f for f in ex.findings if f.subject == "ReplanBackend"] == []
+    (nf,) = [n for n in ex.not_findings if n.subject == "ReplanBackend"]
+    assert f"a new ReplanMetadata ({AT}:" in nf.why and "a per-size dict's store no forward mode runs is left out: " \
+        f"{AT}:18 (ReplanBase.init_forward_metadata_out_graph)" in nf.why
+
+
+@pytest.mark.parametrize("guard", ["forward_batch.forward_mode.is_extend()", "forward_batch.seq_lens is not None"])
+def test_a_per_size_dict_s_store_some_mode_may_run_keeps_the_read_a_finding(tmp_path, guard):
+    """The parent's store runs where a mode passes both its test and the child's call (``is_extend()``: EXTEND, and
+    TARGET_VERIFY in this tree), or where its test is not a mode test: the dict may hold the parent's object, which
+    has ``batch_size``, so the test is not settled."""
+    f = _finding(settle(_extraction(tmp_path, _shared_dict(guard), {**BREAKABLE, **PRE_FALLBACK})))
+    assert f.whole_graph == (None,) and f.status == "unresolved"
+    assert f.status_why.startswith("not settled: size is not None and size < forward_batch.batch_size")
+
+
 def test_a_forward_batch_field_of_that_name_keeps_the_read_a_finding(tmp_path):
     text = FORWARD_BATCH + "    replan_metadata: object = None\n"
     f = _finding(settle(_extraction(tmp_path, files={FB: text, **BREAKABLE, **PRE_FALLBACK})))
@@ -165,9 +210,10 @@ def test_a_local_takes_its_last_assignment_only_when_that_one_runs_on_every_path
 
 @pytest.mark.slow
 def test_trtllm_mla_decode_re_plan_is_in_no_replay_of_the_release(release_extraction):
-    """0.5.23: TRTLLM-MLA's decode backstop is settled against the capture, and its debug replay falls back to
-    POST_REPLAY: not a finding; its verify one is not settled (the per-size metadata dict is also filled by the
-    FlashInfer-MLA parent's capture, with wrappers the tree does not define)."""
+    """0.5.23: TRTLLM-MLA's decode and verify backstops are settled against the capture, and its debug replay falls
+    back to POST_REPLAY: not findings. The verify capture takes its object from the per-size dict the decode capture
+    filled; the FlashInfer-MLA parent's capture also stores wrappers there (flashinfer_mla_backend.py:373), but only
+    in decode, and TRTLLM-MLA calls it only outside decode, verify and draft extend (trtllm_mla_backend.py:738-745)."""
     ex = settle(release_extraction)
     got = {f.mode: f for f in ex.findings if f.subject == "TRTLLMMLABackend" and f.kind == "read_outside_declaration"}
     at = "sglang/srt/layers/attention/trtllm_mla_backend.py"
@@ -179,4 +225,10 @@ def test_trtllm_mla_decode_re_plan_is_in_no_replay_of_the_release(release_extrac
                       "decode_cuda_graph_runner.py:1400)" in n.why and f"a new TRTLLMMLADecodeMetadata ({at}:555)"
                       in n.why and "falls back from IN_REPLAY to POST_REPLAY then (sglang/srt/model_executor/runner/"
                       "decode_cuda_graph_runner.py:685)" in n.why for n in nf)
-    assert got["TARGET_VERIFY"].status_why.startswith("not settled: ")
+    assert "TARGET_VERIFY" not in got
+    nf = [n for n in ex.not_findings if n.subject == "TRTLLMMLABackend" and n.mode == "TARGET_VERIFY"
+          and n.why.startswith("no graph captures its path: ")]
+    assert nf and all(f"`batch_size is not None` ({at}:1531) is false when the graph is captured" in n.why
+                      and "a per-size dict's store no forward mode runs is left out: sglang/srt/layers/attention/"
+                      "flashinfer_mla_backend.py:373 (FlashInferMLAAttnBackend.init_forward_metadata_out_graph)"
+                      in n.why for n in nf)

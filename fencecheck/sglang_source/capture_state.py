@@ -12,8 +12,10 @@ them) is None there:
 - ``self.C``: on every path of that capture call in the mode (``in_capture`` true, forward-mode tests decided, the
   backend's own and ``super()`` methods followed), the last assignment of ``self.C`` is an object the capture
   constructs, ``K(...)`` (directly, through a local, or through a per-size dict ``self.D[...]`` whose every store in
-  the backend is such an object), and no class on ``K``'s MRO has ``A`` (a field, a class attribute, a ``self.A``
-  assignment, or a ``__getattr__``);
+  the backend is such an object; a store no forward mode runs is left out: one in a method reached only through
+  ``super()`` calls, where no mode passes both the ``if`` tests enclosing the call and those enclosing the store, as
+  TRTLLM-MLA calls FlashInfer-MLA's capture only outside the modes in which that capture stores its wrappers), and no
+  class on ``K``'s MRO has ``A`` (a field, a class attribute, a ``self.A`` assignment, or a ``__getattr__``);
 - ``getattr(P, "B", None)``: the forward batch has no field ``B``, and every store of ``.B`` in the tree is in a
   method of the backend's MRO that the capture does not run;
 
@@ -251,6 +253,8 @@ class _Capture:
     def __init__(self, tree: Tree, ci: ClassInfo, modes, mode: str):
         self.tree, self.ci, self.modes, self.mode = tree, ci, modes, mode
         self._must: dict = {}
+        #: the per-size dicts' stores no mode runs (``_stored``), as ``file:line (Class.method)``
+        self.unrun: dict[str, list[str]] = {}
 
     # functions ---------------------------------------------------------------------------------------------------
     def method(self, name: str, after: ClassInfo | None = None) -> _Fn | None:
@@ -383,6 +387,26 @@ class _Capture:
             return self._stored(value.value.attr)
         return None
 
+    def _mode_runs(self, fn: _Fn) -> set[str] | None:
+        """The modes ``fn`` can run in: None (any) for a name's first definition on the MRO, else the union, over the
+        ``super()`` calls of the backend's methods that reach it, of the modes passing the tests enclosing the call
+        (its callers taken to run in any mode)."""
+        if fn.owner is not None and self.method(fn.node.name) is not None \
+                and self.method(fn.node.name).node is fn.node:
+            return None
+        out: set[str] = set()
+        for g in self.methods():
+            for n in _body_nodes(g.node):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                        and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name) \
+                        and n.func.value.func.id == "super" and g.owner is not None:
+                    hit = self.method(n.func.attr, g.owner)
+                    if hit is not None and hit.node is fn.node:
+                        if self._mode_runs(g) is not None:
+                            return None  # reached through a chain of super() calls: not followed, any mode
+                        out |= _modes_passing(self.modes, _path_tests(g.node.body, n.lineno))
+        return out
+
     def methods(self) -> list[_Fn]:
         """The methods an instance of the backend runs: each name's first definition on the MRO, and the ones a
         ``super()`` call of one of those reaches."""
@@ -406,9 +430,20 @@ class _Capture:
         return out
 
     def _stored(self, table: str) -> list[tuple[ClassInfo, str]] | None:
+        """The classes every store ``self.<table>[k] = value`` of the backend's methods puts in the per-size dict
+        (None where one is not a new object of a tree class, or the dict is replaced). A store no forward mode runs
+        is left out: one in a method reached only through ``super()`` calls, where no mode passes both the tests
+        enclosing the call and those enclosing the store (``_mode_runs``)."""
         out = []
         for fn in self.methods():
+            runs = self._mode_runs(fn)
             for n in _body_nodes(fn.node):
+                if runs is not None and isinstance(n, ast.stmt) and not (
+                        runs & _modes_passing(self.modes, _path_tests(fn.node.body, n.lineno))):
+                    if any(isinstance(t, ast.Subscript) and _is_self_attr(t.value) == table for t in _targets(n)):
+                        at = f"{fn.module.rel}:{n.lineno} ({fn.owner.name}.{fn.node.name})"
+                        self.unrun.setdefault(table, []).append(at)
+                    continue  # the store never runs for this backend
                 for t in _targets(n):
                     if _is_self_attr(t) == table and not (isinstance(n, ast.Assign) and isinstance(
                             n.value, ast.Dict) and not n.value.keys):
@@ -420,6 +455,36 @@ class _Capture:
                             return None
                         out += got
         return out or None
+
+
+def _path_tests(stmts, line: int) -> list[tuple[ast.expr, bool]]:
+    """(test, the value it has there) of each ``if`` enclosing ``line`` in ``stmts`` (``elif`` chains included); other
+    compound statements are entered without a test (a test left out only lets more modes reach the line)."""
+    for st in stmts:
+        if not (getattr(st, "lineno", 0) <= line <= getattr(st, "end_lineno", 0)):
+            continue
+        if isinstance(st, ast.If):
+            if any(x.lineno <= line <= x.end_lineno for x in st.body):
+                return [(st.test, True), *_path_tests(st.body, line)]
+            if any(x.lineno <= line <= x.end_lineno for x in st.orelse):
+                return [(st.test, False), *_path_tests(st.orelse, line)]
+            return []  # the test itself
+        out = []
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(st, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.AST):
+                body = [b for x in inner for b in (x.body if isinstance(x, (ast.ExceptHandler, ast.match_case))
+                                                   else [x])]
+                out += _path_tests(body, line)
+        return out
+    return []
+
+
+def _modes_passing(modes, tests: list[tuple[ast.expr, bool]]) -> set[str]:
+    """The forward modes under which no test of ``tests`` is decided against the value it needs (``in_capture`` and
+    every other test left open)."""
+    return {m for m in modes.members
+            if all(decided_test(modes, m, t, in_capture=None)[0] in (None, want) for t, want in tests)}
 
 
 def _has_attribute(tree: Tree, k: ClassInfo, attr: str) -> bool:
@@ -558,8 +623,12 @@ def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], u
                         return None
                     made += got
             names = ", ".join(dict.fromkeys(f"{k.name} ({at})" for k, at in made))
+            unrun = sorted({at for t in cap.unrun.values() for at in t})
             parts.append(f"`self.{c_attr}` is then a new {names}, which has no `{attr}` (no field, class attribute "
-                         f"or assignment on its MRO)")
+                         f"or assignment on its MRO)" + (
+                             f"; a per-size dict's store no forward mode runs is left out: {', '.join(unrun)} (in a "
+                             "method reached only through `super()` calls whose enclosing tests no mode passes "
+                             "together with the store's)" if unrun else ""))
             continue
         g = _getattr_none(alt)
         if g is not None and isinstance(g[0], ast.Name):
