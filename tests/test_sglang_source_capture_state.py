@@ -170,6 +170,35 @@ def test_a_per_size_dict_s_store_some_mode_may_run_keeps_the_read_a_finding(tmp_
     assert f.status_why.startswith("not settled: size is not None and size < forward_batch.batch_size")
 
 
+CHILD_CALL = "            return super().init_forward_metadata_out_graph(forward_batch, in_capture=in_capture)\n"
+
+
+@pytest.mark.parametrize("why,extra", [
+    ("the parent named with its class runs it in any mode",
+     [("            metadata = ReplanMetadata()\n",
+       "            ReplanBase.init_forward_metadata_out_graph(self, forward_batch, in_capture=in_capture)\n"
+       "            metadata = ReplanMetadata()\n")]),
+    ("the child passes another batch on", [(CHILD_CALL, CHILD_CALL.replace("(forward_batch,", "(self.decode_batch,"))]),
+    ("the mode is changed before the call",
+     [(CHILD_CALL, "            forward_batch.forward_mode = self.decode_mode\n" + CHILD_CALL)]),
+])
+def test_a_parent_s_store_that_may_run_after_all_keeps_the_read_a_finding(tmp_path, why, extra):
+    """Where the call that reaches the parent's store is not sure to see the mode its tests see (found by an
+    independent review), the store counts, and the dict may hold the parent's object, which has ``batch_size``."""
+    f = _finding(settle(_extraction(tmp_path, _shared_dict("forward_batch.forward_mode.is_decode()") + extra,
+                                    {**BREAKABLE, **PRE_FALLBACK})))
+    assert f.whole_graph == (None,) and f.status == "unresolved", why
+
+
+def test_a_store_of_the_batch_field_outside_the_runtime_folder_keeps_the_read_a_finding(tmp_path):
+    """``getattr(forward_batch, "replan_metadata", None)`` is None only if nothing stores that field: a store in a
+    module outside ``sglang/srt`` counts too (the searches cover the whole package; found by an independent review)."""
+    prep = {"kernels/__init__.py": "", "kernels/replan_prep.py":
+            "def prep(forward_batch):\n    forward_batch.replan_metadata = object()\n"}
+    f = _finding(settle(_extraction(tmp_path, files={**prep, **BREAKABLE, **PRE_FALLBACK})))
+    assert f.whole_graph == (None,) and f.status == "unresolved"
+
+
 def test_a_forward_batch_field_of_that_name_keeps_the_read_a_finding(tmp_path):
     text = FORWARD_BATCH + "    replan_metadata: object = None\n"
     f = _finding(settle(_extraction(tmp_path, files={FB: text, **BREAKABLE, **PRE_FALLBACK})))

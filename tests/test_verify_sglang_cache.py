@@ -95,27 +95,6 @@ def test_an_unread_module_fails_the_log_where_its_class_statements_change_after_
     assert not still_holds(data, _fresh(root))
 
 
-def test_the_searches_and_the_class_index_cover_the_server_runtime_alone(tmp_path):
-    """A module outside ``sglang/srt`` (``multimodal_gen``, ``kernels``, ``test``) is neither searched nor indexed, so
-    an edit to its class statements keeps a log that asked the class index; it is still read where code imports it,
-    and an explicit folder is searched as asked."""
-    root = lay(tmp_path / "t", "head")
-    (root / "sglang/multimodal_gen").mkdir()
-    (root / "sglang/multimodal_gen/__init__.py").write_text("")
-    (root / "sglang/multimodal_gen/attn.py").write_text(
-        "class OtherBackend(AttentionBackend):\n    req_to_token_pool = None\n")
-    tree, data = _logged(root, lambda t: (t.class_index(), t.modules_containing("req_to_token_pool")))
-    assert "OtherBackend" not in {c for rows in tree.class_index().values() for _, c in rows}
-    assert "sglang.multimodal_gen.attn" not in data["searches"][0][2] and data["searches"][0][1] == "sglang.srt"
-    assert "sglang.multimodal_gen.attn" not in data["classes"]
-    assert tree.modules_containing("req_to_token_pool", under="sglang.multimodal_gen") == ["sglang.multimodal_gen.attn"]
-    assert tree.module("sglang.multimodal_gen.attn").classes["OtherBackend"].name == "OtherBackend"
-    _edit(root, "sglang/multimodal_gen/attn.py", "class OtherBackend", "class Renamed")
-    assert still_holds(data, _fresh(root))
-    _edit(root, "sglang/srt/environ.py", "\n", "\nclass Extra(AttentionBackend):\n    pass\n")
-    assert not still_holds(data, _fresh(root))
-
-
 def test_a_module_added_or_removed_fails_the_log(tmp_path):
     root = lay(tmp_path / "t", "head")
     _, data = _logged(root, lambda t: t.module("sglang.srt.environ"))
@@ -396,3 +375,23 @@ def test_an_edit_anywhere_gives_with_the_kept_answers_what_a_fresh_read_gives(ke
         assert _answer(root) == fresh
     finally:
         mp.undo()
+
+
+def _no_configurations(tree):
+    raise FencecheckError("the configurations", "", "cannot be read (a test)")
+
+
+def test_a_late_failure_of_the_read_leaves_no_partial_report(tmp_path, monkeypatch):
+    """The configurations are read while the backend is verified; where their read fails, the command ends with the
+    one error and writes nothing of the report it had made (found by an independent review)."""
+    import os
+
+    root = lay(tmp_path / "t", "head")
+    monkeypatch.setenv(sglang_cache.ENV, "off")
+    monkeypatch.setattr(verify_source, "configurations", _no_configurations)
+    for cores in (2, 1):
+        with monkeypatch.context() as m:
+            m.setattr(os, "cpu_count", lambda: cores)
+            out, err = io.StringIO(), io.StringIO()
+            code = main(["verify", "--sglang", str(root), "PagedBackend"], out=out, err=err)
+            assert code == 2 and out.getvalue() == "" and "cannot be read (a test)" in err.getvalue(), cores

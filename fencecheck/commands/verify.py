@@ -132,9 +132,14 @@ def cmd_verify(args, out: TextIO) -> int:
     if getattr(args, "sglang", None):
         from fencecheck.commands.verify_source import loading
 
+        import io
+
+        report = io.StringIO()  # written once whole: a read that fails late (the configurations) leaves no partial text
         with loading(args.sglang, args.backend) as (source, found, later):
             todo = [(v, v.backend) for v in found]
-            return _verify_all(args, out, todo, source, later)
+            code = _verify_all(args, report, todo, source, later)
+        out.write(report.getvalue())
+        return code
     backend = load_backend(args.backend)
     from fencecheck.commands.check import warn_unknown_locations
 

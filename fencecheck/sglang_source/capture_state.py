@@ -13,7 +13,8 @@ them) is None there:
   backend's own and ``super()`` methods followed), the last assignment of ``self.C`` is an object the capture
   constructs, ``K(...)`` (directly, through a local, or through a per-size dict ``self.D[...]`` whose every store in
   the backend is such an object; a store no forward mode runs is left out: one in a method reached only through
-  ``super()`` calls, where no mode passes both the ``if`` tests enclosing the call and those enclosing the store, as
+  ``super()`` calls that pass the caller's batch on, where no mode passes both the ``if`` tests enclosing the call and
+  those enclosing the store (each a test of that batch's ``forward_mode``, the method nowhere named with its class), as
   TRTLLM-MLA calls FlashInfer-MLA's capture only outside the modes in which that capture stores its wrappers), and no
   class on ``K``'s MRO has ``A`` (a field, a class attribute, a ``self.A`` assignment, or a ``__getattr__``);
 - ``getattr(P, "B", None)``: the forward batch has no field ``B``, and every store of ``.B`` in the tree is in a
@@ -390,9 +391,16 @@ class _Capture:
     def _mode_runs(self, fn: _Fn) -> set[str] | None:
         """The modes ``fn`` can run in: None (any) for a name's first definition on the MRO, else the union, over the
         ``super()`` calls of the backend's methods that reach it, of the modes passing the tests enclosing the call
-        (its callers taken to run in any mode)."""
-        if fn.owner is not None and self.method(fn.node.name) is not None \
-                and self.method(fn.node.name).node is fn.node:
+        (its callers taken to run in any mode). None too wherever that is not sure: the method named with its class
+        anywhere in the tree (``Base.m(self, ...)`` runs it in any mode), a call that does not pass the caller's own
+        batch on as the callee's, or a mode test not on that batch's ``forward_mode`` (``_batch_param``)."""
+        if fn.owner is None or (self.method(fn.node.name) is not None
+                                and self.method(fn.node.name).node is fn.node):
+            return None
+        if self.tree.modules_containing(f"{fn.owner.name}.{fn.node.name}"):
+            return None
+        callee_batch = _batch_param(fn.node)
+        if callee_batch is None:
             return None
         out: set[str] = set()
         for g in self.methods():
@@ -404,7 +412,14 @@ class _Capture:
                     if hit is not None and hit.node is fn.node:
                         if self._mode_runs(g) is not None:
                             return None  # reached through a chain of super() calls: not followed, any mode
-                        out |= _modes_passing(self.modes, _path_tests(g.node.body, n.lineno))
+                        batch = _batch_param(g.node)
+                        passed = n.args[0] if n.args else next(
+                            (k.value for k in n.keywords if k.arg == callee_batch), None)
+                        tests = _path_tests(g.node.body, n.lineno)
+                        if batch is None or not (isinstance(passed, ast.Name) and passed.id == batch) \
+                                or not _on_batch(g.node, batch, tests):
+                            return None
+                        out |= _modes_passing(self.modes, tests)
         return out
 
     def methods(self) -> list[_Fn]:
@@ -438,8 +453,9 @@ class _Capture:
         for fn in self.methods():
             runs = self._mode_runs(fn)
             for n in _body_nodes(fn.node):
-                if runs is not None and isinstance(n, ast.stmt) and not (
-                        runs & _modes_passing(self.modes, _path_tests(fn.node.body, n.lineno))):
+                tests = _path_tests(fn.node.body, n.lineno) if runs is not None and isinstance(n, ast.stmt) else None
+                if tests is not None and _on_batch(fn.node, _batch_param(fn.node), tests) and not (
+                        runs & _modes_passing(self.modes, tests)):
                     if any(isinstance(t, ast.Subscript) and _is_self_attr(t.value) == table for t in _targets(n)):
                         at = f"{fn.module.rel}:{n.lineno} ({fn.owner.name}.{fn.node.name})"
                         self.unrun.setdefault(table, []).append(at)
@@ -478,6 +494,52 @@ def _path_tests(stmts, line: int) -> list[tuple[ast.expr, bool]]:
                 out += _path_tests(body, line)
         return out
     return []
+
+
+#: The names ``reads.decided_test`` takes for a forward mode.
+_MODE_NAMES = ("forward_mode", "fm", "mode")
+
+
+def _batch_param(fn: ast.FunctionDef) -> str | None:
+    """The method's batch parameter (its first after ``self``) when nothing in it rebinds that name or stores a
+    ``.forward_mode``; else None."""
+    params = [a.arg for a in fn.args.args[1:]]
+    if not params:
+        return None
+    p = params[0]
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id == p and isinstance(n.ctx, ast.Store):
+            return None
+        if isinstance(n, ast.Attribute) and n.attr == "forward_mode" and isinstance(n.ctx, ast.Store):
+            return None
+    return p
+
+
+def _on_batch(fn: ast.FunctionDef, batch: str | None, tests: list[tuple[ast.expr, bool]]) -> bool:
+    """Whether every forward-mode expression in ``tests`` is ``batch.forward_mode``, directly or through a local
+    whose every binding in ``fn`` is ``= batch.forward_mode`` (what the caller's tests and the callee's see alike)."""
+    if batch is None:
+        return False
+    params = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs]}
+
+    def of_batch(e) -> bool:
+        return isinstance(e, ast.Attribute) and e.attr == "forward_mode" and isinstance(e.value, ast.Name) \
+            and e.value.id == batch
+
+    for test, _ in tests:
+        for e in ast.walk(test):
+            if isinstance(e, ast.Attribute) and e.attr == "forward_mode" and not of_batch(e):
+                return False
+            if isinstance(e, ast.Name) and e.id in _MODE_NAMES:
+                if e.id in params:
+                    return False
+                binds = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == e.id
+                         and isinstance(n.ctx, ast.Store)]
+                assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                           and isinstance(n.targets[0], ast.Name) and n.targets[0].id == e.id and of_batch(n.value)]
+                if not binds or len(binds) != len(assigns):
+                    return False
+    return True
 
 
 def _modes_passing(modes, tests: list[tuple[ast.expr, bool]]) -> set[str]:

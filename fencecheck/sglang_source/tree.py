@@ -214,10 +214,12 @@ class Tree:
         return out
 
     def modules_containing(self, *needles: str, under: str = "") -> list[str]:
-        """The modules whose text holds one of ``needles``, in the tree's order (each search once): those below
-        ``under`` (a dotted prefix), by default the server runtime's (``RUNTIME``)."""
+        """The modules whose text holds one of ``needles``, in the tree's order (each search once); with ``under``
+        (a dotted prefix, ``sglang.srt``) only the modules below it. By default the whole package: a search may back
+        a claim that nothing anywhere does something (no store of a field), which code outside ``sglang/srt`` that the
+        runtime imports could break."""
         memo = self.__dict__.setdefault("_containing", {})
-        key = (needles, under or RUNTIME)
+        key = (needles, under)
         if key not in memo:
             memo[key] = self.raw_search(*key)
         if self.log is not None:
@@ -237,8 +239,7 @@ class Tree:
         return [m for m in mods if any(n in text(m) for n in needles)]
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
-        """base name (last dotted part) -> [(module, class name)] of every class statement of the server runtime's
-        modules (``RUNTIME``), from the text."""
+        """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
         if self.log is not None:
             self.log.class_index = True
         return self.raw_class_index()
@@ -246,7 +247,7 @@ class Tree:
     def raw_class_index(self) -> dict[str, list[tuple[str, str]]]:
         """``class_index`` not recorded in the log."""
         if not self._class_index:
-            for m in runtime_modules(self):
+            for m in self.paths:
                 for name, base in class_statements(self.raw_text(m)):
                     self._class_index.setdefault(base, []).append((m, name))
         return self._class_index
@@ -488,17 +489,6 @@ class Tree:
                 if mm:
                     return mm.group(1)
         return None
-
-
-#: The server runtime, where the fence and everything it orders live: the text searches and the class index cover
-#: its modules (a class or call elsewhere is still read where the runtime's code imports it). The rest of the
-#: package (``multimodal_gen``, ``kernels``, ``test``: about half of 0.5.23's 68 MB) has no part in the fence.
-RUNTIME = "sglang.srt"
-
-
-def runtime_modules(tree) -> list[str]:
-    """The tree's modules below ``RUNTIME``, in the tree's order."""
-    return [m for m in tree.paths if in_folder(m, RUNTIME)]
 
 
 def walk_nodes(node: ast.AST) -> list[ast.AST]:

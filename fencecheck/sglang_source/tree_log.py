@@ -57,20 +57,17 @@ class Log:
     def to_json(self, tree) -> dict:
         """The questions with the answers ``tree`` gave them, and a digest of each module's text (and, when the
         class index was asked, of its class statements)."""
-        from .tree import runtime_modules
-
         return {"names": names_digest(tree),
                 "manifest": {m: _text_digest(tree, m) for m in tree.paths},
                 "read": sorted(self.modules),
                 "searches": [[list(n), u, found] for (n, u), found in sorted(self.searches.items())],
-                "classes": ({m: _classes_digest(tree, m) for m in runtime_modules(tree)} if self.class_index
-                            else None)}
+                "classes": {m: _classes_digest(tree, m) for m in tree.paths} if self.class_index else None}
 
 
 def still_holds(data: dict, tree) -> bool:
     """Whether every question of a log kept as ``data`` (``Log.to_json``) gets the same answer from ``tree``, asked
     without recording; False for data of another shape."""
-    from .tree import RUNTIME, in_folder
+    from .tree import in_folder
 
     try:
         searches = [(tuple(needles), under, set(found)) for needles, under, found in data["searches"]]
@@ -85,7 +82,6 @@ def still_holds(data: dict, tree) -> bool:
             if any((m in found) != any(n in tree.raw_text(m) for n in needles)
                    for m in changed if in_folder(m, under)):
                 return False
-        return classes is None or all(_classes_digest(tree, m) == classes[m] for m in changed
-                                      if in_folder(m, RUNTIME))
+        return classes is None or all(_classes_digest(tree, m) == classes[m] for m in changed)
     except (KeyError, TypeError, ValueError, AttributeError):
         return False
