@@ -405,10 +405,8 @@ class _Capture:
         out: set[str] = set()
         for g in self.methods():
             for n in _body_nodes(g.node):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                        and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name) \
-                        and n.func.value.func.id == "super" and g.owner is not None:
-                    hit = self.method(n.func.attr, g.owner)
+                if _super_call(n) is not None and g.owner is not None:
+                    hit = self.method(_super_call(n), g.owner)
                     if hit is not None and hit.node is fn.node:
                         if self._mode_runs(g) is not None:
                             return None  # reached through a chain of super() calls: not followed, any mode
@@ -439,9 +437,8 @@ class _Capture:
             done.add(id(fn.node))
             out.append(fn)
             for n in _body_nodes(fn.node):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Call) \
-                        and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "super":
-                    todo.append(self.method(n.func.attr, fn.owner))
+                if _super_call(n) is not None:
+                    todo.append(self.method(_super_call(n), fn.owner))
         return out
 
     def _stored(self, table: str) -> list[tuple[ClassInfo, str]] | None:
@@ -471,6 +468,14 @@ class _Capture:
                             return None
                         out += got
         return out or None
+
+
+def _super_call(n) -> str | None:
+    """The method name of a ``super().name(...)`` call, or None for any other node."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Call) \
+            and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "super":
+        return n.func.attr
+    return None
 
 
 def _path_tests(stmts, line: int) -> list[tuple[ast.expr, bool]]:
