@@ -27,6 +27,7 @@ from .constructed import BLOCKS, ends_in_exit
 from .declare import Modes
 from .dispatch import dispatch, registry
 from .phase_publish import PhasePublish, may_publish
+from .publisher_link import linked
 from .reads import HOST_SYNC_METHODS, ReadWalker
 from .records import At, ClassAt, Runner, WorkerPublisher
 from .step_walk import ENTRY, MAX_DEPTH, STEP_MODE, StepWalk  # noqa: F401 (MAX_DEPTH: the messages' algorithms.MAX_DEPTH)
@@ -246,6 +247,10 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[Worker
             dead = dead_path(walker.tree, r.conditions) if copy is None else None
             if dead is not None:
                 outcome = ReadOutcome(None, f"its path cannot run: {dead} (attributes.py)")
+            elif copy is None and pub.conditions:
+                why = linked(walker, ci, r, pub.conditions)
+                if why is not None:
+                    outcome = ReadOutcome(None, f"not with this publisher: {why} (publisher_link.py)")
             out[k] = WorkerRead(r.location, r.file, r.line, r.what, r.via_text(), r.conditions,
                                 pub, after, before, copy, outcome, (index, len(out)))
     return tuple(out[k] for k in sorted(out))
