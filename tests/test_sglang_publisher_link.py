@@ -93,7 +93,7 @@ def test_not_x_and_x_equal_to_zero_are_linked_only_for_a_number(tmp_path):
     _still_races(tmp_path, lambda t: t.replace("        self.front = steps - 1\n", "        self.front = steps\n"))
 
 
-@pytest.mark.parametrize("text, numeric", [("0", True), ("steps - 1 + warmup", True), ("-1", True), ("2 * n", True),
+@pytest.mark.parametrize("text, numeric", [("0", True), ("steps - 1 + warmup", True), ("-1", True), ("2 * n", False), ("[None] * (n - 1)", False), ("\"%d\" % 1", False),
                                            ("steps", False), ("True", False), ("'0'", False), ("a + b", False),
                                            ("f(1)", False)])
 def test_a_number_is_a_literal_or_arithmetic_with_one(text, numeric):
@@ -120,3 +120,36 @@ def test_a_stable_local_is_a_parameter_never_rebound_or_a_name_bound_once_outsid
     fn = ast.parse("def f(self, a, b, *, c=1):\n    b = 2\n    d = 3\n    for i in a:\n        e = i\n"
                    "    g = 1\n    g = 2\n").body[0]
     assert _stable_locals(fn) == {"a", "c", "d"}
+
+
+@pytest.mark.parametrize("body, name", [
+    ("    try:\n        pass\n    except Exception as a:\n        pass\n", "a"), ("    import a\n", "a"),
+    ("    global d\n", "d"), ("    a += 1\n", "a"), ("    (a := 2)\n", "a"), ("    def a():\n        pass\n", "a"),
+    ("    del a\n", "a"), ("    match b:\n        case [a]:\n            pass\n", "a"),
+    ("    for i in b:\n        d = i\n", "d")])
+def test_a_name_rebound_any_way_is_not_stable(body, name):
+    fn = ast.parse(f"def f(self, a, b):\n    d = 1\n{body}").body[0]
+    assert _stable_locals(fn) == {"a", "b", "d"} - {name}
+
+
+def test_a_comprehension_variable_does_not_rebind_the_function_s_name():
+    fn = ast.parse("def f(self, a):\n    x = [a for a in range(3)]\n").body[0]
+    assert _stable_locals(fn) == {"a", "x"}
+
+
+def test_the_link_needs_the_builtin_bool(tmp_path):
+    _still_races(tmp_path, lambda t: t.replace("\n\nclass StagedDraftWorker:",
+                                               "\n\ndef bool(x):\n    return True\n\n\nclass StagedDraftWorker:", 1))
+
+
+def test_the_link_needs_the_call_of_the_method_alone_in_its_statement(tmp_path):
+    _still_races(tmp_path, lambda t: t.replace(
+        "        self.draft_worker.extend_after_verify(batch, out, staged=staged)\n        return out\n\n\nclass Unl",
+        "        self.draft_worker.extend_after_verify(batch, out, staged=False) or "
+        "self.draft_worker.extend_after_verify(batch, out, staged=True)\n        return out\n\n\nclass Unl"))
+
+
+def test_a_parameter_handed_to_a_call_is_linked_only_when_annotated_immutable(tmp_path):
+    _still_races(tmp_path, lambda t: t.replace(
+        "    def extend_after_verify(self, batch, out, *, staged: bool = False):\n        if staged",
+        "    def extend_after_verify(self, batch, out, *, staged=False):\n        out.note(staged)\n        if staged", 1))

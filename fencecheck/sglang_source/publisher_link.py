@@ -13,36 +13,48 @@ draft runner, not the target runner the read would race against.
 The link is made only where the step surely leaves that value (``linked``), each step checked on the tree:
 
 - the publisher test is the attribute ``self.X.A`` used as a truth value (under ``and``/``or``/``not``);
-- the step's entry calls ``self.X.m(...)`` as the read's first hop, not in a loop or ``try``, and its block returns
-  right after that call with nothing that calls (``return batch_output``), so nothing of the step runs after ``m``;
+- the step's entry calls ``self.X.m(...)`` as the read's first hop, in a statement that calls nothing else, not in a
+  loop, ``try`` or ``with``, and its block returns a name right after (``return batch_output``), so nothing of the
+  step runs after ``m``;
 - ``X`` names one object for the worker's lifetime: an attribute assigned only in ``__init__`` (and the methods only
   ``__init__`` calls), or a property that returns one (``return self._draft_worker``);
 - ``m``'s last statement is ``self.A = V``, the only store of ``A`` in ``m``, and ``m`` has no ``return`` (every path
   through it ends by storing ``V``);
 - every other store of ``.A`` in the whole tree is in an ``__init__``, or a top-level statement of the entry before
-  the call (``self.draft_worker.last_draft_extend_staged = False`` at the step's start); no ``setattr`` names ``A``.
+  the call (``self.draft_worker.last_draft_extend_staged = False`` at the step's start); no string in those modules
+  names ``A`` (``setattr``, ``__dict__``, ``vars()``).
 
-The test is then ``V`` (``bool(E)`` taken as ``E``: the same truth value) in ``m``'s frame, and the formula given to
-the SMT solver (``feasible._Atoms``, bounded by ``feasible.RLIMIT``) is that test with the tests on the read's path in
-``m`` and in the methods it calls on the same ``self`` down the chain: each ``if`` enclosing the next call (or the
-read) with the branch taken, and each ``if T:`` before it whose body ends in ``return``/``raise`` (``T`` false). Names
-keep their value across those frames only where nothing can change it in between: a local of one frame that is a
-parameter never rebound or a name bound once outside loops; an attribute of ``self`` assigned only in ``__init__`` and
-the methods only ``__init__`` calls. Any other occurrence is a variable of its own. An attribute whose every
-assignment is a number or arithmetic on a number literal (``= 0``, ``= steps - 1 + warmup``) has the truth value of
-``!= 0``, which links ``not self.n`` to ``self.n == 0``. An unsatisfiable formula is the reason, with its core's tests
-and the assignment cited; anything else (sat, unknown, a step not surely linked) keeps the read as it was.
+The test is then ``V`` (``bool(E)`` taken as ``E`` where ``bool`` is the builtin: the same truth value) in ``m``'s
+frame, and the formula given to the SMT solver (``feasible._Atoms``, bounded by ``feasible.RLIMIT``) is that test with
+the tests on the read's path in ``m`` and in the methods it calls on the same ``self`` down the chain: each ``if``
+enclosing the next call (or the read) with the branch taken, and each ``if T:`` before it whose body ends in
+``return``/``raise`` (``T`` false). Two occurrences are one variable only where nothing can change the value in
+between (``_linkable``):
+
+- a local of one frame that is a parameter never rebound, or a name bound once by a plain assignment outside loops
+  (no ``global``/``nonlocal``, no walrus in a comprehension, no rebinding of any kind), and that is never handed to a
+  call or stored into unless the parameter is annotated ``bool``, ``int``, ``float`` or ``str``;
+- an attribute of ``self`` read in the tests of two adjacent frames with nothing run between the two reads but the
+  call from one to the other (no call in the first test, the branch taken starting with that call alone; the test of
+  the second the callee's first statement, the attribute in its first operand).
+
+Anything else (an attribute of ``self`` elsewhere, the worker's attributes, a global, any call) is a variable of its
+own at each occurrence. An attribute whose every store in the tree is a number or ``+``/``-`` with a number literal
+(``= 0``, ``= steps - 1 + warmup``) has the truth value of ``!= 0``, which links ``not self.n`` to ``self.n == 0``. An
+unsatisfiable formula is the reason, with its core's tests and the store cited; anything else (sat, unknown, a step
+not surely linked) keeps the read as it was. Not seen: a store through ``exec``, a C extension, or another thread.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 import z3
 
 from .attributes import _targets
 from .capture_state import _body_nodes
-from .feasible import RLIMIT, _Atoms, linkable
+from .feasible import RLIMIT, _Atoms
 from .tree import ClassInfo, Tree
 
 #: The prefix of a frame's names in the formula (capitalised so ``feasible.linkable`` links them).
@@ -121,13 +133,13 @@ def _volatile(tree: Tree, ci: ClassInfo) -> frozenset[str]:
 
 
 def _numeric_value(e, depth: int = 0) -> bool:
-    """Whether ``e`` is a number literal or arithmetic with one (``steps - 1 + warmup``)."""
+    """Whether ``e`` is a number literal, or ``+``/``-`` with one (``steps - 1 + warmup``: a sequence or a string
+    plus or minus a number raises; ``*`` and ``%`` are left out, ``[None] * n`` and ``"%d" % n`` are no numbers)."""
     if isinstance(e, ast.Constant):
         return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
         return _numeric_value(e.operand, depth + 1)
-    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)) \
-            and depth < 8:
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)) and depth < 8:
         return _numeric_value(e.left, depth + 1) or _numeric_value(e.right, depth + 1)
     return False
 
@@ -156,24 +168,88 @@ def _numeric(tree: Tree, attr: str) -> bool:
     return seen
 
 
+def _binders(fn: ast.FunctionDef) -> list[tuple[str, ast.AST]]:
+    """(name, node) of each binding of a name in ``fn``'s own scope: assignment targets, ``del``, ``except ... as``,
+    imports, nested ``def``/``class`` names and match captures (nested scopes' insides left out)."""
+    out: list[tuple[str, ast.AST]] = []
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append((n.name, n))
+            stack.extend(n.decorator_list)
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            stack.extend(g.iter for g in n.generators)  # its targets bind in its own scope
+            out += [(w.target.id, w) for w in ast.walk(n) if isinstance(w, ast.NamedExpr)]  # these bind in fn's
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.append((n.id, n))
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.append((n.name, n))
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out += [((a.asname or a.name).split(".")[0], n) for a in n.names]
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.append((n.name, n))
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.append((n.rest, n))
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            out += [(x, n) for x in n.names] * 2  # another scope may rebind it: never stable
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+#: Annotations of a value whose truth a call cannot change.
+_IMMUTABLE = frozenset({"bool", "int", "float", "str"})
+
+
+def _immutable(fn: ast.FunctionDef, name: str) -> bool:
+    """Whether the parameter ``name`` is annotated ``bool``, ``int``, ``float`` or ``str`` (its declared type)."""
+    a = next((a for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs] if a.arg == name), None)
+    return a is not None and isinstance(a.annotation, ast.Name) and a.annotation.id in _IMMUTABLE
+
+
+def _handed_on(fn: ast.FunctionDef, name: str) -> bool:
+    """Whether ``fn`` hands ``name`` to anything that could change the object: a call's argument or receiver, a
+    store into it (an attribute or item), or any other use than a plain load in a test or an expression."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call):
+            for a in [*n.args, *(k.value for k in n.keywords), n.func]:
+                if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(a)):
+                    return True
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)) \
+                and any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(n.value)):
+            return True
+    return False
+
+
 def _stable_locals(fn: ast.FunctionDef) -> set[str]:
-    """The names of ``fn`` that keep one value once bound: parameters never rebound, and names bound by exactly one
-    plain assignment outside loops (nested functions left out)."""
+    """The names of ``fn`` that keep one value once bound: parameters never rebound (and, unless annotated ``bool``,
+    ``int``, ``float`` or ``str``, never handed to a call or stored into), and names bound by exactly one plain
+    assignment outside loops (nested scopes left out; ``global``/``nonlocal`` names never)."""
     params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
-    binds: dict[str, int] = {}
-    in_loop: set[str] = set()
-    plain: set[str] = set()
+    if fn.args.vararg:
+        params.add(fn.args.vararg.arg)
+    if fn.args.kwarg:
+        params.add(fn.args.kwarg.arg)
     loops = [n for n in _body_nodes(fn) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
     loop_lines = [(n.lineno, n.end_lineno or n.lineno) for n in loops]
-    for n in _body_nodes(fn):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            binds[n.id] = binds.get(n.id, 0) + 1
-            if any(a <= n.lineno <= b for a, b in loop_lines):
-                in_loop.add(n.id)
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-            plain.add(n.targets[0].id)
-    out = {p for p in params if p not in binds and p != "self"}
-    out |= {k for k, v in binds.items() if v == 1 and k in plain and k not in in_loop and k not in params}
+    binds: dict[str, list[ast.AST]] = {}
+    for name, node in _binders(fn):
+        binds.setdefault(name, []).append(node)
+    for n in ast.walk(fn):  # a nested function's nonlocal rebinds fn's name
+        if isinstance(n, ast.Nonlocal):
+            for x in n.names:
+                binds.setdefault(x, []).extend([n, n])
+    plain = {n.targets[0].id for n in _body_nodes(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name)}
+    out = {p for p in params if p not in binds and p != "self" and (_immutable(fn, p) or not _handed_on(fn, p))}
+    for k, nodes in binds.items():
+        if len(nodes) == 1 and k in plain and k not in params and isinstance(nodes[0], ast.Name) \
+                and not any(a <= nodes[0].lineno <= b for a, b in loop_lines) and not _handed_on(fn, k):
+            out.add(k)
     return out
 
 
@@ -353,12 +429,13 @@ def _link(walker, tree: Tree, worker: ClassInfo, read, parsed, x: str, attr: str
     calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
              and n.func.attr == sub_fn.name and isinstance(n.func.value, ast.Attribute) and n.func.value.attr == x
              and isinstance(n.func.value.value, ast.Name) and n.func.value.value.id == "self"]
-    if not calls or not isinstance(stmt, (ast.Expr, ast.Assign)):
-        return None
+    if len(calls) != 1 or len(_calls(stmt)) != 1 or not isinstance(stmt, (ast.Expr, ast.Assign)) or (
+            isinstance(stmt, ast.Assign) and not all(isinstance(t, ast.Name) for t in stmt.targets)):
+        return None  # the call of m alone: nothing else runs in its statement
     rest = block[i + 1:]
-    if not rest or not isinstance(rest[0], ast.Return) or any(
-            isinstance(n, ast.Call) for n in ast.walk(rest[0].value or ast.Constant(None))):
-        return None
+    if not rest or not isinstance(rest[0], ast.Return) or not isinstance(
+            rest[0].value, (ast.Name, ast.Constant, type(None))):
+        return None  # the step returns right after, a name or nothing (no call, no property read)
     worker_volatile = _volatile(tree, worker)
     if not _stable_receiver(tree, worker, x, worker_volatile):
         return None
@@ -384,9 +461,8 @@ def _link(walker, tree: Tree, worker: ClassInfo, read, parsed, x: str, attr: str
             continue
         for fnode in (n for n in tree.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
             for n in _body_nodes(fnode):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
-                        and any(isinstance(a, ast.Constant) and a.value == attr for a in n.args):
-                    return None
+                if isinstance(n, ast.Constant) and n.value == attr:
+                    return None  # setattr, __dict__[...], vars(...)[...]: a store not written as one
                 for t in _targets(n):
                     if not (isinstance(t, ast.Attribute) and t.attr == attr) or t is last.targets[0]:
                         continue
@@ -395,11 +471,10 @@ def _link(walker, tree: Tree, worker: ClassInfo, read, parsed, x: str, attr: str
                     return None
     value = last.value
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "bool" \
-            and len(value.args) == 1 and not value.keywords:
+            and len(value.args) == 1 and not value.keywords and _builtin_bool(tree, via[1].key, sub_fn):
         value = value.args[0]
     # the frames on the same self, from m down the chain
     sub_mro = {c.key for c in tree.mro(sub)}
-    volatile = _volatile(tree, sub)
     frames = [(sub_fn, via[2].line if len(via) > 2 else read.line, 1)]
     if frames[0][1] >= last.lineno:
         return None  # the read is not before the store
@@ -415,7 +490,7 @@ def _link(walker, tree: Tree, worker: ClassInfo, read, parsed, x: str, attr: str
     # between its two reads but the call from one to the other
     shared: list[dict[str, str]] = [{} for _ in frames]
     for p in range(len(frames) - 1):
-        for a in volatile:
+        for a in sorted({x for gs in guards for g in gs for x in _self_attrs(g[0].test)}):
             here = [g for g in guards[p] if a in _self_attrs(g[0].test)]
             there = [g for g in guards[p + 1] if a in _self_attrs(g[0].test)]
             if here and there and len(there) == 1 and _hands_on(here[-1], frames[p][1], a) \
@@ -447,13 +522,23 @@ def _link(walker, tree: Tree, worker: ClassInfo, read, parsed, x: str, attr: str
         texts.append((ast.unparse(t), f"the publisher's test `{ast.unparse(node)}` holds: it is the value "
                                       f"{sub_fn.name} stores last, `{ast.unparse(last)}` "
                                       f"({_file(walker, via, 1)}:{last.lineno})"))
-    core = _unsat([t for t, _ in texts], volatile, lambda a: _numeric(tree, a))
+    core = _unsat([t for t, _ in texts], lambda a: _numeric(tree, a))
     if core is None:
         return None
     return ("the publisher's test and the read's path cannot hold together: "
             + "; ".join(why for (t, why), keep in zip(texts, core) if keep)
             + f" (the scheduler asks for last_shared_read_runner after {via[0].func} returns, and nothing after "
               f"that call stores `.{attr}`)")
+
+
+def _builtin_bool(tree: Tree, key: str, fn: ast.FunctionDef) -> bool:
+    """Whether ``bool`` in ``fn`` (the method ``key``) is the builtin: bound neither in it nor in its module."""
+    mod = tree.module(".".join(key.split(".")[:-2]))
+    if mod is None or any(name == "bool" for name, _ in _binders(fn)):
+        return False
+    return not any(isinstance(n, ast.Name) and n.id == "bool" and isinstance(n.ctx, ast.Store)
+                   or isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == "bool"
+                   or isinstance(n, ast.alias) and (n.asname or n.name) == "bool" for n in ast.walk(mod.tree))
 
 
 def _self_call(fn: ast.FunctionDef, line: int, name: str) -> bool:
@@ -467,10 +552,26 @@ def _file(walker, via, k: int) -> str:
     return walker.functions.get(via[k].key, (None, via[k].file))[1]
 
 
-def _unsat(texts: list[str], volatile: frozenset[str], numeric) -> list[bool] | None:
+def _linkable(text: str) -> bool:
+    """Whether every occurrence of the atom ``text`` names one value: no call in it, and every name a frame's stable
+    local (``F<k>__``), an attribute nothing changes between its two reads (``L<p>__``) or a builtin constant; an
+    attribute of ``self`` or of the worker, a global or a call is a variable of its own at each occurrence."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            return False
+        if isinstance(n, ast.Name) and not (re.match(r"(F|L)\d+__", n.id) or n.id in ("None", "True", "False")):
+            return False
+    return True
+
+
+def _unsat(texts: list[str], numeric) -> list[bool] | None:
     """Which of ``texts`` an unsatisfiable core holds (None when they can hold together, or z3 does not say unsat
     within ``RLIMIT``). ``numeric(attr)``: whether ``self.<attr>`` is always a number (its truth value is ``!= 0``)."""
-    atoms = _Atoms(lambda t: linkable(t, volatile, True))
+    atoms = _Atoms(_linkable)
     solver = z3.Solver()
     solver.set("rlimit", RLIMIT)
     flags = []

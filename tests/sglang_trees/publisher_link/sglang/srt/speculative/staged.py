@@ -19,7 +19,7 @@ class StagedDraftWorker:
     def plan(self, batch):
         return batch.can_stage
 
-    def extend_after_verify(self, batch, out, *, staged=False):
+    def extend_after_verify(self, batch, out, *, staged: bool = False):
         if staged and self.front:
             locs = None
         else:
@@ -34,7 +34,7 @@ class StagedDraftWorker:
 
 
 class UnlinkedDraftWorker(StagedDraftWorker):
-    def extend_after_verify(self, batch, out, *, staged=False):
+    def extend_after_verify(self, batch, out, *, staged: bool = False):
         if staged and self.front:
             locs = None
         else:
