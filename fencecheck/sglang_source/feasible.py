@@ -109,24 +109,36 @@ def contradiction(conditions, volatile: frozenset[str] = frozenset(), same_self:
     solver does not say unsat within ``RLIMIT``)."""
     if not may_contradict(conditions):
         return None
-    atoms = _Atoms(lambda t: linkable(t, volatile, same_self))
+    core = unsat_core(conditions, lambda t: linkable(t, volatile, same_self), need_named=True)
+    return None if core is None else tuple(text for text, keep in zip(conditions, core) if keep)
+
+
+def unsat_core(conditions, link, axioms=None, need_named: bool = False) -> list[bool] | None:
+    """Which of ``conditions`` (texts) an unsatisfiable core holds, one flag each, or None when they can hold together
+    (or the solver does not say unsat within ``RLIMIT``). ``link(text)``: whether the atom ``text`` is one variable
+    wherever it occurs (``_Atoms``); ``axioms(named)``: constraints on the linked atoms' variables (text -> variable);
+    ``need_named``: None when no atom is linked. A text that does not parse is left out (its flag False)."""
+    atoms = _Atoms(link)
     solver = z3.Solver()
     solver.set("rlimit", RLIMIT)
-    tracked = []
+    flags = []
     for i, text in enumerate(conditions):
         try:
             node = ast.parse(text, mode="eval").body
         except SyntaxError:
+            flags.append(None)
             continue
         flag = z3.Bool(f"c{i}")
         solver.add(z3.Implies(flag, atoms.formula(node)))
-        tracked.append((flag, text))
-    if not atoms.named:
+        flags.append(flag)
+    if need_named and not atoms.named:
         return None
-    if solver.check([f for f, _ in tracked]) != z3.unsat:
+    for c in (axioms(atoms.named) if axioms is not None else ()):
+        solver.add(c)
+    if solver.check([f for f in flags if f is not None]) != z3.unsat:
         return None
     core = {str(c) for c in solver.unsat_core()}
-    return tuple(text for f, text in tracked if str(f) in core)
+    return [f is not None and str(f) in core for f in flags]
 
 
 def volatile_attributes(tree, ci) -> frozenset[str]:

@@ -25,8 +25,8 @@ The link is made only where the step surely leaves that value (``linked``), each
   names ``A`` (``setattr``, ``__dict__``, ``vars()``).
 
 The test is then ``V`` (``bool(E)`` taken as ``E`` where ``bool`` is the builtin: the same truth value) in ``m``'s
-frame, and the formula given to the SMT solver (``feasible._Atoms``, bounded by ``feasible.RLIMIT``) is that test with
-the tests on the read's path in ``m`` and in the methods it calls on the same ``self`` down the chain: each ``if``
+frame, and the formula given to the SMT solver (``feasible.unsat_core``, bounded by ``feasible.RLIMIT``) is that test
+with the tests on the read's path in ``m`` and in the methods it calls on the same ``self`` down the chain: each ``if``
 enclosing the next call (or the read) with the branch taken, and each ``if T:`` before it whose body ends in
 ``return``/``raise`` (``T`` false). Two occurrences are one variable only where nothing can change the value in
 between (``_linkable``):
@@ -54,10 +54,11 @@ import z3
 
 from .attributes import _targets
 from .capture_state import _body_nodes
-from .feasible import RLIMIT, _Atoms
+from .constructed import ends_in_exit
+from .feasible import unsat_core
 from .tree import ClassInfo, Tree
 
-#: The prefix of a frame's names in the formula (capitalised so ``feasible.linkable`` links them).
+#: The prefix of a frame's stable locals in the formula (``_linkable`` links these).
 _FRAME = "F{}__"
 #: What ``self`` of the worker's frame becomes in the formula (kept apart from the sub-worker's ``self``).
 _WORKER_SELF = "W__self"
@@ -212,8 +213,8 @@ def _immutable(fn: ast.FunctionDef, name: str) -> bool:
 
 
 def _handed_on(fn: ast.FunctionDef, name: str) -> bool:
-    """Whether ``fn`` hands ``name`` to anything that could change the object: a call's argument or receiver, a
-    store into it (an attribute or item), or any other use than a plain load in a test or an expression."""
+    """Whether ``fn`` hands ``name`` to anything that could change the object: an argument or the callee of a call
+    (its receiver included), or a store into it (an attribute or an item)."""
     for n in ast.walk(fn):
         if isinstance(n, ast.Call):
             for a in [*n.args, *(k.value for k in n.keywords), n.func]:
@@ -300,9 +301,9 @@ def _guards(fn: ast.FunctionDef, line: int) -> list[tuple[ast.If, bool]]:
                             out.append((s, field == "body"))
                 break
             if isinstance(s, ast.If):
-                if _exits(s.body) and not s.orelse:
+                if ends_in_exit(s.body) and not s.orelse:
                     out.append((s, False))
-                elif s.orelse and _exits(s.orelse) and not _exits(s.body):
+                elif s.orelse and ends_in_exit(s.orelse) and not ends_in_exit(s.body):
                     out.append((s, True))
     return out
 
@@ -338,10 +339,6 @@ def _takes_first(fn: ast.FunctionDef, guard: tuple[ast.If, bool], attr: str) -> 
         return False
     first = s.test.values[0] if isinstance(s.test, ast.BoolOp) else s.test
     return attr in _self_attrs(first) and not _calls(first)
-
-
-def _exits(stmts) -> bool:
-    return bool(stmts) and isinstance(stmts[-1], (ast.Return, ast.Raise))
 
 
 def _statement_of(fn: ast.FunctionDef, line: int):
@@ -569,24 +566,13 @@ def _linkable(text: str) -> bool:
 
 
 def _unsat(texts: list[str], numeric) -> list[bool] | None:
-    """Which of ``texts`` an unsatisfiable core holds (None when they can hold together, or z3 does not say unsat
-    within ``RLIMIT``). ``numeric(attr)``: whether ``self.<attr>`` is always a number (its truth value is ``!= 0``)."""
-    atoms = _Atoms(_linkable)
-    solver = z3.Solver()
-    solver.set("rlimit", RLIMIT)
-    flags = []
-    for i, text in enumerate(texts):
-        flag = z3.Bool(f"c{i}")
-        solver.add(z3.Implies(flag, atoms.formula(ast.parse(text, mode="eval").body)))
-        flags.append(flag)
-    for text, var in list(atoms.named.items()):
-        node = ast.parse(text, mode="eval").body
-        attr = node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-            and node.value.id == "self" else node.id.split("__", 1)[1] if isinstance(node, ast.Name) \
-            and node.id.startswith("L") and "__" in node.id else None
-        if attr is not None and f"{text} == 0" in atoms.named and numeric(attr):
-            solver.add(var == z3.Not(atoms.named[f"{text} == 0"]))
-    if solver.check(flags) != z3.unsat:
-        return None
-    core = {str(c) for c in solver.unsat_core()}
-    return [str(f) in core for f in flags]
+    """Which of ``texts`` an unsatisfiable core holds (``feasible.unsat_core``, the atoms linked by ``_linkable``).
+    ``numeric(attr)``: whether ``attr`` is always a number, so an attribute shared by two frames (``L<p>__attr``) is
+    truthy exactly when it is not ``== 0``."""
+    def axioms(named):
+        for text, var in named.items():
+            m = re.fullmatch(r"L\d+__(\w+)", text)
+            if m and f"{text} == 0" in named and numeric(m.group(1)):
+                yield var == z3.Not(named[f"{text} == 0"])
+
+    return unsat_core(texts, _linkable, axioms)
