@@ -93,8 +93,9 @@ class SymbolicVerdicts:
             return
         import multiprocessing
 
-        self._pool = multiprocessing.get_context("spawn").Pool(min(self.jobs, len(todo)),
-                                                              initializer=worker_ignores_interrupts)
+        if self._pool is None:  # asked again (another backend file of the same report): the same workers
+            self._pool = multiprocessing.get_context("spawn").Pool(min(self.jobs, len(todo)),
+                                                                  initializer=worker_ignores_interrupts)
         for key, facts in todo.items():
             self._pending[key] = self._pool.apply_async(symbolic_verdict, (facts, self.bounds, self.budget))
 

@@ -495,3 +495,28 @@ def test_a_decision_is_shared_by_scenarios_that_pin_the_model_alike_and_only_by_
     assert other is not first and other.report.verdict is Verdict.PROVED and len(made) == 2
     renamed = decide(swap_into(plain, late, {ForwardMode.DECODE}).replace(name="another"))
     assert renamed is not first and renamed.report.scenario == "another" and len(made) == 3
+
+
+def test_backend_files_verified_with_shared_answers_are_verified_as_alone():
+    """``verify --sglang``'s files of one class share their answers (``Shared``: each context decided once, each
+    symbolic check asked once); each report is the one the file gets alone, and the second file asks less."""
+    from fencecheck.commands.verify import explain_contexts, verify_json
+    from fencecheck.model.decision import Decisions
+    from fencecheck.model.verify import Shared
+
+    files = [load_backend(EXAMPLES / f"{n}-backend.toml") for n in ("dishonest", "over-declared", "dishonest")]
+    contexts = catalog("plain-decode", "barrier-disabled", "plan-stream-unjoined", "eagle-v2")
+    assert len(contexts) == 4
+    alone = [verify_json(r, explain_contexts(r)) for r in (verify(b, contexts, bounds=SMALL) for b in files)]
+    shared = Shared(bounds=SMALL)
+    try:
+        together, sizes = [], []
+        for b in files:
+            r = verify(b, contexts, shared=shared)
+            together.append(verify_json(r, explain_contexts(r)))
+            sizes.append((len(shared.decide._seen), len(shared.family)))
+    finally:
+        shared.close()
+    assert together == alone
+    assert sizes[2] == sizes[1]  # the third file is the first: nothing new asked
+    assert isinstance(shared.decide, Decisions) and sizes[0][1] == 1 and sizes[1][1] == 2

@@ -162,13 +162,13 @@ def test_the_tree_s_configurations_are_decided_once_per_content_and_own_races_mo
     """Two configurations equal but for their names and citations are one scenario, simulated and modelled once; a
     configuration's own race gets the model's verdict only with ``own_models`` (the text shows none), a race the
     backend brings always."""
-    import fencecheck.model.check as check
+    import fencecheck.model.decision as decision
     from fencecheck.commands.verify_source import Source
     from fencecheck.commands.verify_tree import tree_races
 
     asked = []
-    real = check.model_check
-    monkeypatch.setattr(check, "model_check", lambda s, *a, **k: asked.append(s.name) or real(s, *a, **k))
+    real = decision.Decision
+    monkeypatch.setattr(decision, "Decision", lambda s: asked.append(s.name) or real(s))
     phase = {"side": "target", "call": "c", "file": "f.py", "line": 1}
     own = {"name": "verify-after-verify", "source": "X", "condition": None, "publisher": "target",
            "phases": [{**phase, "mode": "TARGET_VERIFY", "policy": "resolve", "execution": "graph"},
@@ -192,6 +192,39 @@ def test_the_tree_s_configurations_are_decided_once_per_content_and_own_races_mo
     source, (paged,) = load(str(head), "PagedBackend")
     _, races = tree_races(source, paged.data, own_models=False)
     assert [(r.own, r.model_verdict) for r in races] == [(False, "counterexample")] and len(asked) == 1
+
+
+def test_the_model_s_answer_in_a_tree_s_configurations_is_the_solver_s(tmp_path):
+    """``tree_races`` asks the model through its host program run on a configuration's values (``Decision``); in
+    every configuration of a tree, each backend of it swapped in, that answer (verdict and racing reads) is the
+    solver's for the pinned scenario (``model_check``), racing or not."""
+    from fencecheck.commands.verify_tree import _with
+    from fencecheck.files.scenario_io import scenario_from_dict
+    from fencecheck.model.check import model_check
+    from fencecheck.model.decision import Decision
+    from fencecheck.model.solver import Budget
+    from fencecheck.sglang_source.contexts import scenario
+
+    head = lay(tmp_path / "head", "head")
+    seen = {"counterexample": 0, "proved": 0}
+    source, _ = load(str(head), "PagedBackend")
+    conf = source.configurations
+    late = {"declares": {m: "PRE_REPLAY" for m in EVERY_MODE},  # one that races wherever its mode runs late
+            "reads": {m: {"pre_replay": ["req_to_token"], "in_graph_after_marker": ["req_to_token"],
+                          "post_replay": ["req_to_token"]} for m in EVERY_MODE}}
+    tables = [(n, {k: v for k, v in load(str(head), n)[1][0].data.items() if k not in ("name", "backends", "note")})
+              for n in ("PagedBackend", "HonestBackend")] + [("Late", late)]
+    for name, table in tables:
+        modes = set(table.get("declares", {})) | set(table.get("reads", {}))
+        for cfg in conf["configurations"]:
+            if not cfg["barrier"]:
+                continue
+            data = _with(scenario(cfg, conf.get("rule")), name, {name: table}, modes)
+            s = scenario_from_dict(data, cfg["name"], validate=False)
+            got, want = Decision(s).report, model_check(s, budget=Budget(rlimit=50_000_000))
+            assert (got.verdict, got.races) == (want.verdict, want.races), (name, cfg["name"])
+            seen[want.verdict.value] += 1
+    assert seen["counterexample"] >= 5 and seen["proved"] >= 10, seen
 
 
 def test_the_tree_s_configurations_decided_beside_are_decided_as_here(tmp_path, monkeypatch):

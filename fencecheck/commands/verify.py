@@ -170,11 +170,17 @@ def _verify_all(args, out: TextIO, todo: list, source, later) -> int:
                   f"combination of its conditional declaration rows\n")
     if later is not None:
         later.start({i: v.data for i, (v, b) in enumerate(todo) if mode_facts(b)}, own_models=bool(args.json))
-    for i in range(len(todo)):
-        code, doc = _variant(args, i, todo, source, catalog, out,
-                             (lambda i=i: later.tree_of(i)) if later is not None else None)
-        codes.append(code)
-        docs.append(doc)
+    from fencecheck.model.verify import Shared
+
+    shared = Shared(jobs=getattr(args, "jobs", None) or 1)  # the files differ in a few modes: the rest decided once
+    try:
+        for i in range(len(todo)):
+            code, doc = _variant(args, i, todo, source, catalog, out,
+                                 (lambda i=i: later.tree_of(i)) if later is not None else None, shared)
+            codes.append(code)
+            docs.append(doc)
+    finally:
+        shared.close()
     if args.json:
         if source is None:
             json.dump(docs[0], out, indent=2)
@@ -187,9 +193,9 @@ def _verify_all(args, out: TextIO, todo: list, source, later) -> int:
     return EXIT_RACE if EXIT_RACE in codes else EXIT_UNKNOWN if EXIT_UNKNOWN in codes else EXIT_OK
 
 
-def _variant(args, i: int, todo, source, catalog, out: TextIO, tree) -> tuple[int, dict | None]:
+def _variant(args, i: int, todo, source, catalog, out: TextIO, tree, shared=None) -> tuple[int, dict | None]:
     """Verifies backend file ``i`` of ``todo``; ``tree``: None, or a function giving its (decided, races) in the
-    tree's generated configurations."""
+    tree's generated configurations; ``shared``: the answers of the report's other files (``model.verify.Shared``)."""
     from fencecheck.model.backend_facts import mode_facts
 
     variant, backend = todo[i]
@@ -200,14 +206,14 @@ def _variant(args, i: int, todo, source, catalog, out: TextIO, tree) -> tuple[in
             out.write(f"verify {backend.name}: SAFE (it reads no scheduler-shared state in any mode and declares "
                       f"the base rule)\n")
         return EXIT_OK, None
-    code, doc = _verify_one(args, backend, catalog, out, tree)
+    code, doc = _verify_one(args, backend, catalog, out, tree, shared)
     if doc is not None and variant is not None:
         doc = {"rows": [{"backend": r.backend, "mode": r.mode, "end": r.end, "condition": r.condition,
                          "declared_by": r.declared_by} for r in variant.rows], **doc}
     return code, doc
 
 
-def _verify_one(args, backend, catalog, out: TextIO, tree=None) -> tuple[int, dict | None]:
+def _verify_one(args, backend, catalog, out: TextIO, tree=None, shared=None) -> tuple[int, dict | None]:
     """Verifies one backend file and writes its text report (with ``--json``: returns its document instead);
     ``tree``: with ``--sglang``, a function giving (decided, races) in the tree's generated configurations (None
     for a tree without them)
@@ -226,7 +232,7 @@ def _verify_one(args, backend, catalog, out: TextIO, tree=None) -> tuple[int, di
         bar = tqdm(desc=f"verify {backend.name}", unit="check", file=err, leave=False)
     tick = (lambda label: (bar.set_postfix_str(label[:40]), bar.update(1))) if bar is not None else None
     try:
-        report = verify(backend, catalog, tick=tick, jobs=getattr(args, "jobs", None) or 1)
+        report = verify(backend, catalog, tick=tick, jobs=getattr(args, "jobs", None) or 1, shared=shared)
     finally:
         if bar is not None:
             bar.close()

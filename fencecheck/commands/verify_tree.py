@@ -66,8 +66,11 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
     ``memo``: answers shared by the calls of one report (its backend files differ in a few rows, and many
     configurations differ only in their names and citations). The model is asked of every race the backend
     brings; of a configuration's own race (an honest backend races there too) only with ``own_models`` (the text
-    report shows no verdict of those, and the model's query is most of the cost: about 0.1 s each)."""
-    from fencecheck.model.check import model_check
+    report shows no verdict of those). The model's answer is its host program run on the configuration's values
+    (``model.decision``, as ``verify`` decides the catalog's contexts): the answer the solver gives for the pinned
+    scenario (``model_check``; tests/test_verify_sglang.py holds the two equal on a tree's configurations,
+    tests/test_proofs.py on every catalog scenario) at about 1/100 of its cost."""
+    from fencecheck.model.decision import Decision
     from fencecheck.reference.run import run_scenario
     from fencecheck.reference.sim.races import check_trace
     from fencecheck.sglang_source.contexts import scenario
@@ -80,8 +83,8 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
     def honest_races(s):
         return check_trace(run_scenario(s)).verdict is not Verdict.PROVED
 
-    def modelled(s):
-        return model_check(s).verdict.value
+    def modelled(s):  # the model's program run on the scenario's values: the solver's answer, without a query
+        return Decision(s).report.verdict.value
 
     memo = _memo() if memo is None else memo
     conf = source.configurations or {}
