@@ -62,15 +62,15 @@ def verify(b, catalog: list[Scenario], budget: Budget = Budget(), bounds: Bounds
     the caller closes it), else a ``Shared`` of this call's own."""
     own = shared is None
     shared = Shared(bounds, budget, jobs) if own else shared
-    bounds, budget = shared.bounds, shared.budget
     try:
-        return _verify(b, catalog, bounds, budget, tick, advice, shared)
+        return _verify(b, catalog, tick, advice, shared)
     finally:
         if own:
             shared.close()
 
 
-def _verify(b, catalog, bounds, budget, tick, advice: bool, shared: Shared) -> VerifyReport:
+def _verify(b, catalog, tick, advice: bool, shared: Shared) -> VerifyReport:
+    bounds, budget, decide, verdicts = shared.bounds, shared.budget, shared.decide, shared.verdicts
     facts = mode_facts(b)
     report = VerifyReport(root_name(b), facts, bounds=bounds)
     if facts:
@@ -80,7 +80,6 @@ def _verify(b, catalog, bounds, budget, tick, advice: bool, shared: Shared) -> V
         report.verdict, report.reason = Verdict.UNKNOWN, "the backend declares and reads nothing"
     if tick is not None:
         tick("symbolic")
-    decide = shared.decide
     report.contexts = catalog_contexts(b, facts, catalog, budget, tick, decide=decide)
     report.findings = child_findings(b, facts)
     for f in facts:
@@ -89,7 +88,6 @@ def _verify(b, catalog, bounds, budget, tick, advice: bool, shared: Shared) -> V
             report.findings.append(f"{f.mode.value}: {who} reads {loc} at {site.value}, outside what "
                                    f"{f.declared.name} (declared by {f.declared_by}) covers")
     if advice:
-        verdicts = shared.verdicts
         if shared.jobs > 1:
             wanted: list = []
             advise(b, report, catalog, bounds, budget, None, decide, plan=wanted)

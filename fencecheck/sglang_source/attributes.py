@@ -23,7 +23,7 @@ import re
 
 import z3
 
-from .feasible import RLIMIT, _Atoms
+from .feasible import RLIMIT, _Atoms, parsed_all
 from .tree import ClassInfo, Tree
 
 #: Levels of substitution of a definition's locals and attributes.
@@ -186,12 +186,9 @@ def _is_none(atoms: _Scoped, d: _Definitions, a: str, default):
 
 def dead_path(tree: Tree, conditions: tuple[str, ...]) -> str | None:
     """Why ``conditions`` cannot all hold for any object of the tree behind their ``getattr`` tests, or None."""
-    parsed = []
-    for text in conditions:
-        try:
-            parsed.append(ast.parse(text, mode="eval").body)
-        except SyntaxError:
-            return None
+    parsed = parsed_all(conditions)
+    if parsed is None:
+        return None
     uses: dict[str, dict[str, object]] = {}
     for node in parsed:
         for n in ast.walk(node):

@@ -30,6 +30,14 @@ _POSITIVE = (ast.Lt, ast.Gt, ast.Eq, ast.Is, ast.In)
 _BUILTINS = frozenset(dir(builtins))
 
 
+def parsed_all(conditions) -> list[ast.expr] | None:
+    """Each condition text's expression, or None when one of them is not Python."""
+    try:
+        return [ast.parse(text, mode="eval").body for text in conditions]
+    except SyntaxError:
+        return None
+
+
 def linkable(text: str, volatile: frozenset[str] = frozenset(), same_self: bool = True) -> bool:
     """Whether every occurrence of the atom ``text`` names one value (see the module's docstring)."""
     try:

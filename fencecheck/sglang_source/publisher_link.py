@@ -55,7 +55,7 @@ import z3
 from .attributes import _targets
 from .capture_state import _body_nodes
 from .constructed import ends_in_exit
-from .feasible import unsat_core
+from .feasible import parsed_all, unsat_core
 from .tree import ClassInfo, Tree
 
 #: The prefix of a frame's stable locals in the formula (``_linkable`` links these).
@@ -389,12 +389,9 @@ def linked(walker, worker: ClassInfo, read, conditions: tuple[str, ...]) -> str 
     together with ``read``'s path (a ``reads.Read`` of the worker's decode step), or None (see the module's
     docstring)."""
     tree = walker.tree
-    parsed = []
-    for text in conditions:
-        try:
-            parsed.append(ast.parse(text, mode="eval").body)
-        except SyntaxError:
-            return None
+    parsed = parsed_all(conditions)
+    if parsed is None:
+        return None
     for node in parsed:
         for leaf in _truth_leaves(node):
             hit = _self_chain(leaf)
