@@ -16,21 +16,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _interrupted(args: list[str], after: float, cwd: Path) -> tuple[int, str]:
+def _interrupted(args: list[str], after: float, cwd: Path) -> tuple[int | None, str]:
+    """(exit status, stderr) of the command sent SIGINT ``after`` seconds in; the status is None when it had ended
+    before that."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "fencecheck", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     time.sleep(after)
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the whole process group, workers included
+    ended_first = proc.poll() is not None
+    if not ended_first:
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the whole process group, workers included
     _, err = proc.communicate(timeout=120)
-    return proc.returncode, err
+    return (None if ended_first else proc.returncode), err
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("after", [1.5, 3.0, 5.0])
 def test_prove_interrupted_is_one_line(tmp_path, after):
     code, err = _interrupted(["prove", "--jobs", "2"], after, tmp_path)
-    if code == 0:
+    if code in (None, 0):  # ended before the signal, or between the look and the signal
         pytest.skip("prove finished before the interrupt")
     assert code == 130, err
     assert err.splitlines() == ["fencecheck: interrupted"], err
@@ -49,15 +53,19 @@ def test_audit_interrupted_ends_with_one_line(tmp_path, after):
 
 
 @pytest.mark.slow
-def test_verify_of_a_release_backend_interrupted_during_its_model_checks_is_one_line(tmp_path):
-    """DeepseekV4AttnBackend on the installed release verifies six backend files in 12-20 s, its last seconds z3 in
-    the main process (the catalog checks of files 2-6): a Ctrl-C there once ended nothing (z3 took it, the check
-    answered unknown, the run went to its end, exit 1). Triton, which took 30 s of advice, now takes about 5 s."""
+@pytest.mark.parametrize("after", [3.0, 4.5])
+def test_verify_of_a_release_backend_interrupted_during_its_model_checks_is_one_line(tmp_path, after):
+    """DeepseekV4AttnBackend on the installed release verifies six backend files in 5-8 s here, from about 2.5 s on
+    z3 in the main process (the symbolic family and the advice's checks of each file): a Ctrl-C there once ended
+    nothing (z3 took it, the check answered unknown, the run went to its end, exit 1). A machine that finishes
+    before the interrupt skips it, as ``prove``'s test does."""
     from sglang_release import require_release
 
     root = require_release()
     start = time.monotonic()
-    code, err = _interrupted(["verify", "--sglang", str(root), "DeepseekV4AttnBackend"], 11.0, tmp_path)
+    code, err = _interrupted(["verify", "--sglang", str(root), "DeepseekV4AttnBackend"], after, tmp_path)
+    if code is None:
+        pytest.skip("verify finished before the interrupt")
     assert code == 130, err
     assert err.splitlines() == ["fencecheck: interrupted"], err
     assert time.monotonic() - start < 30  # ended at the interrupt, not at the run's end
