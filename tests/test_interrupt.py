@@ -99,13 +99,18 @@ s = z3.SimpleSolver()
 s.set("rlimit", 1_000_000)
 for i in range(59):
     s.add(x[i] * x[i + 1] % 97 == (i * 7) % 97, x[i] > 1, x[i] < 10**6)
-threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+sent = []
+def interrupt():
+    sent.append(True)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Timer(0.3, interrupt).start()
 try:
     r = s.check()
+    late = not sent
 except KeyboardInterrupt:
     print("interrupted")
 else:
-    print(r, s.reason_unknown())
+    print("late" if late else f"{r} {s.reason_unknown()}")
 """
 
 
@@ -117,6 +122,9 @@ def test_a_ctrl_c_during_a_check_is_never_an_unknown_verdict(who):
     ends (its rlimit bounds it) and KeyboardInterrupt is raised."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-c", _LONG_CHECK, who], env=env, capture_output=True, text=True, timeout=120)
+    if r.stdout.strip() == "late":
+        pytest.skip("the check (about 2 s of rlimit) ended before the 0.3 s timer sent the signal: a machine too loaded "
+                    "to run the timer's thread tests nothing here")
     assert r.stdout.strip() == ("interrupted" if who == "python" else "unknown canceled"), r.stdout + r.stderr
 
 
