@@ -10,6 +10,7 @@ tests are skipped with the reason.
 from __future__ import annotations
 
 import json
+import re
 import os
 from pathlib import Path
 
@@ -279,3 +280,33 @@ def test_children_passed_to_the_release_composites(doc):
                     "file": registry, "line": 572}]
     (tbo,) = by["TboAttnBackend"]["passed_children"]["primary"]
     assert tbo["class"] is None and tbo["reason"].startswith("the value of creator(...)")
+
+
+#: One screen: the rows a terminal of ``SCREEN_COLUMNS`` shows without scrolling (a laptop's full-screen terminal).
+SCREEN_ROWS, SCREEN_COLUMNS = 50, 160
+
+
+def test_the_release_summary_fits_one_screen_and_cuts_no_fix_or_configuration():
+    """``fencecheck sglang`` on 0.5.23 without --details: every root cause's line, wrapped at 160 columns, and the
+    lines around them fit 50 rows; each root cause's own lines fit the width (the summary's ``WIDTH``), and no
+    confirmed or reachable one loses its least demanding configuration or its fix to the cut."""
+    import subprocess
+    import sys
+
+    from fencecheck.commands.sglang_summary import WIDTH
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "fencecheck", "sglang", str(RELEASE)], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    rows = sum(max(1, -(-len(x) // SCREEN_COLUMNS)) for x in lines)
+    assert rows <= SCREEN_ROWS, f"{rows} rows at {SCREEN_COLUMNS} columns:\n{done.stdout}"
+    start = next(i for i, x in enumerate(lines) if x.startswith("findings: "))
+    end = next(i for i, x in enumerate(lines) if x.startswith("not findings: "))
+    causes = [i for i in range(start + 1, end) if lines[i].startswith(("  CONFIRMED ", "  REACHABLE ", "  UNRESOLVED "))]
+    assert len(causes) >= 10
+    for i in causes:
+        assert len(lines[i]) <= WIDTH and len(lines[i + 1]) <= WIDTH, (lines[i], lines[i + 1])
+        if lines[i].startswith(("  CONFIRMED ", "  REACHABLE ")):
+            assert re.search(r"least demanding \S+ \([^)]*\); fix \(proved\): declare \w+$", lines[i + 1]), lines[i + 1]

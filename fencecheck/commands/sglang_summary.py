@@ -1,10 +1,12 @@
-"""The short summary of a decided extraction (``fencecheck sglang`` without ``--details``): one line per root cause,
-the findings that share their uncovered reads (the same read sites, file:line) folded under it with the backends and
-modes they affect, ordered by severity (``confirmed``, then ``reachable``, then ``unresolved``, as
+"""The short summary of a decided extraction (``fencecheck sglang`` without ``--details``), made to fit one screen
+(``WIDTH`` columns; on 0.5.23 about 40 lines): per root cause (the findings that share their uncovered reads, the same
+read sites, folded under it with the backends and modes they affect) a line with its read sites, what it reads and
+who, and a line with what its status rests on (where it races and its least demanding configuration, or what is not
+settled) and its verified fix; ordered by severity (``confirmed``, then ``reachable``, then ``unresolved``, as
 ``commands.reader_status`` settles them; within one, the root causes racing in a configuration that needs less
-first: ``reach``; an unresolved one names what is not settled), then a line each on
-the not findings and the protocol facts. ``--details`` prints every finding with its evidence and every fact table;
-``--json`` the whole document."""
+first: ``reach``). Root causes that differ only in their read lines, or one worker's reads with one fix, are one
+entry. Then a line each on the not findings and the protocol facts. ``--details`` prints every finding with its
+evidence and every fact table (and every text the summary cuts); ``--json`` the whole document."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import re
 
 _SEVERITY = {"confirmed": 0, "reachable": 1, "plausible": 2, "unresolved": 3}
 _READ = re.compile(r"^reads (?P<loc>\S+) at (?P<site>\S+) via ")
+#: A ``(path/to/file.py:12)`` in a fix's text, shown by the file's name.
+_FIX_PATH = re.compile(r"\((?:[\w.\-]+/)+([\w.\-]+\.py:\d+)\)")
 
 
 def _reads(f) -> tuple:
@@ -25,19 +29,6 @@ def _reads(f) -> tuple:
         if m:
             out.append((e.file, e.line, m["loc"], m["site"]))
     return tuple(out)
-
-
-def _affected(findings) -> str:
-    """``A, B (DECODE, TARGET_VERIFY); C (DECODE)``: the subjects grouped by the modes they are found in."""
-    modes: dict[str, list[str]] = {}
-    for f in findings:
-        modes.setdefault(f.subject, [])
-        if f.mode and f.mode not in modes[f.subject]:
-            modes[f.subject].append(f.mode)
-    by: dict[tuple, list[str]] = {}
-    for subject, ms in modes.items():
-        by.setdefault(tuple(ms), []).append(subject)
-    return "; ".join(", ".join(s) + (f" ({', '.join(ms)})" if ms else "") for ms, s in by.items())
 
 
 def _decided(findings) -> str:
@@ -75,30 +66,6 @@ def _needs(findings) -> tuple[int, str]:
                                                                              "needs nothing more") + ")")
 
 
-def _unsettled(status: str, findings) -> str:
-    """``; not settled: ...`` for an unresolved root cause: what its first finding could not settle (shortened)."""
-    if status != "unresolved":
-        return ""
-    why = next((f.status_why for f in findings if getattr(f, "status_why", None)), None)
-    if not why:
-        return ""
-    return "; " + (why if len(why) <= 110 else why[:107] + "...")
-
-
-def _fixes(findings) -> str:
-    fixes = [f.decision.fix for f in findings if f.decision is not None and f.decision.fix is not None]
-    if not fixes:
-        return ""
-    ok = all(x.verdict == x.model_verdict == "proved" for x in fixes)
-    proved = f"{'proved' if ok else 'NOT proved'} in every finding's scenario"
-    if any(x.declares is None for x in fixes):  # a change to the worker: one per worker class
-        changes = sorted({x.change for x in fixes})
-        more = f"; and {len(changes) - 1} more, one per worker: --details" if len(changes) > 1 else ""
-        return f"; fix: {changes[0]} ({proved}{more})"
-    changes = sorted({x.declares for x in fixes})
-    return f"; fix: declare {'/'.join(changes)} ({proved})"
-
-
 def root_causes(findings) -> list[tuple[str, tuple, list]]:
     """(worst status, reads, findings) per group of findings with the same kind and uncovered reads, by severity."""
     groups: dict[tuple, list] = {}
@@ -108,22 +75,150 @@ def root_causes(findings) -> list[tuple[str, tuple, list]]:
     return sorted(out, key=lambda x: (_SEVERITY.get(x[0], 3), _needs(x[2])[0], -len(x[2]), x[2][0].subject, x[1]))
 
 
-def summary_lines(ex) -> list[str]:
-    """The findings' part of the short summary."""
-    groups = root_causes(ex.findings)
-    lines = []
+#: The summary's width: each of its lines fits in this many columns (the rest is in ``--details`` and ``--json``).
+WIDTH = 160
+#: The indent of a root cause's second line.
+_INDENT = "      "
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """``text`` cut to ``width`` columns, ending in ``...`` where cut."""
+    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
+
+
+def _short_path(file: str) -> str:
+    """A read's file by its name alone (``--details`` and ``--json`` give the path; the class names the backend)."""
+    return file.rsplit("/", 1)[-1]
+
+
+def _affected(findings) -> str:
+    """``A, B (DECODE); C (TARGET_VERIFY)``: the subjects grouped by the modes they are found in, a group of more than
+    two as ``A +N`` (``--details`` names each)."""
+    modes: dict[str, list[str]] = {}
+    for f in findings:
+        modes.setdefault(f.subject, [])
+        if f.mode and f.mode not in modes[f.subject]:
+            modes[f.subject].append(f.mode)
+    by: dict[tuple, list[str]] = {}
+    for subject, ms in modes.items():
+        by.setdefault(tuple(ms), []).append(subject)
+    parts = []
+    for ms, subjects in by.items():
+        names = ", ".join(subjects) if len(subjects) <= 2 else f"{subjects[0]} +{len(subjects) - 1}"
+        parts.append(names + (f" ({', '.join(ms)})" if ms else ""))
+    return "; ".join(parts)
+
+
+def _what(kind: str, reads: tuple) -> str:
+    if not reads:
+        return kind.replace("_", " ") + ", no read"
+    file, line, loc, site = reads[0]
+    lines = sorted({ln for f, ln, _, _ in reads if f == file} - {line})
+    others = len({(f, ln) for f, ln, _, _ in reads if f != file})
+    where = f"{_short_path(file)}:{line}" + "".join(f",{ln}" for ln in lines) + (f" (+{others} more)" if others else "")
+    locs = ", ".join(dict.fromkeys(r[2] for r in reads if r[2]))
+    if kind == "read_outside_declaration":
+        return f"{where}: reads {locs} {site}"
+    if kind == "worker_read_after_publish":
+        return f"{where}: reads {locs} after the publisher's runner"
+    return f"{where}: {kind.replace('_', ' ')}"
+
+
+def _state(status: str, findings) -> str:
+    """What the root cause's status rests on, short: where it races (the least demanding configuration), or what is
+    not settled."""
+    if status == "unresolved":
+        why = next((f.status_why for f in findings if getattr(f, "status_why", None)), None)
+        if why:
+            return why
+    text = _decided(findings).replace("counterexample; ", "")
+    return text + _needs(findings)[1].replace("; least demanding: ", ", least demanding ")
+
+
+def _locations() -> re.Pattern:
+    """The shared maps' names, as a pattern (the longest first)."""
+    from fencecheck.vocab import SHARED_LOCATIONS
+
+    return re.compile(r"\b(" + "|".join(sorted(map(re.escape, SHARED_LOCATIONS), key=len, reverse=True)) + r")\b")
+
+
+def _joined_changes(changes: list[str]) -> list[str]:
+    """Changes that differ only in the shared map they name, as one naming each (``take the A and B rows ...``)."""
+    pattern = _locations()
+    by: dict[str, list[str]] = {}
+    for c in changes:
+        found = pattern.findall(c)
+        key = pattern.sub("\0", c) if len(found) == 1 else c
+        by.setdefault(key, []).extend(found if len(found) == 1 else [])
+    return [key.replace("\0", " and ".join(dict.fromkeys(locs))) if locs else key for key, locs in by.items()]
+
+
+def _short_fix(findings) -> str:
+    """The verified fix, short: ``fix: declare POST_REPLAY (proved)``, or a change to the worker without its
+    explanation (``--details`` has it); where the findings have several, the first and how many."""
+    fixes = [f.decision.fix for f in findings if f.decision is not None and f.decision.fix is not None]
+    if not fixes:
+        return ""
+    ok = all(x.verdict == x.model_verdict == "proved" for x in fixes)
+    proved = "proved" if ok else "NOT proved"
+    if any(x.declares is None for x in fixes):
+        changes = _joined_changes(sorted({_FIX_PATH.sub(r"(\1)", x.change.split(" (the ")[0]) for x in fixes}))
+        more = f"; {len(changes) - 1} more: --details" if len(changes) > 1 else ""
+        return f"fix ({proved}{more}): {changes[0]}"
+    return f"fix ({proved}): declare {'/'.join(sorted({x.declares for x in fixes}))}"
+
+
+def _entries(groups) -> list[tuple[str, str, tuple, list]]:
+    """The root causes as the summary shows them: those of one status, kind, file, site and findings' subjects and
+    modes whose fixes make the same change are one entry (their read lines listed, the first one's state shown: the
+    others' are in ``--details``), in the order of the first."""
+    out: list[tuple[str, str, tuple, list]] = []
+    index: dict[tuple, int] = {}
     for status, (kind, reads), fs in groups:
-        if reads:
-            file, line, loc, site = reads[0]
-            where = f"{loc} at {site}" if kind == "read_outside_declaration" else \
-                (f"{loc}" if loc else kind.replace("_", " "))
-            where += f" ({file}:{line}" + (f", and {len(reads) - 1} more read sites" if len(reads) > 1 else "") + ")"
-        else:
-            where = "no read"
-        declared = {getattr(f, "declared", None) for f in fs} - {None}
-        lines.append(f"  {status.upper()} {kind.replace('_', ' ')}: {where}: {_affected(fs)}"
-                     + (f"; declares {', '.join(sorted(declared))}" if declared else "")
-                     + f"; {_decided(fs)}{_needs(fs)[1]}{_unsettled(status, fs)}{_fixes(fs)}")
+        key = (status, kind, reads[0][0] if reads else None, _affected(fs),
+               tuple(sorted({r[3] for r in reads})), _locations().sub("", _short_fix(fs)))
+        if reads and key in index:
+            s, k, rs, gs = out[index[key]]
+            out[index[key]] = (s, k, rs + reads, gs + fs)
+            continue
+        index[key] = len(out)
+        out.append((status, kind, reads, list(fs)))
+    return out
+
+
+#: Less room than this for what an unresolved root cause's status rests on, and the summary names where it is instead.
+_MIN_STATE = 50
+
+
+def summary_lines(ex) -> list[str]:
+    """The findings' part of the short summary: two lines of at most ``WIDTH`` columns per root cause (those that
+    differ only in their read lines, and the root causes of one worker's reads with one fix, shown as one): where and
+    what with the backends and modes (and the declared end where it fits); then what the status rests on and the
+    verified fix (the status's text cut first, to leave the fix whole; left out where too little room is left: the
+    status says it is not settled, and ``--details`` names the conditions)."""
+    lines = []
+    for status, kind, reads, fs in _entries(root_causes(ex.findings)):
+        declared = sorted({getattr(f, "declared", None) for f in fs} - {None})
+        head = f"  {status.upper()} {_what(kind, reads)}; {_affected(fs)}"
+        decl = f"declares {', '.join(declared)}" if declared else ""
+        parts = []
+        if decl and len(head) + 2 + len(decl) <= WIDTH:
+            head += f", {decl}"
+        elif decl:
+            parts.append(decl)
+        fix = _short_fix(fs)
+        state = _state(status, fs)
+        if not fix and not parts and len(head) + 2 + len(state) <= WIDTH:
+            lines.append(f"{head}; {state}")  # nothing more to say: one line
+            continue
+        lines.append(fit(head))
+        if fix:
+            room = WIDTH - len(_INDENT) - sum(len(p) + 2 for p in parts) - len(fix) - 2
+            if len(state) > room and room < _MIN_STATE and status == "unresolved":
+                state = None  # UNRESOLVED says it; --details names the conditions
+            else:
+                state = fit(state, max(room, _MIN_STATE))
+        lines.append(fit(_INDENT + "; ".join(parts + ([state] if state else []) + ([fix] if fix else []))))
     return lines
 
 
