@@ -614,19 +614,10 @@ def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFa
     if runner is None:
         return None
     cap = _Capture(tree, ci, modes, mode)
-    hops = []
-    for h in read.via:
-        owner_key, _, name = h.key.rpartition(".")
-        c = next((c for c in tree.mro(ci) if c.key == owner_key and name in c.methods), None)
-        if c is not None:
-            hops.append(_Fn(c.methods[name], c.module, c))
-            continue
-        mod = tree.module(owner_key)
-        fi = mod.functions.get(name) if mod else None
-        if fi is None:
-            return None
-        hops.append(_Fn(fi.node, fi.module, None))
-    lines = [h.line for h in read.via[1:]] + [read.line]  # the line each function calls the next (or reads) at
+    got = read_hops(tree, ci, read)
+    if got is None:
+        return None
+    hops, lines = got
     for i, fn in enumerate(hops):
         for n in _body_nodes(fn.node):
             if not isinstance(n, (ast.If, ast.While)) or not (n.lineno < lines[i]):
@@ -641,6 +632,24 @@ def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFa
             if memo[k] is not None:
                 return memo[k]
     return None
+
+
+def read_hops(tree: Tree, ci: ClassInfo, read) -> tuple[list[_Fn], list[int]] | None:
+    """The functions of ``read``'s call chain (a method of ``ci``'s MRO, or a module function) and the line each
+    calls the next at (the last: the read's line), or None when one of them is not found."""
+    hops = []
+    for h in read.via:
+        owner_key, _, name = h.key.rpartition(".")
+        c = next((c for c in tree.mro(ci) if c.key == owner_key and name in c.methods), None)
+        if c is not None:
+            hops.append(_Fn(c.methods[name], c.module, c))
+            continue
+        mod = tree.module(owner_key)
+        fi = mod.functions.get(name) if mod else None
+        if fi is None:
+            return None
+        hops.append(_Fn(fi.node, fi.module, None))
+    return hops, [h.line for h in read.via[1:]] + [read.line]
 
 
 def _test_fact(cap, fn, n, runner, chain, upto) -> CaptureFact | None:

@@ -320,11 +320,13 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
 
 def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[list, list, list]:
     """``bad`` (site, read) pairs, each in-graph read's ``capture_state.CaptureFact`` (None where the capture fixes
-    no test on its path), and (read, why) for the reads no replay runs: those whose path the capture of a graph rules
+    no test on its path: no attribute its object lacks, ``capture_state``, nor a field it binds,
+    ``capture_binding``), and (read, why) for the reads no replay runs: those whose path the capture of a graph rules
     out, in a tree without breakable graphs, or where the one replay that runs the forward eagerly (the breakable
     backend's debug replay, which records no marker: the tree makes it only under stream capture, ``rd.marker_guard``)
     falls back from the row's ``IN_REPLAY`` to ``POST_REPLAY``, which covers the forward (the CUDA decode graph
     runner's no-marker fallback, ``rd.no_marker``); the others stay, with their fact, for the status."""
+    from .capture_binding import binding_fact
     from .capture_state import BREAK_MARKER, break_marker, capture_fact
 
     keep, facts, gone = [], [], []
@@ -333,8 +335,9 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
     guard = rd.marker_guard
     covered = end == "IN_REPLAY" and fb is not None and fb.end == "POST_REPLAY" and guard is not None
     for s, r in bad:
-        fact = capture_fact(rd.tree, ci, rd.modes, mode, r) if s in (
-            ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER) else None
+        fact = None
+        if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER):
+            fact = capture_fact(rd.tree, ci, rd.modes, mode, r) or binding_fact(rd.tree, ci, rd.modes, mode, r)
         if fact is not None and breakable is None:
             gone.append((r, f"no graph captures its path: {fact.why}; the tree has no breakable graphs"))
             continue

@@ -1,0 +1,141 @@
+"""Tests the metadata fields the capture of a whole graph binds to a buffer view (``capture_binding``).
+
+A fallback the forward takes when such a field is None is never in a captured graph.
+The synthetic backend (tests/sglang_trees/capture_binding) binds its captured metadata's ``swa_page_table`` to a
+slice of a preallocated table when it uses the sliding-window pool and keeps the object per batch size, as the XPU
+backend does; its forward re-derives the table from ``req_to_token`` only when the field is None. Not a finding
+without breakable graphs, nor where the debug replay falls back to POST_REPLAY; a finding naming the fact where it
+falls back to PRE_REPLAY. Each variant that breaks one link of the argument keeps the read a plain finding. On the
+releases: the XPU backend's decode and verify translations (0.5.22, 0.5.23) are settled, FlashAttention's are not
+(its top-k draft decode and verify metadata bind no ``swa_page_table``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fencecheck.commands.reader_status import settle
+from fencecheck.sglang_source import read_path
+from sglang_reader_trees import ATTN, build
+
+AT = "sglang/srt/layers/attention/bind_backend.py"
+SRC = (build.__globals__["TREES"] / "capture_binding" / "sglang" / ATTN / "bind_backend.py").read_text()
+FB = "srt/model_executor/forward_batch_info.py"
+FORWARD_BATCH = ("from dataclasses import dataclass\n"
+                 + (build.__globals__["TREES"] / "common" / "sglang" / FB).read_text()
+                 + "\n\n@dataclass\nclass ForwardBatch:\n    forward_mode: ForwardMode\n    batch_size: int\n"
+                   "    req_pool_indices: object = None\n    seq_lens: object = None\n")
+BREAKABLE = {"srt/model_executor/runner_backend_utils/breakable.py": "def eager_on_graph(fn=None):\n    return fn\n"}
+RUNNER = "srt/model_executor/runner/decode_cuda_graph_runner.py"
+PRE_FALLBACK = {RUNNER: (build.__globals__["TREES"] / "common" / "sglang" / RUNNER).read_text().replace(
+    "            return SharedReadEnds.POST_REPLAY\n", "            return SharedReadEnds.PRE_REPLAY\n")}
+
+
+def _extraction(tmp_path, replace=(), files=None):
+    src = SRC
+    for old, new in replace:
+        assert old in src, old
+        src = src.replace(old, new)
+    return read_path(build(tmp_path, {f"{ATTN}/bind_backend.py": src, FB: FORWARD_BATCH, **(files or {})},
+                           "capture_binding"))
+
+
+def _ours(items):
+    return [x for x in items if x.subject == "BindBackend"]
+
+
+BINDING = (f"`metadata.swa_page_table is not None` ({AT}:39) is true when the graph is captured: the runner calls "
+           "`init_forward_metadata_out_graph(..., in_capture=True)` (sglang/srt/model_executor/runner/"
+           f"decode_capture.py:2) before capturing; `self.forward_metadata` is then `self.graph_metadata[bs]` "
+           f"({AT}:33), and each store into `self.graph_metadata` under a key that is not a constant ({AT}:31) puts "
+           f"there a new object whose `swa_page_table` the capture binds to a slice of a buffer ({AT}:30) when "
+           "`self.use_swa`, which the read's path needs (assigned only in `__init__`); nothing the capture runs "
+           "stores `.swa_page_table` otherwise")
+
+
+def test_a_field_the_capture_binds_to_a_buffer_view_keeps_the_fallback_out_of_the_graph(tmp_path):
+    ex = _extraction(tmp_path)
+    assert _ours(ex.findings) == []
+    (nf,) = _ours(ex.not_findings)
+    assert (nf.mode, nf.file, nf.line) == ("DECODE", AT, 42)
+    assert nf.why == f"no graph captures its path: {BINDING}; the tree has no breakable graphs"
+
+
+def test_with_breakable_graphs_a_post_replay_fallback_covers_the_debug_replay(tmp_path):
+    ex = _extraction(tmp_path, files=BREAKABLE)
+    assert _ours(ex.findings) == []
+    (nf,) = _ours(ex.not_findings)
+    assert nf.why.startswith(f"no graph captures its path: {BINDING}; the one replay that runs the forward eagerly")
+
+
+def test_where_the_debug_replay_is_not_covered_the_finding_stays_and_names_the_binding(tmp_path):
+    (f,) = _ours(settle(_extraction(tmp_path, files={**BREAKABLE, **PRE_FALLBACK})).findings)
+    assert f.status == "unresolved"
+    assert f.status_why.startswith(f"not in a captured graph: {BINDING}; only a replay that runs the forward eagerly")
+
+
+SPARE = "\n    def init_forward_metadata_spare(self, forward_batch):\n        {}\n"
+
+
+@pytest.mark.parametrize("why,replace,files", [
+    ("the binding's test is not one the read's path needs",
+     [("            if self.use_swa:\n                metadata.swa_page_table",
+       "            if self.use_other:\n                metadata.swa_page_table")], {}),
+    ("the binding's test is on an attribute another method assigns",
+     [("    def forward_decode(", "    def enable_swa(self):\n        self.use_swa = True\n\n    def forward_decode(")],
+     {}),
+    ("the binding is on one branch only",
+     [("            if self.use_swa:\n                metadata.swa_page_table",
+       "            if self.use_swa and forward_batch.seq_lens is not None:\n                metadata.swa_page_table")],
+     {}),
+    ("the value bound may be None (a buffer by name, not a view of it)",
+     [('self.graph_metadata["swa_page_table"][:bs, :]', 'self.graph_metadata["swa_page_table"]')], {}),
+    ("another store of the field on the object",
+     [("            self.graph_metadata[bs] = metadata\n",
+       "            metadata.swa_page_table = forward_batch.spare\n            self.graph_metadata[bs] = metadata\n")],
+     {}),
+    ("a call given the object after the binding",
+     [("            self.graph_metadata[bs] = metadata\n",
+       "            self.reshape(metadata)\n            self.graph_metadata[bs] = metadata\n")], {}),
+    ("another store into the per-size dict, of an object not bound",
+     [("    def forward_decode(", SPARE.format("self.graph_metadata[forward_batch.batch_size] = BindMetadata()")[1:]
+       + "\n    def forward_decode(")], {}),
+    ("the per-size dict taken whole (stores through it are not seen)",
+     [("    def forward_decode(", SPARE.format("spare = self.graph_metadata")[1:] + "\n    def forward_decode(")], {}),
+    ("the per-size dict replaced by an object that is not a literal",
+     [('        self.graph_metadata = {"page_table": model_runner.page_table, "swa_page_table": '
+       'model_runner.swa_table}', "        self.graph_metadata = model_runner.graph_metadata")], {}),
+    ("a store into the dict from another receiver",
+     [], {"srt/model_executor/runner/graph_fill.py":
+          "def fill(backend, bs, m):\n    backend.graph_metadata[bs] = m\n"}),
+    ("the capture keeps an object it did not make",
+     [("        self.forward_metadata = metadata\n", "        self.forward_metadata = forward_batch.spare\n")], {}),
+    ("the in-graph prep clears the field",
+     [("    def forward_decode(", "    def init_forward_metadata_in_graph(self, forward_batch):\n"
+                                "        self.forward_metadata.swa_page_table = None\n\n    def forward_decode(")], {}),
+    ("the in-graph prep replaces the object",
+     [("    def forward_decode(", "    def init_forward_metadata_in_graph(self, forward_batch):\n"
+                                "        self.forward_metadata = forward_batch.spare\n\n    def forward_decode(")], {}),
+])
+def test_each_broken_link_keeps_the_read_a_finding(tmp_path, why, replace, files):
+    (f,) = _ours(settle(_extraction(tmp_path, replace, {**BREAKABLE, **PRE_FALLBACK, **files})).findings)
+    assert f.whole_graph == (None,), why
+    assert f.status == "unresolved" and f.status_why.startswith("not settled: self.use_swa and "
+                                                                "metadata.swa_page_table is None"), (why, f.status_why)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", ["0.5.22", "0.5.23"])
+def test_the_xpu_translation_is_settled_and_flashattention_s_is_not(release):
+    """The XPU backend's decode and verify translate the full page table only without a bound ``swa_page_table``
+    (0.5.23 xpu_backend.py:1531-1538, 819-824), which its capture binds (1741-1745): not findings. FlashAttention's
+    capture takes the top-k draft decode and verify metadata on other paths (0.5.23 flashattention_backend.py:
+    661-674), which bind no ``swa_page_table``: its translations stay findings."""
+    from sglang_release import require_tree
+
+    ex = read_path(require_tree(release, fetching=True))
+    gone = {(n.subject, n.mode) for n in ex.not_findings if "binds to a slice of a buffer" in n.why}
+    assert gone == {("XPUAttentionBackend", "DECODE"), ("XPUAttentionBackend", "TARGET_VERIFY")}
+    fa = {(f.mode, f.evidence[-1].file.rsplit("/", 1)[1]) for f in ex.findings if f.subject == "FlashAttentionBackend"
+          and "full_to_swa_index_mapping" in f.evidence[-1].what}
+    assert fa == {("DECODE", "flashattention_backend.py"), ("TARGET_VERIFY", "flashattention_backend.py")}
