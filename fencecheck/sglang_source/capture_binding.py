@@ -1,51 +1,72 @@
 """What the capture of a whole CUDA graph binds on a captured path's object: a metadata field the capture sets to a
 view of a buffer, so a test on the read's path that needs the field to be None is false when the graph is captured.
 
-SGLang's graph-capable backends bind their captured metadata to slices of per-graph buffers: FlashAttention's and
-the XPU backend's ``init_forward_metadata_out_graph(..., in_capture=True)`` make a metadata object, set its
-``swa_page_table`` to a slice of a preallocated table when the backend uses the sliding-window pool, keep it in a
-per-size dict and make it the forward's metadata; the forward translates the full page table through the pool's
-``full_to_swa_index_mapping`` only when that field is None (0.5.23 xpu_backend.py:1728-1758,1843 and 1531-1538). The
-graph records the one branch its capture took: the translation is never in it.
+SGLang's graph-capable backends bind their captured metadata to slices of per-graph buffers: the XPU backend's
+``init_forward_metadata_out_graph(..., in_capture=True)`` makes a metadata object, sets its ``swa_page_table`` to a
+slice of a preallocated table when the backend uses the sliding-window pool, keeps it per batch size and makes it the
+forward's metadata; the forward translates the full page table through the pool's ``full_to_swa_index_mapping`` only
+when that field is None (0.5.23 xpu_backend.py:1727-1757,1843 and 1531-1538). The graph records the one branch its
+capture took: the translation is never in it.
 
 A path's test that needs ``L is None`` (``if L is None:`` holding the read, ``if L is not None: ... else:`` holding
 it, or a conjunct of such a test), with ``L`` resolved to ``M.A`` and ``M`` to ``self.C`` (through the function's
-last assignment of a local in a block that holds the test, ``capture_state.local_value``), is false at capture when:
+last assignment of a local in a block that holds the test, ``capture_state.local_value``), is false at capture when
+all of the following hold. What runs between the capture call and the captured test is taken to be: the capture call
+itself, the warm-up forwards and the hook the runner calls after each (``on_after_cuda_graph_warmup``), the in-graph
+prep and the forward of every layer; each as the functions they call that the reader follows (``_Capture.closure``),
+whole.
 
-- on every path of the capture call in the mode (``in_capture`` true, forward-mode tests decided, the backend's own
-  and ``super()`` methods followed: ``capture_state._Capture.assigned``), the last assignment of ``self.C`` is either
-  a local the capture function binds (below), or ``self.D[k]`` with ``k`` not a constant, where every store
-  ``self.D[key] = V`` in the backend's methods with a key that is not a constant is a local ``V`` bound there, the dict
-  is replaced only by a literal of constant keys (buffers kept by name: a per-size key is a batch size, never one of
-  those names), nothing calls ``self.D.update``/``setdefault``, and nothing outside the backend's own methods stores
-  into a ``.D[...]`` of another receiver;
-- a local ``V`` is bound to ``A`` at a store (or at the assignment of ``self.C``) when its last assignment there is a
-  new object of a tree class, ``V = K(...)``, and a statement ``V.A = X[... : ...]`` (a slice: a view of a tensor,
-  never None) between the two runs on every path to it: it is in the same statement list, or nested only in ``if``
-  statements whose tests hold at capture, each decided by the mode or ``in_capture``, or an attribute of ``self``
-  that the read's own path needs with the same value and that no method but ``__init__`` assigns (so the capture and
-  the read see one value); no other ``V.A`` store between assigns something else;
-- nothing the capture runs (the capture call, the in-graph prep, the read's call chain up to the test) assigns
-  ``self.C``, stores ``.A`` other than such a slice, or calls ``setattr``.
+- ``self.C`` is stored only by plain ``self.C = value`` statements of the capture call's own function (none in a
+  function it calls, a nested function, a tuple or annotated target), none in what runs after it, and nowhere through
+  another receiver (``x.C = ...`` outside the backend's own methods, a module function's parameter named ``self``
+  included); on every path of that function in the mode (``in_capture`` true, forward-mode tests decided:
+  ``_Capture.assigned``), its last value is a local the function binds (below), or ``self.D[k]`` with ``k`` not a
+  constant;
+- ``self.D`` is, in the backend's methods, only subscripted or replaced by a dict literal of string keys (buffers kept
+  by name: a per-size key is a batch size, never one of those names); every store into it under a key that is not a
+  string constant is a bound local; nowhere else is ``.D`` stored into, taken whole or called on, save through
+  ``self`` in a method of another class that nothing calls through its class (``K.m(self, ...)``);
+- a local ``V`` is bound to ``A`` at a store when its last assignment is a new object of a tree class ``K``
+  (``V = K(...)``) with no ``A`` method or property and no ``__setattr__``, ``__getattr__`` or ``__getattribute__``
+  on its MRO, and ``V.A = X[... : ...]`` (a slice: a view of a tensor, never None) runs on every path from there to
+  the store: in the same statement list, or nested only in ``if`` statements whose tests hold at capture (decided by
+  ``in_capture`` or the mode in the capture call's own function only, on its batch; or an attribute of ``self`` that
+  the read's own path needs with the same value), the store in no loop; every store of ``.A`` in that function is a
+  slice, and every call given ``V`` (as an argument, or as its receiver) is one the reader follows, whose functions
+  store ``.A`` only as a slice;
+- an attribute of ``self`` the binding's tests need is assigned only in ``__init__`` (``feasible.volatile_attributes``)
+  and nowhere through another receiver or ``setattr``;
+- nothing that runs stores ``.A`` other than as a slice, deletes it, or calls ``setattr``, ``__setattr__`` or
+  ``vars``; and nowhere in the tree is ``.A`` stored other than as a slice, except on a new object of a tree class
+  (a local ``x = K(...)``) or through ``self`` in a method of another class that nothing calls through its class.
 
 The fact is then what ``capture_state.capture_fact`` gives for an attribute the capture never sets, and the reader
 treats it the same way (not a finding without breakable graphs, or where the debug replay's no-marker fallback covers
-the forward). A capture path that takes another object (FlashAttention's top-k draft decode, whose metadata binds no
-``swa_page_table``) leaves the test open, and the read is a finding on its conditions.
+the forward). As there, stores through objects the reader cannot type (a call it does not follow) are not seen, and
+the premise is that the runner's capture call reaches this backend's own capture function (a wrapper that captures a
+child's forward without calling the child's is not modelled). A capture path that takes another object
+(FlashAttention's top-k draft decode, whose metadata binds no ``swa_page_table``) leaves the test open, and the read
+is a finding on its conditions.
 """
 
 from __future__ import annotations
 
 import ast
 
-from .capture_state import (CAPTURE_ENTRY, IN_GRAPH_PREP, CaptureFact, _Capture, _Fn, _is_self_attr, _path_tests,
-                            _resolved, capture_call, graph_modes, local_value, read_hops)
-from .tree import ClassInfo, Tree
+from .capture_state import (CAPTURE_ENTRY, IN_GRAPH_PREP, CaptureFact, _batch_param, _body_nodes, _Capture, _Fn,
+                            _is_self_attr, _on_batch, _path_tests, _resolved, capture_call, graph_modes, local_value,
+                            read_hops)
 from .feasible import volatile_attributes
 from .reads import decided_test
+from .tree import ClassInfo, Tree
 
-#: Methods of a dict that store into it.
-_DICT_STORES = frozenset({"update", "setdefault", "__setitem__"})
+#: The backend method the graph runner calls after each warm-up forward, before the capture (0.5.23
+#: model_executor/runner/decode_cuda_graph_runner.py:1487-1498).
+WARMUP_HOOK = "on_after_cuda_graph_warmup"
+#: Ways of storing an attribute by name, each taken as a store of any attribute.
+_REFLECTIVE = frozenset({"setattr", "vars", "__setattr__", "__dict__"})
+#: Hooks that make an attribute's store or load run code.
+_HOOKS = ("__setattr__", "__getattr__", "__getattribute__")
 
 
 def _literals(test: ast.expr, want: bool):
@@ -73,7 +94,8 @@ def _none_operand(lit: ast.expr, want: bool) -> ast.expr | None:
 
 
 def _chain(stmts, line: int) -> list[tuple[ast.stmt, str]]:
-    """(compound statement, the field holding ``line``) from ``stmts`` down to the statement at ``line`` (left out)."""
+    """(compound statement, the field holding ``line``) from ``stmts`` down to the statement at ``line`` (left out);
+    a compound statement entered another way (``match``) is ``(statement, "other")``."""
     for s in stmts:
         if not (s.lineno <= line <= (s.end_lineno or s.lineno)):
             continue
@@ -84,7 +106,7 @@ def _chain(stmts, line: int) -> list[tuple[ast.stmt, str]]:
         for h in getattr(s, "handlers", ()):
             if h.lineno <= line <= (h.end_lineno or h.lineno):
                 return [(s, "handlers")] + _chain(h.body, line)
-        return []
+        return [(s, "other")] if s.lineno != line or getattr(s, "cases", None) else []
     return []
 
 
@@ -96,95 +118,194 @@ def _is_view(value: ast.expr) -> bool:
     return isinstance(s, ast.Slice) or (isinstance(s, ast.Tuple) and any(isinstance(e, ast.Slice) for e in s.elts))
 
 
-def _stored_attrs(node: ast.AST, attr: str):
-    """Each ``X.attr`` stored into under ``node``, nested functions included (``ast.walk``), with the statement that
-    stores it when it is a plain ``=``."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store):
-            yield n
+def _stores(node: ast.AST, attr: str) -> list[ast.Attribute]:
+    """Each ``X.attr`` stored into or deleted under ``node``, nested functions and lambdas included."""
+    return [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == attr
+            and isinstance(n.ctx, (ast.Store, ast.Del))]
 
 
-def _is_view_store(fn: ast.AST, target: ast.Attribute) -> bool:
+def _view_store(fn: ast.AST, target: ast.Attribute) -> bool:
     """Whether ``target`` is the one target of an ``=`` in ``fn`` whose value is a view (``_is_view``)."""
     return any(isinstance(n, ast.Assign) and n.targets == [target] and _is_view(n.value) for n in ast.walk(fn))
+
+
+def _reflective(node: ast.AST) -> bool:
+    """Whether ``node`` stores attributes by name (``setattr``, ``obj.__setattr__``, ``vars``, ``__dict__``)."""
+    return any((isinstance(n, ast.Name) and n.id in _REFLECTIVE) or (isinstance(n, ast.Attribute)
+                                                                     and n.attr in _REFLECTIVE)
+               for n in ast.walk(node))
+
+
+def _root(e: ast.expr) -> ast.expr:
+    while isinstance(e, (ast.Attribute, ast.Subscript)):
+        e = e.value
+    return e
+
+
+def _functions(tree: Tree, mod) -> list[tuple[ast.AST, ast.ClassDef | None]]:
+    """(function, the class whose body defines it, or None) of every function of the module, nested ones included
+    (a nested function's class is None: its ``self`` is whatever its enclosing function passes)."""
+    out = []
+    for n in tree.walk(mod.tree):
+        if isinstance(n, ast.ClassDef):
+            out += [(f, n) for f in n.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    methods = {id(f) for f, _ in out}
+    out += [(f, None) for f in tree.walk(mod.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and id(f) not in methods]
+    return out
+
+
+def _reach(cap: _Capture, roots: list[_Fn]) -> list[_Fn]:
+    """The functions ``roots`` run and everything they call that the reader can follow (``_Capture.callee``), whole:
+    calls inside nested functions and lambdas included."""
+    seen, out, todo = set(), [], [r for r in roots if r is not None]
+    while todo:
+        fn = todo.pop()
+        if id(fn.node) in seen:
+            continue
+        seen.add(id(fn.node))
+        out.append(fn)
+        for n in ast.walk(fn.node):
+            if isinstance(n, ast.Call):
+                t = cap.callee(fn, n)
+                if t is not None:
+                    todo.append(t)
+    return out
 
 
 class _Binding:
     """The binding check for one backend, mode, attribute and the ``self`` tests the read's path needs."""
 
-    def __init__(self, cap: _Capture, attr: str, assumed: dict[str, bool]):
-        self.cap, self.attr, self.assumed = cap, attr, assumed
+    def __init__(self, cap: _Capture, entry: _Fn, attr: str, assumed: dict[str, bool]):
+        self.cap, self.entry, self.attr, self.assumed = cap, entry, attr, assumed
         self.at: list[str] = []  # file:line of each binding found
         self.used: set[str] = set()  # the assumed attributes a binding's tests needed
         self.kept: list[str] = []  # file:line of each store of a bound object into a per-size dict
+        self.mine = {id(f.node) for f in cap.methods()}
 
-    def holds(self, test: ast.expr, want: bool) -> bool:
-        """Whether ``test`` has the value ``want`` at capture: decided by the mode or ``in_capture``, or each literal
-        it needs an assumed attribute of ``self`` with that value."""
-        t, _ = decided_test(self.cap.modes, self.cap.mode, test, in_capture=True)
-        if t is not None:
-            return t is want
+    # --- whom another function's ``self`` may be ------------------------------------------------------------------
+    def others_self(self, tree: Tree, fnode: ast.AST, owner: ast.ClassDef | None) -> bool:
+        """Whether ``self`` in ``fnode`` (not one of the backend's methods) is surely another object: ``fnode`` is a
+        method of a class, and nothing in the tree calls it through its class (``K.m(...)``)."""
+        return owner is not None and id(fnode) not in self.mine \
+            and not tree.modules_containing(f"{owner.name}.{fnode.name}(")
+
+    def outside_stores(self, attr: str, allow, own: bool = False) -> str | None:
+        """file:line of a store of ``.attr`` in the tree that ``allow(target, fnode, mod)`` does not accept, where
+        the receiver is not ``self`` of another class's method (``others_self``); the backend's own methods
+        included when ``own``; None when there is none."""
+        tree = self.cap.tree
+        for m in tree.modules_containing(f".{attr}"):
+            mod = tree.module(m)
+            for fnode, owner in (_functions(tree, mod) if mod else ()):
+                if id(fnode) in self.mine and not own:
+                    continue
+                other = self.others_self(tree, fnode, owner)
+                for t in _stores(fnode, attr):
+                    if other and isinstance(_root(t), ast.Name) and _root(t).id == "self":
+                        continue
+                    if not allow(t, fnode, mod):
+                        return f"{mod.rel}:{t.lineno}"
+        return None
+
+    # --- tests -----------------------------------------------------------------------------------------------------
+    def holds(self, fn: _Fn, test: ast.expr, want: bool) -> bool:
+        """Whether ``test`` has the value ``want`` at capture: decided by ``in_capture`` or the mode in the capture
+        call's own function (mode tests on its batch only), or each literal it needs an assumed attribute of
+        ``self`` with that value."""
+        if fn.node is self.entry.node:
+            batch = _batch_param(fn.node)
+            t, used = decided_test(self.cap.modes, self.cap.mode, test, in_capture=True)
+            if t is not None and (not used or _on_batch(fn.node, batch, [(test, want)])):
+                return t is want
         lits = [(_is_self_attr(lit), need) for lit, need in _literals(test, want)]
         if any(a is None or self.assumed.get(a) is not need for a, need in lits):
             return False
         self.used.update(a for a, _ in lits)
         return True
 
+    # --- the object ------------------------------------------------------------------------------------------------
+    def _class_ok(self, classes) -> bool:
+        """No class on the object's MRO defines ``attr`` as a method or property, a hook run by a store or load of
+        it, or a method storing ``self.<attr>`` other than as a slice (a method the forward may call on it)."""
+        tree = self.cap.tree
+        for k, _ in classes:
+            for c in tree.mro(k):
+                if self.attr in c.methods or any(h in c.methods for h in _HOOKS):
+                    return False
+                for m in c.methods.values():
+                    if _reflective(m) or any(not _view_store(m, t) for t in _stores(m, self.attr)):
+                        return False
+        return True
+
+    def _calls_ok(self, fn: _Fn, var: str) -> bool:
+        """Every call in ``fn`` given ``var`` (an argument holding the name itself, not only a field of it; or the
+        receiver ``var.m(...)``) is one the reader follows, whose functions store ``self.attr`` only as a slice."""
+        for c in (n for n in ast.walk(fn.node) if isinstance(n, ast.Call)):
+            given = isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name) and c.func.value.id == var
+            for a in [*c.args, *(k.value for k in c.keywords)]:
+                fields = {id(x.value) for x in ast.walk(a) if isinstance(x, (ast.Attribute, ast.Subscript))}
+                given |= any(isinstance(x, ast.Name) and x.id == var and id(x) not in fields for x in ast.walk(a))
+            if not given:
+                continue
+            target = self.cap.callee(fn, c)
+            if target is None:
+                return False
+            for f in _reach(self.cap, [target]):
+                if _reflective(f.node) or any(not _view_store(f.node, t) for t in _stores(f.node, self.attr)):
+                    return False
+        return True
+
     def bound(self, fn: _Fn, var: str, line: int) -> bool:
-        """Whether the local ``var`` of ``fn`` is, at ``line``, a new object bound to ``self.attr`` (see the
-        module's docstring): between its construction and ``line`` every store of ``.attr`` in ``fn`` is a view,
-        one of them on ``var`` runs on every path to ``line``, and no call after it is given ``var``."""
+        """Whether the local ``var`` of ``fn`` is, at ``line`` (a store of it), a new object bound to ``self.attr``
+        (see the module's docstring)."""
         ctor = local_value(fn.node, var, line)
-        if not isinstance(ctor, ast.Call) or self.cap.constructed(ctor, fn, line) is None:
+        if not isinstance(ctor, ast.Call):
             return False
-        between = [t for t in _stored_attrs(fn.node, self.attr) if ctor.lineno < t.lineno < line]
-        if any(not _is_view_store(fn.node, t) for t in between):
+        classes = self.cap.constructed(ctor, fn, line)
+        if classes is None or not self._class_ok(classes):
             return False
         at = _chain(fn.node.body, line)
-        for t in between:
-            if not (isinstance(t.value, ast.Name) and t.value.id == var):
+        if any(isinstance(s, (ast.For, ast.AsyncFor, ast.While)) or field == "other" for s, field in at):
+            return False  # a store in a loop may keep an object made on another iteration
+        stores = _stores(fn.node, self.attr)
+        if any(not _view_store(fn.node, t) for t in stores) or _reflective(fn.node) or not self._calls_ok(fn, var):
+            return False
+        for t in stores:
+            if not (isinstance(t.value, ast.Name) and t.value.id == var and ctor.lineno < t.lineno < line):
                 continue
-            if any(isinstance(c, ast.Call) and t.lineno < c.lineno < line and any(
-                    isinstance(x, ast.Name) and x.id == var for x in [*c.args, *(k.value for k in c.keywords)])
-                   for c in ast.walk(fn.node)):
-                continue  # a call given the object after the binding may store into it
             mine = _chain(fn.node.body, t.lineno)
             k = 0
             while k < min(len(at), len(mine)) and at[k][0] is mine[k][0] and at[k][1] == mine[k][1]:
                 k += 1
-            if all(isinstance(st, ast.If) and field in ("body", "orelse") and self.holds(st.test, field == "body")
-                   for st, field in mine[k:]):
+            if all(isinstance(s, ast.If) and field in ("body", "orelse") and self.holds(fn, s.test, field == "body")
+                   for s, field in mine[k:]):
                 self.at.append(f"{fn.module.rel}:{t.lineno}")
                 return True
         return False
 
     def dict_bound(self, table: str) -> bool:
-        """Whether every object the backend keeps in ``self.<table>`` under a key that is not a constant is bound:
-        each occurrence of ``self.<table>`` in the backend's methods (nested functions included) is subscripted, or
-        replaced by a literal of constant keys; each store under a key that is not a constant is a bound local;
-        nothing elsewhere stores into a ``.<table>[...]`` of another receiver, or of ``self`` in a function nested in
-        one of the backend's methods."""
+        """Whether every object the backend keeps in ``self.<table>`` under a key that is not a string is bound (see
+        the module's docstring)."""
         cap, tree = self.cap, self.cap.tree
-        mine = {id(f.node) for f in cap.methods()}
-        nested = set()
         found = 0
         for fn in cap.methods():
             parents = {id(k): n for n in ast.walk(fn.node) for k in ast.iter_child_nodes(n)}
-            nested |= {id(n) for n in ast.walk(fn.node) if n is not fn.node
-                       and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
             for n in ast.walk(fn.node):
                 if _is_self_attr(n) != table:
                     continue
                 p = parents.get(id(n))
                 if isinstance(n.ctx, ast.Store):
                     if not (isinstance(p, ast.Assign) and p.targets == [n] and isinstance(p.value, ast.Dict)
-                            and all(isinstance(k, ast.Constant) for k in p.value.keys)):
+                            and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in p.value.keys)):
                         return False
                     continue
-                if not (isinstance(p, ast.Subscript) and p.value is n):
-                    return False  # the dict itself taken, passed or called: stores through it are not seen
-                if isinstance(p.ctx, ast.Load) or isinstance(p.slice, ast.Constant):
+                if not (isinstance(p, ast.Subscript) and p.value is n) or isinstance(n.ctx, ast.Del):
+                    return False  # the dict itself taken, passed, called on or deleted: stores through it unseen
+                if isinstance(p.ctx, (ast.Load, ast.Del)):
                     continue
+                if isinstance(p.slice, ast.Constant) and isinstance(p.slice.value, str):
+                    continue  # a buffer kept by name
                 stmt = parents.get(id(p))
                 if not (isinstance(stmt, ast.Assign) and stmt.targets == [p] and isinstance(stmt.value, ast.Name)
                         and self.bound(fn, stmt.value.id, stmt.lineno)):
@@ -193,14 +314,19 @@ class _Binding:
                 found += 1
         for m in tree.modules_containing(f".{table}"):
             mod = tree.module(m)
-            for fnode in (x for x in tree.walk(mod.tree) if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef))) \
-                    if mod else ():
-                if id(fnode) in mine:
+            for fnode, owner in (_functions(tree, mod) if mod else ()):
+                if id(fnode) in self.mine:
                     continue
+                other = self.others_self(tree, fnode, owner)
+                parents = {id(k): n for n in ast.walk(fnode) for k in ast.iter_child_nodes(n)}
                 for n in ast.walk(fnode):
-                    if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) \
-                            and isinstance(n.value, ast.Attribute) and n.value.attr == table \
-                            and (_is_self_attr(n.value) is None or id(fnode) in nested):
+                    if not (isinstance(n, ast.Attribute) and n.attr == table):
+                        continue
+                    if other and isinstance(n.value, ast.Name) and n.value.id == "self":
+                        continue
+                    p = parents.get(id(n))
+                    if isinstance(n.ctx, (ast.Store, ast.Del)) or not (isinstance(p, ast.Subscript) and p.value is n) \
+                            or not isinstance(p.ctx, ast.Load):
                         return False
         return found > 0
 
@@ -223,24 +349,10 @@ def binding_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFa
 
 
 def _binding_fact(cap: _Capture, hops: list[_Fn], lines: list[int], runner: tuple[str, int]) -> CaptureFact | None:
-    """The test on the read's path that needs a field the capture binds to be None (see the module's docstring), or
-    None; ``hops`` the read's functions and ``lines`` the line each calls the next at (or reads at)."""
     tree, ci = cap.tree, cap.ci
-    volatile = volatile_attributes(tree, ci)
-    assumed: dict[str, bool] = {}
-    tests = []
-    for i, fn in enumerate(hops):
-        for test, want in _path_tests(fn.node.body, lines[i]):
-            for lit, need in _literals(test, want):
-                a = _is_self_attr(lit)
-                if a is not None and fn.owner is not None and a not in volatile:
-                    if assumed.get(a, need) is not need:
-                        return None  # the path needs both values: another rule prunes it
-                    assumed[a] = need
-                tests.append((i, fn, test, lit, need))
-    entry, prep = cap.method(CAPTURE_ENTRY), cap.method(IN_GRAPH_PREP)
-    if entry is None:
-        return None
+    tests = [(i, fn, test, lit, need) for i, fn in enumerate(hops) for test, want in _path_tests(fn.node.body, lines[i])
+             for lit, need in _literals(test, want)]
+    candidates = []
     for i, fn, test, lit, need in tests:
         operand = _none_operand(lit, need)
         if operand is None or fn.owner is None:
@@ -249,10 +361,24 @@ def _binding_fact(cap: _Capture, hops: list[_Fn], lines: list[int], runner: tupl
         if not isinstance(field, ast.Attribute):
             continue
         c_attr = _is_self_attr(_resolved(fn.node, field.value, test.lineno))
-        if c_attr is None:
-            continue
-        why = _bound_at_capture(cap, entry, prep, hops[:i + 1], lines[:i] + [test.lineno], c_attr, field.attr,
-                                assumed)
+        if c_attr is not None:
+            candidates.append((fn, test, lit, need, c_attr, field.attr))
+    entry = cap.method(CAPTURE_ENTRY)
+    if not candidates or entry is None:
+        return None
+    memo = tree.__dict__.setdefault("_volatile_attributes", {})
+    if ci.key not in memo:
+        memo[ci.key] = volatile_attributes(tree, ci)
+    volatile = memo[ci.key]
+    assumed: dict[str, bool] = {}
+    for i, fn, test, lit, need in tests:
+        a = _is_self_attr(lit)
+        if a is not None and fn.owner is not None and a not in volatile:
+            if assumed.get(a, need) is not need:
+                return None  # the path needs both values: another rule prunes it
+            assumed[a] = need
+    for fn, test, lit, need, c_attr, attr in candidates:
+        why = _bound_at_capture(cap, entry, hops, c_attr, attr, assumed)
         if why is not None:
             return CaptureFact(f"`{ast.unparse(lit)}` ({fn.module.rel}:{test.lineno}) is {'false' if need else 'true'} "
                                f"when the graph is captured: the runner calls `{CAPTURE_ENTRY}(..., in_capture=True)` "
@@ -260,25 +386,48 @@ def _binding_fact(cap: _Capture, hops: list[_Fn], lines: list[int], runner: tupl
     return None
 
 
-def _bound_at_capture(cap: _Capture, entry: _Fn, prep: _Fn | None, chain: list[_Fn], upto: list[int], c_attr: str,
-                      attr: str, assumed: dict[str, bool]) -> str | None:
-    ran = cap.closure([(entry, None)] + ([(prep, None)] if prep else []) + list(zip(chain, upto)))
-    later = cap.closure(([(prep, None)] if prep else []) + list(zip(chain, upto)))
-    if any(_is_self_attr(n) == c_attr and isinstance(n.ctx, ast.Store) for f in later for n in ast.walk(f.node)):
-        return None  # the in-graph prep or the forward may replace the capture's object
+def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, attr: str,
+                      assumed: dict[str, bool]) -> str | None:
+    tree = cap.tree
+    b = _Binding(cap, entry, attr, assumed)
+    if b.outside_stores(c_attr, lambda t, fnode, mod: False) is not None:
+        return None  # the object replaced through another receiver
+    later = _reach(cap, [cap.method(IN_GRAPH_PREP), cap.method(WARMUP_HOOK), *hops])
+    ran = _reach(cap, [entry]) + later
+    if any(_is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) for f in later
+           for n in ast.walk(f.node)):
+        return None  # what runs after the capture call may replace the capture's object
+    plain = {id(n.targets[0]) for n in _body_nodes(entry.node) if isinstance(n, ast.Assign) and len(n.targets) == 1}
+    for f in _reach(cap, [entry]):
+        for n in ast.walk(f.node):
+            if _is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) and (
+                    f.node is not entry.node or id(n) not in plain):
+                return None  # stored where ``_Capture.assigned`` does not follow it
     for f in ran:
-        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
-               for n in ast.walk(f.node)):
+        if _reflective(f.node) or any(not _view_store(f.node, t) for t in _stores(f.node, attr)):
             return None
-        if any(not _is_view_store(f.node, t) for t in _stored_attrs(f.node, attr)):
-            return None
+    for a in assumed:
+        if b.outside_stores(a, lambda t, fnode, mod: False) is not None:
+            return None  # a setting the read's path needs, changed through another receiver
+
+    def fresh(t, fnode, mod) -> bool:
+        if _view_store(fnode, t):
+            return True
+        if not (isinstance(t.value, ast.Name) and isinstance(t.ctx, ast.Store)):
+            return False
+        v = local_value(fnode, t.value.id, t.lineno)
+        return isinstance(v, ast.Call) and isinstance(tree.resolve_expr(mod, v.func), ClassInfo)
+
+    if b.outside_stores(attr, fresh, own=True) is not None:
+        return None  # the field stored, other than as a slice, on an object that may be the capture's
     states = cap.assigned(entry, c_attr)
     if not states or any(not s for s in states):
         return None
-    b = _Binding(cap, attr, assumed)
     objects = []
     for s in states:
         for value, where in s:
+            if where.node is not entry.node:
+                return None
             v = _resolved(where.node, value, value.lineno)
             if isinstance(v, ast.Subscript) and _is_self_attr(v.value) is not None \
                     and not isinstance(v.slice, ast.Constant):
@@ -286,7 +435,7 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, prep: _Fn | None, chain: list[_
                 if not b.dict_bound(table):
                     return None
                 objects.append(f"`self.{table}[{ast.unparse(v.slice)}]` ({where.module.rel}:{value.lineno}), "
-                               f"and each store into `self.{table}` under a key that is not a constant")
+                               f"and each store into `self.{table}` under a key that is not a string")
             elif isinstance(value, ast.Name) and b.bound(where, value.id, value.lineno):
                 objects.append(f"`{value.id}` ({where.module.rel}:{value.lineno}),")
             else:
@@ -298,4 +447,5 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, prep: _Fn | None, chain: list[_
             + f" ({', '.join(dict.fromkeys(b.at))})"
             + (" when " + " and ".join(f"`{'' if assumed[a] else 'not '}self.{a}`" for a in needs)
                + ", which the read's path needs (assigned only in `__init__`)" if needs else "")
-            + f"; nothing the capture runs stores `.{attr}` otherwise")
+            + f"; nothing the capture, the warm-ups or the forward runs stores `.{attr}` otherwise, nor does anything "
+              "in the tree on an object that may be this one")
