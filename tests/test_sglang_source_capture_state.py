@@ -117,12 +117,42 @@ def test_where_the_debug_replay_is_not_covered_the_finding_stays_and_names_the_c
                                                   "        if in_capture and forward_batch.seq_lens is None:\n")]),
     ("the capture keeps an object it did not make", [("            self.forward_metadata = metadata\n",
                                                        "            self.forward_metadata = forward_batch.spare\n")]),
+    # what runs between the capture call and the captured test (an independent review found these missed)
+    ("the warm-up hook replaces the object", [("    def forward_decode(", "    def on_after_cuda_graph_warmup(self):\n"
+                                                "        self.forward_metadata = self.spare\n\n    def forward_decode(")]),
+    ("an earlier layer's forward stores the field after the test",
+     [("            self.init_forward_metadata(forward_batch)\n        return q\n",
+       "            self.init_forward_metadata(forward_batch)\n        metadata.batch_size = forward_batch.batch_size\n"
+       "        return q\n")]),
+    ("an earlier layer's forward calls a helper storing the field after the test",
+     [("            self.init_forward_metadata(forward_batch)\n        return q\n",
+       "            self.init_forward_metadata(forward_batch)\n        self._mark(metadata)\n        return q\n\n"
+       "    def _mark(self, m):\n        m.batch_size = 0\n")]),
+    ("a tuple target in the prep replaces the object",
+     [("    def forward_decode(", "    def init_forward_metadata_in_graph(self, forward_batch):\n"
+                                "        self.forward_metadata, _ = forward_batch.spare, None\n\n    def forward_decode(")]),
+    ("the prep stores the field by name",
+     [("    def forward_decode(", "    def init_forward_metadata_in_graph(self, forward_batch):\n"
+                                "        object.__setattr__(self.forward_metadata, 'batch_size', 1)\n\n"
+                                "    def forward_decode(")]),
 ])
 def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, why, replace):
     f = _finding(settle(_extraction(tmp_path, replace, {**BREAKABLE, **PRE_FALLBACK})))
     assert f.whole_graph == (None,), why
     assert f.status == "unresolved" and f.status_why.startswith("not settled: size is not None and size < "
                                                                 "forward_batch.batch_size"), why
+
+
+def test_an_earlier_re_plan_under_the_same_test_is_left_out_by_induction(tmp_path):
+    """CuteDSL-MLA repeats TRTLLM-MLA's re-plan in its own forward before calling the parent's (0.5.23
+    cutedsl_mla_backend.py:243-253): a branch whose test needs the attribute the fact says is absent runs, in an
+    earlier layer, only once that attribute is there, which nothing before it stored; the read stays settled."""
+    early = ("        early = getattr(metadata, \"batch_size\", None)\n"
+             "        if early is not None and early < forward_batch.batch_size:\n"
+             "            self.init_forward_metadata(forward_batch)\n")
+    ex = _extraction(tmp_path, [("        size = getattr(metadata, \"batch_size\", None)\n",
+                                 early + "        size = getattr(metadata, \"batch_size\", None)\n")])
+    assert [f for f in ex.findings if f.subject == "ReplanBackend"] == []
 
 
 def _shared_dict(parent_guard: str) -> list[tuple[str, str]]:

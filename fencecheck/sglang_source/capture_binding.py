@@ -53,18 +53,13 @@ from __future__ import annotations
 
 import ast
 
-from .capture_state import (CAPTURE_ENTRY, IN_GRAPH_PREP, CaptureFact, _batch_param, _body_nodes, _Capture, _Fn,
-                            _is_self_attr, _on_batch, _path_tests, _resolved, capture_call, graph_modes, local_value,
-                            read_hops)
+from .capture_state import (CAPTURE_ENTRY, REFLECTIVE, CaptureFact, _batch_param, _body_nodes, _Capture, _Fn, _is_self_attr,
+                            _on_batch, _path_tests, _resolved, after_capture_call, capture_call, graph_modes,
+                            local_value, reach, read_hops)
 from .feasible import volatile_attributes
 from .reads import decided_test
 from .tree import ClassInfo, Tree
 
-#: The backend method the graph runner calls after each warm-up forward, before the capture (0.5.23
-#: model_executor/runner/decode_cuda_graph_runner.py:1487-1498).
-WARMUP_HOOK = "on_after_cuda_graph_warmup"
-#: Ways of storing an attribute by name, each taken as a store of any attribute.
-_REFLECTIVE = frozenset({"setattr", "vars", "__setattr__", "__dict__"})
 #: Hooks that make an attribute's store or load run code.
 _HOOKS = ("__setattr__", "__getattr__", "__getattribute__")
 
@@ -131,8 +126,8 @@ def _view_store(fn: ast.AST, target: ast.Attribute) -> bool:
 
 def _reflective(node: ast.AST) -> bool:
     """Whether ``node`` stores attributes by name (``setattr``, ``obj.__setattr__``, ``vars``, ``__dict__``)."""
-    return any((isinstance(n, ast.Name) and n.id in _REFLECTIVE) or (isinstance(n, ast.Attribute)
-                                                                     and n.attr in _REFLECTIVE)
+    return any((isinstance(n, ast.Name) and n.id in REFLECTIVE) or (isinstance(n, ast.Attribute)
+                                                                     and n.attr in REFLECTIVE)
                for n in ast.walk(node))
 
 
@@ -152,24 +147,6 @@ def _functions(tree: Tree, mod) -> list[tuple[ast.AST, ast.ClassDef | None]]:
     methods = {id(f) for f, _ in out}
     out += [(f, None) for f in tree.walk(mod.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
             and id(f) not in methods]
-    return out
-
-
-def _reach(cap: _Capture, roots: list[_Fn]) -> list[_Fn]:
-    """The functions ``roots`` run and everything they call that the reader can follow (``_Capture.callee``), whole:
-    calls inside nested functions and lambdas included."""
-    seen, out, todo = set(), [], [r for r in roots if r is not None]
-    while todo:
-        fn = todo.pop()
-        if id(fn.node) in seen:
-            continue
-        seen.add(id(fn.node))
-        out.append(fn)
-        for n in ast.walk(fn.node):
-            if isinstance(n, ast.Call):
-                t = cap.callee(fn, n)
-                if t is not None:
-                    todo.append(t)
     return out
 
 
@@ -251,7 +228,7 @@ class _Binding:
             target = self.cap.callee(fn, c)
             if target is None:
                 return False
-            for f in _reach(self.cap, [target]):
+            for f in reach(self.cap, [target]):
                 if _reflective(f.node) or any(not _view_store(f.node, t) for t in _stores(f.node, self.attr)):
                     return False
         return True
@@ -378,7 +355,13 @@ def _binding_fact(cap: _Capture, hops: list[_Fn], lines: list[int], runner: tupl
                 return None  # the path needs both values: another rule prunes it
             assumed[a] = need
     for fn, test, lit, need, c_attr, attr in candidates:
-        why = _bound_at_capture(cap, entry, hops, c_attr, attr, assumed)
+        i = next(k for k, h in enumerate(hops) if h is fn)
+        node = next((n for n in ast.walk(fn.node) if isinstance(n, (ast.If, ast.While)) and n.test is test), None)
+        if node is None:
+            continue
+        holds_read = node.body if any(x.lineno <= lines[i] <= (x.end_lineno or x.lineno) for x in node.body) \
+            else node.orelse
+        why = _bound_at_capture(cap, entry, hops[:i + 1], c_attr, attr, assumed, holds_read)
         if why is not None:
             return CaptureFact(f"`{ast.unparse(lit)}` ({fn.module.rel}:{test.lineno}) is {'false' if need else 'true'} "
                                f"when the graph is captured: the runner calls `{CAPTURE_ENTRY}(..., in_capture=True)` "
@@ -387,18 +370,18 @@ def _binding_fact(cap: _Capture, hops: list[_Fn], lines: list[int], runner: tupl
 
 
 def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, attr: str,
-                      assumed: dict[str, bool]) -> str | None:
+                      assumed: dict[str, bool], branch: list) -> str | None:
     tree = cap.tree
     b = _Binding(cap, entry, attr, assumed)
     if b.outside_stores(c_attr, lambda t, fnode, mod: False) is not None:
         return None  # the object replaced through another receiver
-    later = _reach(cap, [cap.method(IN_GRAPH_PREP), cap.method(WARMUP_HOOK), *hops])
-    ran = _reach(cap, [entry]) + later
+    later = after_capture_call(cap, hops, branch)
+    ran = reach(cap, [entry]) + later
     if any(_is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) for f in later
            for n in ast.walk(f.node)):
         return None  # what runs after the capture call may replace the capture's object
     plain = {id(n.targets[0]) for n in _body_nodes(entry.node) if isinstance(n, ast.Assign) and len(n.targets) == 1}
-    for f in _reach(cap, [entry]):
+    for f in reach(cap, [entry]):
         for n in ast.walk(f.node):
             if _is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) and (
                     f.node is not entry.node or id(n) not in plain):

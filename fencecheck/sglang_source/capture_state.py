@@ -20,9 +20,11 @@ them) is None there:
 - ``getattr(P, "B", None)``: the forward batch has no field ``B``, and every store of ``.B`` in the tree is in a
   method of the backend's MRO that the capture does not run;
 
-and nothing the capture runs stores ``.A`` or calls ``setattr``: the functions the capture call, the in-graph prep
-(``init_forward_metadata_in_graph``) and the read's own call chain up to the test call (the backend's methods and
-the tree's functions, followed through every branch). Stores through objects the reader cannot type are not seen.
+and nothing that runs between the capture call and the captured test stores or deletes ``.A`` (any target, or by
+name: ``REFLECTIVE``): the capture call and what it calls, the warm-up hook (``WARMUP_HOOK``), the in-graph prep
+(``init_forward_metadata_in_graph``) and the read's functions whole, as an earlier layer runs them (``reach``:
+nested functions and lambdas followed), save the body of each ``if`` whose test needs the attribute the fact denies
+on the same object (by induction). Stores through objects the reader cannot type are not seen.
 
 A breakable graph captures decode and verify attention in a segment too (its ``eager_on_graph`` breaks around attention
 are for extend batches in a prefill graph's scope), but its debug replay runs the whole forward as one eager break,
@@ -566,16 +568,67 @@ def _has_attribute(tree: Tree, k: ClassInfo, attr: str) -> bool:
     return False
 
 
+#: Ways of storing an attribute by name, each taken as a store of any attribute.
+REFLECTIVE = frozenset({"setattr", "vars", "__setattr__", "__dict__"})
+#: The backend method the graph runner calls after each warm-up forward, before the capture (0.5.23
+#: model_executor/runner/decode_cuda_graph_runner.py:1487-1498).
+WARMUP_HOOK = "on_after_cuda_graph_warmup"
+
+
+def reach(cap: "_Capture", roots: list, skip: dict[int, list] | None = None, guard=None) -> list[_Fn]:
+    """The functions ``roots`` run and everything they call that the reader can follow (``_Capture.callee``), whole:
+    calls inside nested functions and lambdas included; in a function whose node is a key of ``skip``, the statements
+    listed under it are left out (with what only they call), and so is the body of each ``if`` for which
+    ``guard(function, if)`` is true."""
+    seen, out, todo = set(), [], [r for r in roots if r is not None]
+    while todo:
+        fn = todo.pop()
+        if id(fn.node) in seen:
+            continue
+        seen.add(id(fn.node))
+        out.append(fn)
+        gone = {id(x) for x in (skip or {}).get(id(fn.node), ())}
+        stack = [fn.node]
+        while stack:
+            n = stack.pop()
+            if id(n) in gone:
+                continue
+            if isinstance(n, ast.Call):
+                t = cap.callee(fn, n)
+                if t is not None:
+                    todo.append(t)
+            if isinstance(n, ast.If) and guard is not None and guard(fn, n):
+                stack.extend([n.test, *n.orelse])
+                continue
+            stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def after_capture_call(cap: "_Capture", hops: list[_Fn], branch: list, guard=None) -> list[_Fn]:
+    """What runs between the capture call and the captured test, besides the capture call itself: the warm-up
+    forwards and the hook after each (``WARMUP_HOOK``), the in-graph prep and every layer's forward, as far as the
+    reader follows them (``reach``). The read's functions up to the test's are taken whole (an earlier layer runs all
+    of them), save ``branch``, the statements of the test's function that run only where the test has the value the
+    read needs: they run, in an earlier layer, only after the test had that value there, which is what the fact
+    denies (the first layer's test sees the capture's objects as they are). ``guard`` leaves out, the same way, the
+    body of each other ``if`` whose test needs what the fact denies (``reach``)."""
+    return reach(cap, [cap.method(IN_GRAPH_PREP), cap.method(WARMUP_HOOK), *hops],
+                 {id(hops[-1].node): branch} if hops else None, guard)
+
+
 def _stores(fns: list[_Fn], attr: str) -> list[str]:
-    """file:line of each store of ``.attr`` on an object other than ``self`` (or a ``setattr``) in ``fns``."""
+    """file:line of each store or deletion of ``.attr`` on an object other than ``self`` in ``fns`` (any target:
+    tuple, annotated, augmented; nested functions and lambdas included), and of each store by name (``setattr``,
+    ``__setattr__``, ``vars``, ``__dict__``)."""
     out = []
     for fn in fns:
-        for n in _body_nodes(fn.node):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
+        for n in ast.walk(fn.node):
+            if (isinstance(n, ast.Name) and n.id in REFLECTIVE) or (isinstance(n, ast.Attribute)
+                                                                    and n.attr in REFLECTIVE):
                 out.append(f"{fn.module.rel}:{n.lineno}")
-            for t in _targets(n):
-                if isinstance(t, ast.Attribute) and t.attr == attr and _is_self_attr(t) is None:
-                    out.append(f"{fn.module.rel}:{n.lineno}")
+            if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, (ast.Store, ast.Del)) \
+                    and _is_self_attr(n) is None:
+                out.append(f"{fn.module.rel}:{n.lineno}")
     return out
 
 
@@ -628,7 +681,7 @@ def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFa
             memo = tree.__dict__.setdefault("_capture_facts", {})
             k = (ci.key, mode, id(n), tuple(id(h.node) for h in hops[:i + 1]), tuple(lines[:i]))
             if k not in memo:
-                memo[k] = _test_fact(cap, fn, n, runner, hops[:i + 1], lines[:i] + [n.lineno])
+                memo[k] = _test_fact(cap, fn, n, runner, hops[:i + 1])
             if memo[k] is not None:
                 return memo[k]
     return None
@@ -652,10 +705,10 @@ def read_hops(tree: Tree, ci: ClassInfo, read) -> tuple[list[_Fn], list[int]] | 
     return hops, [h.line for h in read.via[1:]] + [read.line]
 
 
-def _test_fact(cap, fn, n, runner, chain, upto) -> CaptureFact | None:
+def _test_fact(cap, fn, n, runner, chain) -> CaptureFact | None:
     conjs = n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]
     for conj in conjs:
-        why = _absent(cap, fn, conj, n.lineno, runner, chain, upto)
+        why = _absent(cap, fn, conj, n.lineno, runner, chain, n.body)
         if why is not None:
             return CaptureFact(f"`{ast.unparse(conj)}` ({fn.module.rel}:{n.lineno}) is false when the graph is "
                                f"captured: {why}")
@@ -666,28 +719,40 @@ def _encloses(n: ast.If | ast.While, line: int) -> bool:
     return any(getattr(s, "lineno", 0) <= line <= getattr(s, "end_lineno", 0) for s in n.body)
 
 
-def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], upto: list[int]) -> str | None:
+def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], branch: list) -> str | None:
     hit = _needs_attribute(fn.node, conj, line)
     if hit is None:
         return None
     receiver, attr = hit
     receiver = _resolved(fn.node, receiver, line)
     tree, ci = cap.tree, cap.ci
-    entry, prep = cap.method(CAPTURE_ENTRY), cap.method(IN_GRAPH_PREP)
+    entry = cap.method(CAPTURE_ENTRY)
     if entry is None:
         return None
-    ran = cap.closure([(entry, None)] + ([(prep, None)] if prep else []) + list(zip(chain, upto)))
+    want = ast.dump(receiver)
+
+    def same_test(f: _Fn, n: ast.If) -> bool:
+        """The test needs ``getattr(R, attr, None)`` not None for the same ``R``: its body runs only once that
+        attribute is there, which nothing before it stored (the argument by induction over what runs)."""
+        conjs = n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]
+        for c in conjs:
+            got = _needs_attribute(f.node, c, n.lineno)
+            if got is not None and got[1] == attr and ast.dump(_resolved(f.node, got[0], n.lineno)) == want:
+                return True
+        return False
+
+    later = after_capture_call(cap, chain, branch, same_test)
+    ran = reach(cap, [entry]) + later
     ran_nodes = {id(f.node) for f in ran}
     if _stores(ran, attr):
         return None
-    later = cap.closure(([(prep, None)] if prep else []) + list(zip(chain, upto)))
     parts = []
     for alt in _alternatives(receiver):
         c_attr = _is_self_attr(alt)
         if c_attr is not None:
-            if any(_is_self_attr(t) == c_attr for f in later for n in _body_nodes(f.node) if isinstance(n, ast.Assign)
-                   for t in n.targets):
-                return None  # the in-graph prep or the forward may replace the capture's object
+            if any(_is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) for f in later
+                   for n in ast.walk(f.node)):
+                return None  # what runs after the capture call may replace the capture's object
             states = cap.assigned(entry, c_attr)
             if not states or any(not s for s in states):
                 return None
