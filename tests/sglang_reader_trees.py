@@ -1,8 +1,8 @@
-"""Small synthetic SGLang trees for the reader's limit and fuzz tests.
+"""Small synthetic SGLang trees for the reader's limit, fuzz and capture tests.
 
 Small synthetic SGLang trees built in a temporary folder by the reader's limit and fuzz tests: the common minimal
 package (tests/sglang_trees/common) with files added or replaced, and source generators for backends, helper chains
-and declarations. Never imported: the reader reads them with ``ast``."""
+and declarations, and the files the capture tests lay over the tree. Never imported: the reader reads them with ``ast``."""
 
 from __future__ import annotations
 
@@ -28,6 +28,19 @@ def build(dest: Path, files: dict[str, str], case: str | None = None) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
     return root
+
+
+#: The common tree's forward_batch_info.py with a ForwardBatch dataclass (the capture rules read its fields).
+FB = "srt/model_executor/forward_batch_info.py"
+FORWARD_BATCH = ("from dataclasses import dataclass\n" + (TREES / "common" / "sglang" / FB).read_text()
+                 + "\n\n@dataclass\nclass ForwardBatch:\n    forward_mode: ForwardMode\n    batch_size: int\n"
+                   "    req_pool_indices: object = None\n    seq_lens: object = None\n")
+#: A breakable-graph break marker, for a tree with breakable graphs.
+BREAKABLE = {"srt/model_executor/runner_backend_utils/breakable.py": "def eager_on_graph(fn=None):\n    return fn\n"}
+#: The common tree's decode graph runner, and a copy of it whose no-marker fallback is PRE_REPLAY.
+RUNNER = "srt/model_executor/runner/decode_cuda_graph_runner.py"
+PRE_FALLBACK = {RUNNER: (TREES / "common" / "sglang" / RUNNER).read_text().replace(
+    "            return SharedReadEnds.POST_REPLAY\n", "            return SharedReadEnds.PRE_REPLAY\n")}
 
 
 def method(name: str, body: str, args: str = "self, fb") -> str:

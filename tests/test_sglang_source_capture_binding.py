@@ -19,19 +19,10 @@ import pytest
 
 from fencecheck.commands.reader_status import settle
 from fencecheck.sglang_source import read_path
-from sglang_reader_trees import ATTN, build
+from sglang_reader_trees import ATTN, BREAKABLE, FB, FORWARD_BATCH, PRE_FALLBACK, build
 
 AT = "sglang/srt/layers/attention/bind_backend.py"
 SRC = (build.__globals__["TREES"] / "capture_binding" / "sglang" / ATTN / "bind_backend.py").read_text()
-FB = "srt/model_executor/forward_batch_info.py"
-FORWARD_BATCH = ("from dataclasses import dataclass\n"
-                 + (build.__globals__["TREES"] / "common" / "sglang" / FB).read_text()
-                 + "\n\n@dataclass\nclass ForwardBatch:\n    forward_mode: ForwardMode\n    batch_size: int\n"
-                   "    req_pool_indices: object = None\n    seq_lens: object = None\n")
-BREAKABLE = {"srt/model_executor/runner_backend_utils/breakable.py": "def eager_on_graph(fn=None):\n    return fn\n"}
-RUNNER = "srt/model_executor/runner/decode_cuda_graph_runner.py"
-PRE_FALLBACK = {RUNNER: (build.__globals__["TREES"] / "common" / "sglang" / RUNNER).read_text().replace(
-    "            return SharedReadEnds.POST_REPLAY\n", "            return SharedReadEnds.PRE_REPLAY\n")}
 
 
 def _extraction(tmp_path, replace=(), files=None):

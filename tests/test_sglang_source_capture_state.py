@@ -20,16 +20,10 @@ from fencecheck.sglang_source import read_path
 from fencecheck.sglang_source.capture_state import graph_modes, local_value
 from fencecheck.sglang_source.declare import Modes
 from fencecheck.sglang_source.tree import Tree
-from sglang_reader_trees import ATTN, build
+from sglang_reader_trees import ATTN, BREAKABLE, FB, FORWARD_BATCH, PRE_FALLBACK, RUNNER, build
 
 AT = "sglang/srt/layers/attention/replan_backend.py"
 SRC = (build.__globals__["TREES"] / "capture_metadata" / "sglang" / ATTN / "replan_backend.py").read_text()
-#: The common tree's forward_batch_info.py with a ForwardBatch dataclass (the rule reads its fields).
-FB = "srt/model_executor/forward_batch_info.py"
-FORWARD_BATCH = ("from dataclasses import dataclass\n" + (build.__globals__["TREES"] / "common" / "sglang" / FB).read_text()
-                 + "\n\n@dataclass\nclass ForwardBatch:\n    forward_mode: ForwardMode\n    batch_size: int\n"
-                   "    req_pool_indices: object = None\n    seq_lens: object = None\n")
-BREAKABLE = {"srt/model_executor/runner_backend_utils/breakable.py": "def eager_on_graph(fn=None):\n    return fn\n"}
 
 
 def _extraction(tmp_path, replace=(), files=None):
@@ -60,9 +54,6 @@ def test_a_path_the_capture_never_takes_is_not_a_finding_without_breakable_graph
     assert nf.why.endswith("; the tree has no breakable graphs")
 
 
-RUNNER = "srt/model_executor/runner/decode_cuda_graph_runner.py"
-PRE_FALLBACK = {RUNNER: (build.__globals__["TREES"] / "common" / "sglang" / RUNNER).read_text().replace(
-    "            return SharedReadEnds.POST_REPLAY\n", "            return SharedReadEnds.PRE_REPLAY\n")}
 
 
 def test_with_breakable_graphs_a_post_replay_fallback_covers_the_debug_replay(tmp_path):

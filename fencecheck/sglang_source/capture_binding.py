@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import ast
 
-from .capture_state import (CAPTURE_ENTRY, REFLECTIVE, CaptureFact, _batch_param, _body_nodes, _Capture, _Fn, _is_self_attr,
-                            _on_batch, _path_tests, _resolved, after_capture_call, capture_call, graph_modes,
-                            local_value, reach, read_hops)
+from .capture_state import (CAPTURE_ENTRY, CaptureFact, _batch_param, _body_nodes, _Capture, _Fn, _is_self_attr,
+                            _on_batch, _path_tests, _resolved, after_capture_call, by_name, capture_call, graph_modes,
+                            local_value, reach, read_hops, replaces)
+from .constructed import parents_of
 from .feasible import volatile_attributes
 from .reads import decided_test
 from .tree import ClassInfo, Tree
@@ -124,11 +125,10 @@ def _view_store(fn: ast.AST, target: ast.Attribute) -> bool:
     return any(isinstance(n, ast.Assign) and n.targets == [target] and _is_view(n.value) for n in ast.walk(fn))
 
 
-def _reflective(node: ast.AST) -> bool:
-    """Whether ``node`` stores attributes by name (``setattr``, ``obj.__setattr__``, ``vars``, ``__dict__``)."""
-    return any((isinstance(n, ast.Name) and n.id in REFLECTIVE) or (isinstance(n, ast.Attribute)
-                                                                     and n.attr in REFLECTIVE)
-               for n in ast.walk(node))
+def _touches(node: ast.AST, attr: str) -> bool:
+    """Whether ``node`` stores or deletes ``.attr`` other than as a slice (``_view_store``), or stores attributes by
+    name (``capture_state.by_name``)."""
+    return any(by_name(n) for n in ast.walk(node)) or any(not _view_store(node, t) for t in _stores(node, attr))
 
 
 def _root(e: ast.expr) -> ast.expr:
@@ -211,7 +211,7 @@ class _Binding:
                 if self.attr in c.methods or any(h in c.methods for h in _HOOKS):
                     return False
                 for m in c.methods.values():
-                    if _reflective(m) or any(not _view_store(m, t) for t in _stores(m, self.attr)):
+                    if _touches(m, self.attr):
                         return False
         return True
 
@@ -229,7 +229,7 @@ class _Binding:
             if target is None:
                 return False
             for f in reach(self.cap, [target]):
-                if _reflective(f.node) or any(not _view_store(f.node, t) for t in _stores(f.node, self.attr)):
+                if _touches(f.node, self.attr):
                     return False
         return True
 
@@ -245,10 +245,9 @@ class _Binding:
         at = _chain(fn.node.body, line)
         if any(isinstance(s, (ast.For, ast.AsyncFor, ast.While)) or field == "other" for s, field in at):
             return False  # a store in a loop may keep an object made on another iteration
-        stores = _stores(fn.node, self.attr)
-        if any(not _view_store(fn.node, t) for t in stores) or _reflective(fn.node) or not self._calls_ok(fn, var):
+        if _touches(fn.node, self.attr) or not self._calls_ok(fn, var):
             return False
-        for t in stores:
+        for t in _stores(fn.node, self.attr):
             if not (isinstance(t.value, ast.Name) and t.value.id == var and ctor.lineno < t.lineno < line):
                 continue
             mine = _chain(fn.node.body, t.lineno)
@@ -267,7 +266,7 @@ class _Binding:
         cap, tree = self.cap, self.cap.tree
         found = 0
         for fn in cap.methods():
-            parents = {id(k): n for n in ast.walk(fn.node) for k in ast.iter_child_nodes(n)}
+            parents = parents_of(tree, fn.module)
             for n in ast.walk(fn.node):
                 if _is_self_attr(n) != table:
                     continue
@@ -295,7 +294,7 @@ class _Binding:
                 if id(fnode) in self.mine:
                     continue
                 other = self.others_self(tree, fnode, owner)
-                parents = {id(k): n for n in ast.walk(fnode) for k in ast.iter_child_nodes(n)}
+                parents = parents_of(tree, mod)
                 for n in ast.walk(fnode):
                     if not (isinstance(n, ast.Attribute) and n.attr == table):
                         continue
@@ -377,8 +376,7 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, a
         return None  # the object replaced through another receiver
     later = after_capture_call(cap, hops, branch)
     ran = reach(cap, [entry]) + later
-    if any(_is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) for f in later
-           for n in ast.walk(f.node)):
+    if replaces(later, c_attr):
         return None  # what runs after the capture call may replace the capture's object
     plain = {id(n.targets[0]) for n in _body_nodes(entry.node) if isinstance(n, ast.Assign) and len(n.targets) == 1}
     for f in reach(cap, [entry]):
@@ -386,9 +384,8 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, a
             if _is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) and (
                     f.node is not entry.node or id(n) not in plain):
                 return None  # stored where ``_Capture.assigned`` does not follow it
-    for f in ran:
-        if _reflective(f.node) or any(not _view_store(f.node, t) for t in _stores(f.node, attr)):
-            return None
+    if any(_touches(f.node, attr) for f in ran):
+        return None
     for a in assumed:
         if b.outside_stores(a, lambda t, fnode, mod: False) is not None:
             return None  # a setting the read's path needs, changed through another receiver

@@ -616,6 +616,17 @@ def after_capture_call(cap: "_Capture", hops: list[_Fn], branch: list, guard=Non
                  {id(hops[-1].node): branch} if hops else None, guard)
 
 
+def by_name(n: ast.AST) -> bool:
+    """Whether ``n`` names a way of storing an attribute by name (``REFLECTIVE``)."""
+    return (isinstance(n, ast.Name) and n.id in REFLECTIVE) or (isinstance(n, ast.Attribute) and n.attr in REFLECTIVE)
+
+
+def replaces(fns: list[_Fn], c_attr: str) -> bool:
+    """Whether one of ``fns`` stores or deletes ``self.<c_attr>`` (any target, nested functions included)."""
+    return any(_is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) for f in fns
+               for n in ast.walk(f.node))
+
+
 def _stores(fns: list[_Fn], attr: str) -> list[str]:
     """file:line of each store or deletion of ``.attr`` on an object other than ``self`` in ``fns`` (any target:
     tuple, annotated, augmented; nested functions and lambdas included), and of each store by name (``setattr``,
@@ -623,8 +634,7 @@ def _stores(fns: list[_Fn], attr: str) -> list[str]:
     out = []
     for fn in fns:
         for n in ast.walk(fn.node):
-            if (isinstance(n, ast.Name) and n.id in REFLECTIVE) or (isinstance(n, ast.Attribute)
-                                                                    and n.attr in REFLECTIVE):
+            if by_name(n):
                 out.append(f"{fn.module.rel}:{n.lineno}")
             if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, (ast.Store, ast.Del)) \
                     and _is_self_attr(n) is None:
@@ -750,8 +760,7 @@ def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], b
     for alt in _alternatives(receiver):
         c_attr = _is_self_attr(alt)
         if c_attr is not None:
-            if any(_is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) for f in later
-                   for n in ast.walk(f.node)):
+            if replaces(later, c_attr):
                 return None  # what runs after the capture call may replace the capture's object
             states = cap.assigned(entry, c_attr)
             if not states or any(not s for s in states):
