@@ -479,3 +479,109 @@ def test_the_reader_s_walk_is_ast_walk_in_its_order():
     for text in (Path(__file__).read_text(), Path(ast.__file__).read_text(), "x = 1", ""):
         tree = ast.parse(text)
         assert [id(n) for n in walk_nodes(tree)] == [id(n) for n in ast.walk(tree)]
+
+
+def _texts():
+    import ast
+
+    return (Path(__file__).read_text(), Path(ast.__file__).read_text(), "x = 1", "")
+
+
+def test_the_reader_s_parent_map_is_the_child_walk_s():
+    """``constructed.parent_map`` maps each child to the parent ``ast.iter_child_nodes`` gives it over ``ast.walk``
+    (the last one, for the context objects Python shares), for every node."""
+    import ast
+
+    from fencecheck.sglang_source.constructed import parent_map
+    from fencecheck.sglang_source.tree import walk_nodes
+
+    for text in _texts():
+        tree = ast.parse(text)
+        assert parent_map(walk_nodes(tree)) == {id(k): n for n in ast.walk(tree) for k in ast.iter_child_nodes(n)}
+
+
+def test_a_node_s_kept_walk_is_its_walk_and_is_kept_once():
+    import ast
+
+    from fencecheck.sglang_source.tree import walk_once
+
+    tree = ast.parse(Path(__file__).read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+    first = walk_once(fn)
+    assert [id(n) for n in first] == [id(n) for n in ast.walk(fn)] and walk_once(fn) is first
+
+
+def test_a_copied_node_is_the_node_without_the_reader_s_marks():
+    """``tree.copy_node`` copies every field and position (``ast.dump`` with them is the same), shares no node with
+    the original, and leaves out what the reader hangs on nodes (``_fc_parent``, whose ``copy.deepcopy`` would take
+    the copy up to the module)."""
+    import ast
+    import copy
+
+    from fencecheck.sglang_source.reads import _walk_no_defs
+    from fencecheck.sglang_source.tree import copy_node
+
+    for text in _texts():
+        tree = ast.parse(text)
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)][:40]:
+            _walk_no_defs(fn)  # sets _fc_parent on the nodes below fn
+        for node in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.expr)][:300]]:
+            got = copy_node(node)
+            assert ast.dump(got, include_attributes=True) == ast.dump(copy.deepcopy(node), include_attributes=True)
+            assert not {id(n) for n in ast.walk(got)} & {id(n) for n in ast.walk(node) if not isinstance(
+                n, (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop))}
+            assert not any("_fc_parent" in vars(n) for n in ast.walk(got))
+
+
+def test_the_self_stores_index_is_the_per_attribute_walk(tmp_path):
+    """``attributes.self_assignments`` (from one index per class) gives, for each attribute, the statements a walk of
+    the class's methods for that attribute gives, in its order, with the same "unconditional in __init__" flag."""
+    import ast
+
+    from fencecheck.sglang_source.attributes import _targets, self_assignments
+
+    text = (
+        "class A:\n"
+        "    def __init__(self, x):\n"
+        "        self.a = 1\n"
+        "        self.b: int = 2\n"
+        "        self.a, self.c = x\n"
+        "        with x:\n"
+        "            self.d = 3\n"
+        "        if x:\n"
+        "            self.e = 4\n"
+        "        self.f += 1\n"
+        "        self.g = self.g2 = 5\n"
+        "        other.h = 6\n"
+        "    def m(self):\n"
+        "        self.a = 7\n"
+        "        def inner():\n"
+        "            self.e = 8\n"
+        "        [self.i] = [9]\n"
+    )
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "m.py").write_text(text)
+    tree = Tree(tmp_path / "sglang")
+    ci = tree.module("sglang.m").classes["A"]
+
+    def slow(attr):
+        out = []
+        for name, fn in ci.methods.items():
+            top = set()
+            if name == "__init__":
+                for s in fn.body:
+                    top.add(id(s))
+                    if isinstance(s, (ast.With, ast.AsyncWith)):
+                        top |= {id(x) for x in s.body}
+            for n in ast.walk(fn):
+                if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                       and t.value.id == "self" for t in _targets(n)):
+                    out.append((name, n, id(n) in top and isinstance(n, (ast.Assign, ast.AnnAssign))))
+        return out
+
+    for attr in ("a", "b", "c", "d", "e", "f", "g", "g2", "h", "i", "z"):
+        assert self_assignments(tree, ci, attr) == slow(attr), attr
+    assert [(m, u) for m, _, u in self_assignments(tree, ci, "a")] == [("__init__", True), ("m", False)]
+    assert [u for _, _, u in self_assignments(tree, ci, "b") + self_assignments(tree, ci, "d")] == [True, True]
+    assert [u for _, _, u in self_assignments(tree, ci, "e") + self_assignments(tree, ci, "f")] == [False, False, False]

@@ -18,13 +18,12 @@ are unsatisfiable for every candidate (z3, bounded by ``feasible.RLIMIT``), and 
 from __future__ import annotations
 
 import ast
-import copy
 import re
 
 import z3
 
 from .feasible import RLIMIT, _Atoms, parsed_all
-from .tree import ClassInfo, Tree
+from .tree import ClassInfo, Tree, copy_node
 
 #: Levels of substitution of a definition's locals and attributes.
 MAX_DEPTH = 3
@@ -94,7 +93,18 @@ def _is_self(t, attr: str) -> bool:
 
 def self_assignments(tree: Tree, ci: ClassInfo, attr: str) -> list[tuple[str, ast.AST, bool]]:
     """(method, statement, unconditional in ``__init__``) of each ``self.<attr>`` assignment in ``ci``'s methods."""
-    out = []
+    return _self_stores(tree, ci).get(attr, [])
+
+
+def _self_stores(tree: Tree, ci: ClassInfo) -> dict[str, list[tuple[str, ast.AST, bool]]]:
+    """attr -> ``self_assignments(tree, ci, attr)``, for every attribute at once (one walk of the class per tree)."""
+    memo = tree.__dict__.setdefault("_self_stores", {})
+    k = (ci.key, ci.line)
+    out = memo.get(k)
+    if out is not None:
+        return out
+    out = memo[k] = {}
+    plain = (ast.Assign, ast.AnnAssign)
     for name, fn in ci.methods.items():
         top = set()
         if name == "__init__":
@@ -103,8 +113,14 @@ def self_assignments(tree: Tree, ci: ClassInfo, attr: str) -> list[tuple[str, as
                 if isinstance(s, (ast.With, ast.AsyncWith)):
                     top |= {id(x) for x in s.body}
         for n in tree.walk(fn):
-            if any(_is_self(t, attr) for t in _targets(n)):
-                out.append((name, n, id(n) in top and isinstance(n, (ast.Assign, ast.AnnAssign))))
+            if not isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                continue
+            seen = set()
+            for t in _targets(n):
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
+                        and t.attr not in seen:
+                    seen.add(t.attr)
+                    out.setdefault(t.attr, []).append((name, n, id(n) in top and isinstance(n, plain)))
     return out
 
 
@@ -150,14 +166,14 @@ class _Definitions:
         class _Sub(ast.NodeTransformer):
             def visit_Name(self, node):
                 v = outer.locals.get(node.id)
-                return outer.expand(copy.deepcopy(v), depth + 1) if v is not None else node
+                return outer.expand(copy_node(v), depth + 1) if v is not None else node
 
             def visit_Attribute(self, node):
                 if isinstance(node.value, ast.Name) and node.value.id == "self" and outer.values.get(node.attr):
-                    return outer.expand(copy.deepcopy(outer.values[node.attr]), depth + 1)
+                    return outer.expand(copy_node(outer.values[node.attr]), depth + 1)
                 return self.generic_visit(node)
 
-        return _Sub().visit(copy.deepcopy(e))
+        return _Sub().visit(copy_node(e))
 
 
 def _truth(atoms: _Scoped, d: _Definitions, a: str, default):
@@ -237,7 +253,7 @@ def _dead_for(tree: Tree, parsed, receiver: str, attrs: dict[str, object]) -> st
         if impossible:
             continue
         for node in parsed:
-            solver.add(read.formula(_Marked(receiver).visit(copy.deepcopy(node))))
+            solver.add(read.formula(_Marked(receiver).visit(copy_node(node))))
         if solver.check() != z3.unsat:
             return None
         if d is not None:
@@ -319,13 +335,13 @@ def _platform_values(tree: Tree, ci: ClassInfo, text: str) -> list[tuple[str, di
             if isinstance(node.value, ast.Name) and node.value.id == "self":
                 e = _platform_definition(tree, ci, node.attr)
                 if e is not None:
-                    return copy.deepcopy(e)
+                    return copy_node(e)
             return self.generic_visit(node)
 
     ev = Evaluator(tree)
     out = []
     for c in conjuncts:
-        e = _Sub().visit(copy.deepcopy(c))
+        e = _Sub().visit(copy_node(c))
         out.append((ast.unparse(c), {p.value: ev.value(ci.module, e, p.value, {}) for p in Platform}))
     memo[k] = out
     return out

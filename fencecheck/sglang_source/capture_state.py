@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from .attributes import _targets, self_assignments
 from .reads import decided_test
-from .tree import ClassInfo, FuncInfo, Tree
+from .tree import ClassInfo, FuncInfo, Tree, walk_once
 
 #: The backend method the graph runner calls with ``in_capture=True`` before capturing a graph.
 CAPTURE_ENTRY = "init_forward_metadata_out_graph"
@@ -514,7 +514,7 @@ def _batch_param(fn: ast.FunctionDef) -> str | None:
     if not params:
         return None
     p = params[0]
-    for n in ast.walk(fn):
+    for n in walk_once(fn):
         if isinstance(n, ast.Name) and n.id == p and isinstance(n.ctx, ast.Store):
             return None
         if isinstance(n, ast.Attribute) and n.attr == "forward_mode" and isinstance(n.ctx, ast.Store):
@@ -624,7 +624,7 @@ def by_name(n: ast.AST) -> bool:
 def replaces(fns: list[_Fn], c_attr: str) -> bool:
     """Whether one of ``fns`` stores or deletes ``self.<c_attr>`` (any target, nested functions included)."""
     return any(_is_self_attr(n) == c_attr and isinstance(n.ctx, (ast.Store, ast.Del)) for f in fns
-               for n in ast.walk(f.node))
+               for n in walk_once(f.node))
 
 
 def _stores(fns: list[_Fn], attr: str) -> list[str]:
@@ -633,7 +633,7 @@ def _stores(fns: list[_Fn], attr: str) -> list[str]:
     ``__setattr__``, ``vars``, ``__dict__``)."""
     out = []
     for fn in fns:
-        for n in ast.walk(fn.node):
+        for n in walk_once(fn.node):
             if by_name(n):
                 out.append(f"{fn.module.rel}:{n.lineno}")
             if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, (ast.Store, ast.Del)) \
@@ -752,7 +752,11 @@ def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], b
         return False
 
     later = after_capture_call(cap, chain, branch, same_test)
-    ran = reach(cap, [entry]) + later
+    memo = tree.__dict__.setdefault("_capture_reach", {})
+    k = (ci.key, ci.line, cap.mode, id(entry.node))
+    if k not in memo:  # what the capture call runs: the same for every test of the class and mode
+        memo[k] = (entry.node, reach(cap, [entry]))
+    ran = memo[k][1] + later
     ran_nodes = {id(f.node) for f in ran}
     if _stores(ran, attr):
         return None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .declare import negate
 from .reads import CHILD_ENTRY_METHODS
-from .tree import ClassInfo, FuncInfo, Tree
+from .tree import ClassInfo, FuncInfo, Tree, walk_once
 
 MAX_DEPTH = 4
 
@@ -59,7 +59,7 @@ CHILD_METHODS = frozenset(CHILD_ENTRY_METHODS) | {"shared_read_ends", "_snapshot
 def _own_child_attrs(c: ClassInfo) -> set[str]:
     out = set()
     for name, fn in c.methods.items():
-        for node in ast.walk(fn):
+        for node in walk_once(fn):
             if isinstance(node, ast.Attribute) and node.attr in CHILD_METHODS and _self_attr(node.value):
                 out.add(node.value.attr)
             elif name in ("shared_read_ends", "_snapshot_prefill_shared_reads") \

@@ -22,13 +22,12 @@ stay.
 from __future__ import annotations
 
 import ast
-import copy
 
 from fencecheck.vocab import Platform
 
 from .feasible import simplified
 from .platform import Evaluator
-from .tree import ClassInfo, Tree, _absolute
+from .tree import ClassInfo, Tree, _absolute, copy_node
 
 #: Classes followed from a construction inside a method to that method's class.
 MAX_DEPTH = 3
@@ -38,9 +37,26 @@ def parents_of(tree: Tree, mod) -> dict[int, ast.AST]:
     memo = tree.__dict__.setdefault("_construct_parents", {})
     hit = memo.get(mod.name)
     if hit is None:
-        hit = {id(k): n for n in ast.walk(mod.tree) for k in ast.iter_child_nodes(n)}
-        memo[mod.name] = hit
+        hit = memo[mod.name] = parent_map(tree.walk(mod.tree))
     return hit
+
+
+def parent_map(nodes) -> dict[int, ast.AST]:
+    """id(child) -> parent over ``nodes`` (``ast.walk``'s order, as ``Tree.walk`` gives it), each node's children
+    in field order: what ``{id(k): n for n in nodes for k in ast.iter_child_nodes(n)}`` gives, without a generator
+    per node."""
+    out: dict[int, ast.AST] = {}
+    AST = ast.AST
+    for n in nodes:
+        for f in n._fields:
+            v = getattr(n, f, None)
+            if isinstance(v, AST):
+                out[id(v)] = n
+            elif isinstance(v, list):
+                for x in v:
+                    if isinstance(x, AST):
+                        out[id(x)] = n
+    return out
 
 
 #: The fields of a compound statement that hold a block of statements.
@@ -80,7 +96,7 @@ class _Aliases(ast.NodeTransformer):
         self.names = names
 
     def visit_Name(self, node):
-        return copy.deepcopy(self.names[node.id]) if node.id in self.names else node
+        return copy_node(self.names[node.id]) if node.id in self.names else node
 
 
 def _predicate_names(mod) -> dict[str, ast.expr]:
@@ -152,7 +168,7 @@ def construction_platform(tree: Tree, ci: ClassInfo, _depth: int = 0) -> tuple[s
         conds, fn = path_tests(node, parents)
         owner = _enclosing_class(fn, parents)
         aliases = _Aliases(_predicate_names(mod))
-        test = ast.BoolOp(ast.And(), [aliases.visit(copy.deepcopy(c)) for c in conds]) if conds else None
+        test = ast.BoolOp(ast.And(), [aliases.visit(copy_node(c)) for c in conds]) if conds else None
         here = {p.value for p in Platform if test is None or ev.value(mod, test, p.value, {}) is not False}
         how = f"when {simplified([ast.unparse(c) for c in conds])}" if conds else ""
         if owner is not None and here == {p.value for p in Platform}:

@@ -56,7 +56,7 @@ from .attributes import _targets
 from .capture_state import _body_nodes
 from .constructed import ends_in_exit
 from .feasible import parsed_all, unsat_core
-from .tree import ClassInfo, Tree
+from .tree import ClassInfo, Tree, walk_once
 
 #: The prefix of a frame's stable locals in the formula (``_linkable`` links these).
 _FRAME = "F{}__"
@@ -215,7 +215,7 @@ def _immutable(fn: ast.FunctionDef, name: str) -> bool:
 def _handed_on(fn: ast.FunctionDef, name: str) -> bool:
     """Whether ``fn`` hands ``name`` to anything that could change the object: an argument or the callee of a call
     (its receiver included), or a store into it (an attribute or an item)."""
-    for n in ast.walk(fn):
+    for n in walk_once(fn):
         if isinstance(n, ast.Call):
             for a in [*n.args, *(k.value for k in n.keywords), n.func]:
                 if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(a)):

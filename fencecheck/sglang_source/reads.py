@@ -572,6 +572,7 @@ def _shared_of(value, aliases) -> str | None:
 
 
 _INTERESTING: dict[int, list] = {}
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def _walk_no_defs(node):
@@ -582,14 +583,21 @@ def _walk_no_defs(node):
         return hit[1]
     stack = [node]
     out = []
+    AST, defs, wanted = ast.AST, _DEFS, (ast.Call, ast.Attribute, ast.Name)
     while stack:
         n = stack.pop()
-        if isinstance(n, (ast.Call, ast.Attribute, ast.Name)):
+        if isinstance(n, wanted):
             if not (isinstance(n, ast.Attribute) and n.attr not in SHARED_ATTRS) and \
                     not (isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)):
                 out.append(n)
-        kids = [k for k in ast.iter_child_nodes(n)
-                if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))]
+        kids = []  # ast.iter_child_nodes(n), in its order, without its generator; nested bodies left out
+        for f in n._fields:
+            v = getattr(n, f, None)
+            if isinstance(v, AST):
+                if not isinstance(v, defs):
+                    kids.append(v)
+            elif isinstance(v, list):
+                kids += [x for x in v if isinstance(x, AST) and not isinstance(x, defs)]
         for k in kids:
             k._fc_parent = n
         stack.extend(reversed(kids))

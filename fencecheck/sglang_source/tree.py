@@ -229,14 +229,14 @@ class Tree:
     def raw_search(self, needles: tuple[str, ...], under: str) -> list[str]:
         """``modules_containing`` computed again, neither kept nor recorded."""
         folders = self.__dict__.setdefault("_folders", {})
-        mods = folders.get(under)
-        if mods is None:
-            mods = folders[under] = [m for m in self.paths if in_folder(m, under)]
-        text = self.raw_text
+        pairs = folders.get(under)
+        if pairs is None:  # (module, text) of each module below ``under``: the texts read once
+            text = self.raw_text
+            pairs = folders[under] = [(m, text(m)) for m in self.paths if in_folder(m, under)]
         if len(needles) == 1:
             (n,) = needles
-            return [m for m in mods if n in text(m)]
-        return [m for m in mods if any(n in text(m) for n in needles)]
+            return [m for m, t in pairs if n in t]
+        return [m for m, t in pairs if any(n in t for n in needles)]
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
         """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
@@ -489,6 +489,34 @@ class Tree:
                 if mm:
                     return mm.group(1)
         return None
+
+
+def copy_node(node):
+    """A copy of the syntax tree ``node`` (its fields and positions, nothing else): what ``copy.deepcopy`` gives
+    without the reader's own attributes on the nodes (the parent ``reads`` sets would take the copy up to the whole
+    module)."""
+    if isinstance(node, ast.AST):
+        new = node.__class__()
+        for f in node._fields:
+            if hasattr(node, f):
+                setattr(new, f, copy_node(getattr(node, f)))
+        for a in node._attributes:
+            if hasattr(node, a):
+                setattr(new, a, getattr(node, a))
+        return new
+    if isinstance(node, list):
+        return [copy_node(x) for x in node]
+    return node
+
+
+def walk_once(node: ast.AST) -> list[ast.AST]:
+    """``walk_nodes(node)``, kept on the node (for a function or a module of a tree, which is never changed; not for a
+    node that may be copied: ``copy.deepcopy`` would copy the list too)."""
+    d = node.__dict__
+    out = d.get("_fc_walk")
+    if out is None:
+        out = d["_fc_walk"] = walk_nodes(node)
+    return out
 
 
 def walk_nodes(node: ast.AST) -> list[ast.AST]:
