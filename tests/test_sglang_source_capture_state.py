@@ -17,7 +17,7 @@ import pytest
 
 from fencecheck.commands.reader_status import settle
 from fencecheck.sglang_source import read_path
-from fencecheck.sglang_source.capture_state import graph_modes, local_value
+from fencecheck.sglang_source.capture_state import CaptureFact, graph_modes, local_value
 from fencecheck.sglang_source.declare import Modes
 from fencecheck.sglang_source.tree import Tree
 from sglang_reader_trees import ATTN, BREAKABLE, FB, FORWARD_BATCH, PRE_FALLBACK, RUNNER, build
@@ -69,6 +69,7 @@ def test_with_breakable_graphs_a_post_replay_fallback_covers_the_debug_replay(tm
                            "model_executor/runner/decode_cuda_graph_runner.py:22), which covers the forward")
 
 
+CAPTURED = "            self.forward_metadata = metadata\n"
 UNGUARDED = {RUNNER: (build.__globals__["TREES"] / "common" / "sglang" / RUNNER).read_text().replace(
     "        if not self.device_module.is_current_stream_capturing():\n            return\n", "")}
 
@@ -126,12 +127,61 @@ def test_where_the_debug_replay_is_not_covered_the_finding_stays_and_names_the_c
      [("    def forward_decode(", "    def init_forward_metadata_in_graph(self, forward_batch):\n"
                                 "        object.__setattr__(self.forward_metadata, 'batch_size', 1)\n\n"
                                 "    def forward_decode(")]),
+    # how the capture's own call may replace the object it made (the last store on each path decides)
+    ("a helper two calls down replaces the object",
+     [(CAPTURED, CAPTURED + "            self._again(forward_batch)\n"),
+      ("    def forward_decode(", "    def _again(self, fb):\n        self._again2(fb)\n\n"
+                                "    def _again2(self, fb):\n        self.forward_metadata = fb.spare\n\n"
+                                "    def forward_decode(")]),
+    ("a tuple target replaces the object",
+     [(CAPTURED, CAPTURED + "            self.forward_metadata, _ = forward_batch.spare, None\n")]),
+    ("an annotated target replaces the object",
+     [(CAPTURED, CAPTURED + "            self.forward_metadata: object = forward_batch.spare\n")]),
+    ("an augmented assignment replaces the object",
+     [(CAPTURED, CAPTURED + "            self.forward_metadata += forward_batch.spare\n")]),
+    ("a call in an if test replaces the object",
+     [(CAPTURED, CAPTURED + "            if self._swap(forward_batch):\n                pass\n"),
+      ("    def forward_decode(", "    def _swap(self, fb):\n        self.forward_metadata = fb.spare\n"
+                                "        return True\n\n    def forward_decode(")]),
+    ("a with statement's call replaces the object",
+     [(CAPTURED, CAPTURED + "            with self._swap(forward_batch):\n                pass\n"),
+      ("    def forward_decode(", "    def _swap(self, fb):\n        self.forward_metadata = fb.spare\n"
+                                "        return fb\n\n    def forward_decode(")]),
+    ("a with statement's target replaces the object",
+     [(CAPTURED, CAPTURED + "            with forward_batch.spare as self.forward_metadata:\n                pass\n")]),
+    ("a module function given the backend replaces the object",
+     [(CAPTURED, CAPTURED + "            _swap(self, forward_batch)\n"),
+      ("class ReplanBackend(", "def _swap(backend, fb):\n    backend.forward_metadata = fb.spare\n\n\n"
+                             "class ReplanBackend(")]),
+    ("a call the reader cannot follow is given the backend",
+     [(CAPTURED, CAPTURED + "            forward_batch.register(self)\n")]),
+    ("a nested function replaces the object",
+     [(CAPTURED, CAPTURED + "            def swap():\n                self.forward_metadata = forward_batch.spare\n"
+                           "            swap()\n")]),
 ])
 def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, why, replace):
     f = _finding(settle(_extraction(tmp_path, replace, {**BREAKABLE, **PRE_FALLBACK})))
     assert f.whole_graph == (None,), why
     assert f.status == "unresolved" and f.status_why.startswith("not settled: size is not None and size < "
                                                                 "forward_batch.batch_size"), why
+
+
+@pytest.mark.parametrize("why,replace", [
+    ("a field of the object stored", [(CAPTURED, CAPTURED + "            self.forward_metadata.pages = None\n")]),
+    ("a helper storing a field of the object", [
+        (CAPTURED, CAPTURED + "            self._fill(forward_batch)\n"),
+        ("    def forward_decode(", "    def _fill(self, fb):\n        self.forward_metadata.pages = fb.spare\n\n"
+                                  "    def forward_decode(")]),
+    ("a builtin that only looks at the backend", [(CAPTURED, CAPTURED + "            assert isinstance(self, object)\n")]),
+    ("a tuple target that unpacks into other names", [
+        (CAPTURED, CAPTURED + "            first, second = self.forward_metadata, None\n")]),
+])
+def test_what_keeps_the_capture_s_object_keeps_the_read_settled(tmp_path, why, replace):
+    """The counterpart of the broken links: code that touches the capture's object without replacing it (a field of
+    it, a look at the backend) leaves the fact standing, as the 0.5.18 TRTLLM-MLA capture does (its
+    ``_apply_cuda_graph_metadata`` fills fields of ``self.forward_decode_metadata``)."""
+    f = _finding(settle(_extraction(tmp_path, replace, {**BREAKABLE, **PRE_FALLBACK})))
+    assert f.whole_graph != (None,) and isinstance(f.whole_graph[0], CaptureFact), why
 
 
 def test_an_earlier_re_plan_under_the_same_test_is_left_out_by_induction(tmp_path):

@@ -250,6 +250,36 @@ def _is_self_attr(e) -> str | None:
     return e.attr if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self" else None
 
 
+#: builtins that only look at the object they are given
+_LOOKS = frozenset({"isinstance", "issubclass", "hasattr", "getattr", "type", "id", "len", "repr", "str", "print",
+                    "super", "callable", "hash", "bool"})
+
+
+def _names(node, attr: str) -> bool:
+    """Whether ``node`` names ``self.<attr>`` anywhere inside."""
+    return any(_is_self_attr(x) == attr for x in ast.walk(node))
+
+
+def _stores_field(t, attr: str) -> bool:
+    """Whether the target stores ``self.<attr>`` itself (not a field or item of it), alone or unpacked into."""
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return any(_stores_field(e, attr) for e in t.elts)
+    if isinstance(t, ast.Starred):
+        return _stores_field(t.value, attr)
+    return _is_self_attr(t) == attr
+
+
+def _targets(s) -> list:
+    """What the statement stores into or deletes."""
+    if isinstance(s, ast.Assign):
+        return list(s.targets)
+    if isinstance(s, (ast.AugAssign, ast.AnnAssign)):
+        return [s.target]
+    if isinstance(s, ast.Delete):
+        return list(s.targets)
+    return []
+
+
 class _Capture:
     """The capture's objects and code for one backend class and mode."""
 
@@ -300,22 +330,46 @@ class _Capture:
     # the last assignment of self.C on every path ------------------------------------------------------------------
     def assigned(self, fn: _Fn, attr: str, depth: int = 0):
         """The states at ``fn``'s exits: each a frozenset of (value, function) of the last ``self.<attr> = value``
-        on that path, empty where the path assigns none; None when a call on a path cannot be followed that far."""
+        on that path, empty where the path assigns none; None when a call on a path cannot be followed that far, or
+        where ``self.<attr>`` is stored other than by a plain assignment (a tuple, augmented or ``with ... as``
+        target, a nested function)."""
         k = (id(fn.node), attr)
         if k in self._must:
             return self._must[k]
         self._must[k] = None  # recursion: not decided
-        fall, exits = self._block(fn, fn.node.body, [frozenset()], attr, depth)
+        nested = any(n is not fn.node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                         ast.ClassDef)) and _names(n, attr) for n in ast.walk(fn.node))
+        fall, exits = (None, None) if nested else self._block(fn, fn.node.body, [frozenset()], attr, depth)
         out = None if fall is None or exits is None else list(dict.fromkeys(fall + exits))
         self._must[k] = out
         return out
 
+    def _reaches(self, t: _Fn, attr: str) -> bool:
+        """Whether ``t``, or what it calls that the reader follows, names ``self.<attr>``."""
+        return any(_names(f.node, attr) for f in self.closure([(t, None)]))
+
+    def _given_self(self, fn: _Fn, c: ast.Call, t: _Fn | None, attr: str) -> bool:
+        """Whether the call hands the backend itself to code that may store ``.<attr>`` on it: a call the reader
+        cannot follow (a builtin that only looks excepted), or a module function whose code names ``.<attr>`` on
+        any receiver."""
+        if not any(isinstance(a, ast.Name) and a.id == "self"
+                   or isinstance(a, ast.Starred) and isinstance(a.value, ast.Name) and a.value.id == "self"
+                   for a in [*c.args, *(k.value for k in c.keywords)]):
+            return False
+        if t is None:
+            return not (isinstance(c.func, ast.Name) and c.func.id in _LOOKS
+                        and self.tree.resolve(fn.module, c.func.id) is None)
+        return t.owner is None and any(isinstance(x, ast.Attribute) and x.attr == attr
+                                       for f in self.closure([(t, None)]) for x in ast.walk(f.node))
+
     def _call_states(self, fn: _Fn, e, states, attr, depth):
         for c in (n for n in ast.walk(e) if isinstance(n, ast.Call)) if e is not None else ():
             t = self.callee(fn, c)
+            if self._given_self(fn, c, t, attr):
+                return None
             if t is None or t.owner is None:
                 continue
-            if any(isinstance(x, ast.Attribute) and _is_self_attr(x) == attr for x in ast.walk(t.node)):
+            if self._reaches(t, attr):
                 if depth >= MAX_DEPTH:
                     return None
                 sub = self.assigned(t, attr, depth + 1)
@@ -325,13 +379,14 @@ class _Capture:
         return states
 
     def _touches(self, fn: _Fn, s, attr: str) -> bool:
-        """Whether ``s`` assigns ``self.<attr>`` or calls a method that names it."""
+        """Whether ``s`` names ``self.<attr>``, calls a method that reaches it or hands the backend on."""
         for x in ast.walk(s):
             if _is_self_attr(x) == attr:
                 return True
             if isinstance(x, ast.Call):
                 t = self.callee(fn, x)
-                if t is not None and any(_is_self_attr(y) == attr for y in ast.walk(t.node)):
+                if self._given_self(fn, x, t, attr) or t is not None and t.owner is not None \
+                        and self._reaches(t, attr):
                     return True
         return False
 
@@ -343,8 +398,12 @@ class _Capture:
                 st = self._call_states(fn, s.value, states, attr, depth)
                 return ([], None) if st is None else ([], exits + st)
             if isinstance(s, ast.Raise):
-                return [], exits
+                st = self._call_states(fn, s, states, attr, depth)
+                return ([], None) if st is None else ([], exits)
             if isinstance(s, ast.If):
+                states = self._call_states(fn, s.test, states, attr, depth)
+                if states is None:
+                    return None, None
                 t, _ = decided_test(self.modes, self.mode, s.test, in_capture=True)
                 branches = [s.body] if t is True else [s.orelse] if t is False else [s.body, s.orelse]
                 fall = []
@@ -358,9 +417,16 @@ class _Capture:
                 if not states:
                     return [], exits
                 continue
-            if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)) and self._touches(fn, s, attr):
-                return None, None  # an assignment in a loop or handler: not on every path
+            if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)):
+                if self._touches(fn, s, attr):
+                    return None, None  # an assignment in a loop or handler: not on every path
+                continue
             if isinstance(s, (ast.With, ast.AsyncWith)):
+                if any(_stores_field(i.optional_vars, attr) for i in s.items if i.optional_vars is not None):
+                    return None, None
+                states = self._call_states(fn, ast.Tuple([i.context_expr for i in s.items]), states, attr, depth)
+                if states is None:
+                    return None, None
                 f2, e2 = self._block(fn, s.body, states, attr, depth)
                 if f2 is None or e2 is None:
                     return None, None
@@ -369,13 +435,19 @@ class _Capture:
                 if not states:
                     return [], exits
                 continue
-            if isinstance(s, ast.Assign) and any(_is_self_attr(t) == attr for t in s.targets):
-                states = [frozenset({(s.value, fn)})]
-                continue
-            st = self._call_states(fn, s, states, attr, depth) if isinstance(s, (ast.Expr, ast.Assign)) else states
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # a nested definition that names the field is refused in ``assigned``
+            value = s.value if isinstance(s, (ast.Assign, ast.AnnAssign)) else None
+            st = self._call_states(fn, value if value is not None else s, states, attr, depth)
             if st is None:
                 return None, None
             states = st
+            if isinstance(s, ast.Assign) and any(_is_self_attr(t) == attr for t in s.targets):
+                states = [frozenset({(s.value, fn)})]
+            elif isinstance(s, ast.AnnAssign) and _is_self_attr(s.target) == attr and s.value is not None:
+                states = [frozenset({(s.value, fn)})]
+            elif any(_stores_field(t, attr) for t in _targets(s)):
+                return None, None  # a tuple, starred, augmented or deleted target: not followed
         return states, exits
 
     # the classes of a value ---------------------------------------------------------------------------------------
