@@ -166,6 +166,29 @@ def test_each_broken_link_keeps_the_read_a_finding_on_its_conditions(tmp_path, w
                                                                 "forward_batch.batch_size"), why
 
 
+@pytest.mark.parametrize("store", ["    backend.forward_metadata = fb.spare\n",
+                                   "    runner.attn_backend.forward_metadata = None\n"])
+def test_the_capture_s_object_replaced_through_another_receiver_keeps_the_read_a_finding(tmp_path, store):
+    """Code outside the backend that stores the field holding the capture's object on a receiver the reader cannot
+    type (0.5.23 model_executor/runner/eager_runner.py:456 ``model_runner.attn_backend.forward_metadata = None``)
+    may replace it; the read stays a finding on its conditions, as the binding rule has it."""
+    glue = f"def reinstall(backend, runner, fb):\n{store}"
+    f = _finding(settle(_extraction(tmp_path, (), {**BREAKABLE, **PRE_FALLBACK,
+                                                   "sglang/srt/model_executor/runner/glue.py": glue})))
+    assert f.whole_graph == (None,)
+    assert f.status == "unresolved" and f.status_why.startswith("not settled: size is not None and size < "
+                                                                "forward_batch.batch_size")
+
+
+def test_the_field_stored_through_self_of_another_class_leaves_the_read_settled(tmp_path):
+    """``self.forward_metadata = ...`` in another class's method that nothing calls through its class stores on an
+    instance of that class, never on this backend: the fact stands."""
+    other = "class Other:\n    def swap(self, fb):\n        self.forward_metadata = fb.spare\n"
+    f = _finding(settle(_extraction(tmp_path, (), {**BREAKABLE, **PRE_FALLBACK,
+                                                   "sglang/srt/model_executor/runner/other.py": other})))
+    assert isinstance(f.whole_graph[0], CaptureFact)
+
+
 @pytest.mark.parametrize("why,replace", [
     ("a field of the object stored", [(CAPTURED, CAPTURED + "            self.forward_metadata.pages = None\n")]),
     ("a helper storing a field of the object", [

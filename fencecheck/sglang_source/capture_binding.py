@@ -54,8 +54,8 @@ from __future__ import annotations
 import ast
 
 from .capture_state import (CAPTURE_ENTRY, CaptureFact, _batch_param, _body_nodes, _Capture, _Fn, _is_self_attr,
-                            _on_batch, _path_tests, _resolved, after_capture_call, by_name, capture_call, graph_modes,
-                            local_value, reach, read_hops, replaces)
+                            _on_batch, _path_tests, _resolved, after_capture_call, attr_stores as _stores, by_name,
+                            capture_call, functions_of, graph_modes, local_value, reach, read_hops, replaces)
 from .constructed import parents_of
 from .feasible import volatile_attributes
 from .reads import decided_test
@@ -114,12 +114,6 @@ def _is_view(value: ast.expr) -> bool:
     return isinstance(s, ast.Slice) or (isinstance(s, ast.Tuple) and any(isinstance(e, ast.Slice) for e in s.elts))
 
 
-def _stores(node: ast.AST, attr: str) -> list[ast.Attribute]:
-    """Each ``X.attr`` stored into or deleted under ``node``, nested functions and lambdas included."""
-    return [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == attr
-            and isinstance(n.ctx, (ast.Store, ast.Del))]
-
-
 def _view_store(fn: ast.AST, target: ast.Attribute) -> bool:
     """Whether ``target`` is the one target of an ``=`` in ``fn`` whose value is a view (``_is_view``)."""
     return any(isinstance(n, ast.Assign) and n.targets == [target] and _is_view(n.value) for n in ast.walk(fn))
@@ -131,25 +125,6 @@ def _touches(node: ast.AST, attr: str) -> bool:
     return any(by_name(n) for n in ast.walk(node)) or any(not _view_store(node, t) for t in _stores(node, attr))
 
 
-def _root(e: ast.expr) -> ast.expr:
-    while isinstance(e, (ast.Attribute, ast.Subscript)):
-        e = e.value
-    return e
-
-
-def _functions(tree: Tree, mod) -> list[tuple[ast.AST, ast.ClassDef | None]]:
-    """(function, the class whose body defines it, or None) of every function of the module, nested ones included
-    (a nested function's class is None: its ``self`` is whatever its enclosing function passes)."""
-    out = []
-    for n in tree.walk(mod.tree):
-        if isinstance(n, ast.ClassDef):
-            out += [(f, n) for f in n.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    methods = {id(f) for f, _ in out}
-    out += [(f, None) for f in tree.walk(mod.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and id(f) not in methods]
-    return out
-
-
 class _Binding:
     """The binding check for one backend, mode, attribute and the ``self`` tests the read's path needs."""
 
@@ -158,32 +133,6 @@ class _Binding:
         self.at: list[str] = []  # file:line of each binding found
         self.used: set[str] = set()  # the assumed attributes a binding's tests needed
         self.kept: list[str] = []  # file:line of each store of a bound object into a per-size dict
-        self.mine = {id(f.node) for f in cap.methods()}
-
-    # --- whom another function's ``self`` may be ------------------------------------------------------------------
-    def others_self(self, tree: Tree, fnode: ast.AST, owner: ast.ClassDef | None) -> bool:
-        """Whether ``self`` in ``fnode`` (not one of the backend's methods) is surely another object: ``fnode`` is a
-        method of a class, and nothing in the tree calls it through its class (``K.m(...)``)."""
-        return owner is not None and id(fnode) not in self.mine \
-            and not tree.modules_containing(f"{owner.name}.{fnode.name}(")
-
-    def outside_stores(self, attr: str, allow, own: bool = False) -> str | None:
-        """file:line of a store of ``.attr`` in the tree that ``allow(target, fnode, mod)`` does not accept, where
-        the receiver is not ``self`` of another class's method (``others_self``); the backend's own methods
-        included when ``own``; None when there is none."""
-        tree = self.cap.tree
-        for m in tree.modules_containing(f".{attr}"):
-            mod = tree.module(m)
-            for fnode, owner in (_functions(tree, mod) if mod else ()):
-                if id(fnode) in self.mine and not own:
-                    continue
-                other = self.others_self(tree, fnode, owner)
-                for t in _stores(fnode, attr):
-                    if other and isinstance(_root(t), ast.Name) and _root(t).id == "self":
-                        continue
-                    if not allow(t, fnode, mod):
-                        return f"{mod.rel}:{t.lineno}"
-        return None
 
     # --- tests -----------------------------------------------------------------------------------------------------
     def holds(self, fn: _Fn, test: ast.expr, want: bool) -> bool:
@@ -290,10 +239,10 @@ class _Binding:
                 found += 1
         for m in tree.modules_containing(f".{table}"):
             mod = tree.module(m)
-            for fnode, owner in (_functions(tree, mod) if mod else ()):
-                if id(fnode) in self.mine:
+            for fnode, owner in (functions_of(tree, mod) if mod else ()):
+                if id(fnode) in self.cap.mine:
                     continue
-                other = self.others_self(tree, fnode, owner)
+                other = self.cap.others_self(fnode, owner)
                 parents = parents_of(tree, mod)
                 for n in ast.walk(fnode):
                     if not (isinstance(n, ast.Attribute) and n.attr == table):
@@ -372,7 +321,7 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, a
                       assumed: dict[str, bool], branch: list) -> str | None:
     tree = cap.tree
     b = _Binding(cap, entry, attr, assumed)
-    if b.outside_stores(c_attr, lambda t, fnode, mod: False) is not None:
+    if cap.outside_stores(c_attr, lambda t, fnode, mod: False) is not None:
         return None  # the object replaced through another receiver
     later = after_capture_call(cap, hops, branch)
     ran = reach(cap, [entry]) + later
@@ -387,7 +336,7 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, a
     if any(_touches(f.node, attr) for f in ran):
         return None
     for a in assumed:
-        if b.outside_stores(a, lambda t, fnode, mod: False) is not None:
+        if cap.outside_stores(a, lambda t, fnode, mod: False) is not None:
             return None  # a setting the read's path needs, changed through another receiver
 
     def fresh(t, fnode, mod) -> bool:
@@ -398,7 +347,7 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, a
         v = local_value(fnode, t.value.id, t.lineno)
         return isinstance(v, ast.Call) and isinstance(tree.resolve_expr(mod, v.func), ClassInfo)
 
-    if b.outside_stores(attr, fresh, own=True) is not None:
+    if cap.outside_stores(attr, fresh, own=True) is not None:
         return None  # the field stored, other than as a slice, on an object that may be the capture's
     states = cap.assigned(entry, c_attr)
     if not states or any(not s for s in states):

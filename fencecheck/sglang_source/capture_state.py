@@ -15,8 +15,11 @@ them) is None there:
   the backend is such an object; a store no forward mode runs is left out: one in a method reached only through
   ``super()`` calls that pass the caller's batch on, where no mode passes both the ``if`` tests enclosing the call and
   those enclosing the store (each a test of that batch's ``forward_mode``, the method nowhere named with its class), as
-  TRTLLM-MLA calls FlashInfer-MLA's capture only outside the modes in which that capture stores its wrappers), and no
-  class on ``K``'s MRO has ``A`` (a field, a class attribute, a ``self.A`` assignment, or a ``__getattr__``);
+  TRTLLM-MLA calls FlashInfer-MLA's capture only outside the modes in which that capture stores its wrappers), no
+  class on ``K``'s MRO has ``A`` (a field, a class attribute, a ``self.A`` assignment, or a ``__getattr__``), and
+  ``.C`` is stored nowhere in the tree through another receiver (``runner.attn_backend.C = ...``, a wrapper's
+  ``self.backend.C = ...``), ``self`` of another class's method excepted where nothing calls that method through its
+  class;
 - ``getattr(P, "B", None)``: the forward batch has no field ``B``, and every store of ``.B`` in the tree is in a
   method of the backend's MRO that the capture does not run;
 
@@ -250,6 +253,31 @@ def _is_self_attr(e) -> str | None:
     return e.attr if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self" else None
 
 
+def attr_stores(node: ast.AST, attr: str) -> list[ast.Attribute]:
+    """Each ``X.attr`` stored into or deleted under ``node``, nested functions and lambdas included."""
+    return [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == attr
+            and isinstance(n.ctx, (ast.Store, ast.Del))]
+
+
+def _root(e: ast.expr) -> ast.expr:
+    while isinstance(e, (ast.Attribute, ast.Subscript)):
+        e = e.value
+    return e
+
+
+def functions_of(tree: Tree, mod) -> list[tuple[ast.AST, ast.ClassDef | None]]:
+    """(function, the class whose body defines it, or None) of every function of the module, nested ones included
+    (a nested function's class is None: its ``self`` is whatever its enclosing function passes)."""
+    out = []
+    for n in tree.walk(mod.tree):
+        if isinstance(n, ast.ClassDef):
+            out += [(f, n) for f in n.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    methods = {id(f) for f, _ in out}
+    out += [(f, None) for f in tree.walk(mod.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and id(f) not in methods]
+    return out
+
+
 #: builtins that only look at the object they are given
 _LOOKS = frozenset({"isinstance", "issubclass", "hasattr", "getattr", "type", "id", "len", "repr", "str", "print",
                     "super", "callable", "hash", "bool"})
@@ -269,15 +297,9 @@ def _stores_field(t, attr: str) -> bool:
     return _is_self_attr(t) == attr
 
 
-def _targets(s) -> list:
-    """What the statement stores into or deletes."""
-    if isinstance(s, ast.Assign):
-        return list(s.targets)
-    if isinstance(s, (ast.AugAssign, ast.AnnAssign)):
-        return [s.target]
-    if isinstance(s, ast.Delete):
-        return list(s.targets)
-    return []
+def _written(s) -> list:
+    """What the statement stores into (``attributes._targets``) or deletes."""
+    return list(s.targets) if isinstance(s, ast.Delete) else _targets(s)
 
 
 class _Capture:
@@ -286,8 +308,41 @@ class _Capture:
     def __init__(self, tree: Tree, ci: ClassInfo, modes, mode: str):
         self.tree, self.ci, self.modes, self.mode = tree, ci, modes, mode
         self._must: dict = {}
+        self._mine: set[int] | None = None
         #: the per-size dicts' stores no mode runs (``_stored``), as ``file:line (Class.method)``
         self.unrun: dict[str, list[str]] = {}
+
+    # stores through another receiver ------------------------------------------------------------------------------
+    @property
+    def mine(self) -> set[int]:
+        """The ids of the nodes of the methods an instance of the backend runs (``methods``)."""
+        if self._mine is None:
+            self._mine = {id(f.node) for f in self.methods()}
+        return self._mine
+
+    def others_self(self, fnode: ast.AST, owner: ast.ClassDef | None) -> bool:
+        """Whether ``self`` in ``fnode`` (not one of the backend's methods) is surely another object: ``fnode`` is a
+        method of a class, and nothing in the tree calls it through its class (``K.m(...)``)."""
+        return owner is not None and id(fnode) not in self.mine \
+            and not self.tree.modules_containing(f"{owner.name}.{fnode.name}(")
+
+    def outside_stores(self, attr: str, allow, own: bool = False) -> str | None:
+        """file:line of a store of ``.attr`` in the tree that ``allow(target, fnode, mod)`` does not accept, where
+        the receiver is not ``self`` of another class's method (``others_self``); the backend's own methods
+        included when ``own``; None when there is none."""
+        tree = self.tree
+        for m in tree.modules_containing(f".{attr}"):
+            mod = tree.module(m)
+            for fnode, owner in (functions_of(tree, mod) if mod else ()):
+                if id(fnode) in self.mine and not own:
+                    continue
+                other = self.others_self(fnode, owner)
+                for t in attr_stores(fnode, attr):
+                    if other and isinstance(_root(t), ast.Name) and _root(t).id == "self":
+                        continue
+                    if not allow(t, fnode, mod):
+                        return f"{mod.rel}:{t.lineno}"
+        return None
 
     # functions ---------------------------------------------------------------------------------------------------
     def method(self, name: str, after: ClassInfo | None = None) -> _Fn | None:
@@ -446,7 +501,7 @@ class _Capture:
                 states = [frozenset({(s.value, fn)})]
             elif isinstance(s, ast.AnnAssign) and _is_self_attr(s.target) == attr and s.value is not None:
                 states = [frozenset({(s.value, fn)})]
-            elif any(_stores_field(t, attr) for t in _targets(s)):
+            elif any(_stores_field(t, attr) for t in _written(s)):
                 return None, None  # a tuple, starred, augmented or deleted target: not followed
         return states, exits
 
@@ -838,6 +893,8 @@ def _absent(cap: _Capture, fn: _Fn, conj, line: int, runner, chain: list[_Fn], b
         if c_attr is not None:
             if replaces(later, c_attr):
                 return None  # what runs after the capture call may replace the capture's object
+            if cap.outside_stores(c_attr, lambda t, fnode, mod: False) is not None:
+                return None  # the object replaced through another receiver
             states = cap.assigned(entry, c_attr)
             if not states or any(not s for s in states):
                 return None
