@@ -287,3 +287,137 @@ def step(self, batch):
     assert _exclusive(fn, 7, 9)  # the two branches of one if
     assert _exclusive(fn, 13, 15)  # a loop's branch that returns, and the line after the loop
     assert not _exclusive(fn, 5, 10) and not _exclusive(fn, 7, 10) and not _exclusive(fn, 10, 13)
+
+
+_PLATFORM_INJECT = '''from sglang.srt.utils.common import is_cpu, is_cuda, is_npu
+
+_is_npu = is_npu()
+_is_cpu = is_cpu()
+_is_cuda = is_cuda()
+_on_npu = is_npu()
+_on_cpu = is_cpu()
+_on_cpu = False
+_npu_only = is_npu()
+
+
+def use_npu():
+    global _on_npu
+    _on_npu = True
+
+
+class KvInjector:
+    def __init__(self, req_to_token_pool):
+        self.req_to_token_pool = req_to_token_pool
+
+    def inject(self, batch, _npu_only=False):
+        if _npu_only:
+            return self.req_to_token_pool.req_to_token[batch.spec_info]
+        if _is_npu:
+            return self.req_to_token_pool.req_to_token[batch.req_pool_indices]
+        if _is_cpu:
+            return self.req_to_token_pool.req_to_token[batch.seq_lens]
+        if _is_cuda and _is_npu:
+            return self.req_to_token_pool.req_to_token[batch.out_cache_loc]
+        if _on_npu:
+            return self.req_to_token_pool.req_to_token[batch.positions]
+        if _on_cpu:
+            return self.req_to_token_pool.req_to_token[batch.extend_seq_lens]
+        return self.req_to_token_pool.req_to_token[batch.input_ids]
+'''
+
+
+def test_a_worker_read_only_on_devices_whose_runners_never_publish_is_not_a_finding(tmp_path):
+    """ZETA's commit after the verify, split by module-level platform flags (``_is_npu = is_npu()``): on the NPU
+    or the CPU only (their decode graph runners in capture_decode_graph's map never publish, the eager runner only a
+    prefill's PRE_REPLAY) or on no platform, the read is not a finding, with why citing the flag's binding and each
+    runner; the read on every other platform stays a finding, and so does one under a name that is no flag: rebound
+    through ``global``, bound twice at module level, or a parameter of a function on the path. Once the NPU runner
+    publishes, the NPU read is a finding again."""
+    dest = tmp_path / "wheel"
+    for case in ("common", "algorithms", "device"):
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    utils = dest / "sglang" / "srt" / "utils" / "common.py"
+    utils.write_text(utils.read_text("utf-8") + "\n\ndef is_npu():\n    return hasattr(torch, 'npu')\n\n\n"
+                     "def is_cpu():\n    return False\n", "utf-8")
+    comp = dest / COMPONENTS
+    text = comp.read_text("utf-8")
+    start, end = text.index("class KvInjector:"), text.index("class VerifyExecutor:")
+    comp.write_text(text[:text.index("from sglang")] + _PLATFORM_INJECT + "\n\n" + text[end:], "utf-8")
+    lines = comp.read_text("utf-8").splitlines()
+    at = {key: lines.index(next(x for x in lines if key in x)) + 1
+          for key in ("[batch.req_pool_indices]", "[batch.seq_lens]", "[batch.out_cache_loc]", "[batch.positions]",
+                      "[batch.input_ids]", "[batch.extend_seq_lens]", "[batch.spec_info]", "_is_npu = is_npu()", "_is_cpu = is_cpu()")}
+
+    def zeta(root):
+        ex = decide_worker_reads(read_path(root))[0]
+        doc = ex.to_json()
+        (a,) = [a for a in doc["algorithms"] if a["name"] == "ZETA"]
+        return {r["line"]: r for r in a["reads_after_publisher"]}, {
+            f"{e['file']}:{e['line']}" for f in doc["findings"] if f["subject"] == "ZetaWorker"
+            for e in f["evidence"][1:]}
+
+    reads, found = zeta(dest / "sglang")
+    assert found == {f"{COMPONENTS}:{at[k]}" for k in ("[batch.spec_info]", "[batch.positions]",
+                                                       "[batch.extend_seq_lens]", "[batch.input_ids]")}
+    npu, cpu, nowhere = (reads[at[k]] for k in ("[batch.req_pool_indices]", "[batch.seq_lens]",
+                                                 "[batch.out_cache_loc]"))
+    assert npu["finding"] is None and npu["why"].startswith(
+        f"runs only on npu: `_is_npu` (_is_npu = is_npu() ({COMPONENTS}:{at['_is_npu = is_npu()']})); npu's decode "
+        "graph runner is NPUGraphRunner (sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py:12), "
+        "whose NPUGraphRunner.execute never publishes (sglang/srt/hardware_backend/npu/graph_runner/"
+        "npu_graph_runner.py:4), and the eager runner publishes only a prefill PRE_REPLAY "
+        "(sglang/srt/model_executor/runner/eager_runner.py:8): `self.target_worker.model_runner`'s mailbox gets no "
+        "event from a TARGET_VERIFY step there")
+    assert "one platform's predicate is taken to hold at a time (is_npu (sglang/srt/utils/common.py:" in npu["why"]
+    assert cpu["finding"] is None and cpu["why"].startswith(
+        f"runs only on cpu: `not (_is_npu)` and `_is_cpu` (_is_npu = is_npu() ({COMPONENTS}:{at['_is_npu = is_npu()']})"
+        f"; _is_cpu = is_cpu() ({COMPONENTS}:{at['_is_cpu = is_cpu()']})); cpu's decode graph runner is "
+        "CPUGraphRunner")
+    assert nowhere["finding"] is None and nowhere["why"].startswith(
+        "its path runs on no platform: `not (_is_npu)` and `not (_is_cpu)` and `_is_cuda and _is_npu`")
+    # _on_npu is rebound through `global`, _on_cpu at module level, _npu_only is a parameter of inject: none is a flag
+    assert reads[at["[batch.positions]"]]["finding"]["status"] == "plausible"
+    assert reads[at["[batch.extend_seq_lens]"]]["finding"]["status"] == "plausible"
+    runner = dest / "sglang" / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
+    runner.write_text(runner.read_text("utf-8").replace(
+        "        return self.backend.replay(forward_batch)",
+        "        self.backend.shared_read_ends(forward_batch.forward_mode)\n        read_done = self.device_module.Event()\n"
+        "        read_done.record()\n        self.model_runner.shared_read_done_event = read_done\n"
+        "        return self.backend.replay(forward_batch)"), "utf-8")
+    reads, found = zeta(dest / "sglang")
+    assert f"{COMPONENTS}:{at['[batch.req_pool_indices]']}" in found
+    assert reads[at["[batch.seq_lens]"]]["finding"] is None and reads[at["[batch.out_cache_loc]"]]["finding"] is None
+
+
+#: Per release, the worker reads after the publisher on a platform branch (judged in tests/sglang_judged.json):
+#: (file, line) -> the platform the reader binds it to, or None for one that stays a finding.
+PLATFORM_READS = {
+    "0.5.18": {("sglang/kernels/ops/speculative/cache_locs.py", 449): None,
+               ("sglang/kernels/ops/speculative/cache_locs.py", 467): "npu",
+               ("sglang/kernels/ops/speculative/cache_locs.py", 483): "cpu",
+               ("sglang/srt/speculative/spec_utils.py", 732): "cpu"},
+    "0.5.22": {("sglang/srt/speculative/spec_utils.py", 826): "cpu"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", sorted(PLATFORM_READS))
+def test_the_release_worker_reads_on_a_cpu_or_npu_branch_are_not_findings(release):
+    """DSpark's cache-location kernels (0.5.18: the ``_is_npu`` and ``_is_cpu`` branches of
+    kernels/ops/speculative/cache_locs.py) and the spec commit's CPU kernel (``if _is_cpu:`` in spec_utils.py) run
+    only where the decode graph runner never publishes; the CUDA-alike branch stays a finding."""
+    from sglang_release import require_tree
+
+    ex = decide_worker_reads(read_path(require_tree(release, fetching=True)))[0]
+    doc = ex.to_json()
+    got = {}
+    for a in doc["algorithms"]:
+        for r in a["reads_after_publisher"]:
+            if (r["file"], r["line"]) in PLATFORM_READS[release]:
+                got.setdefault((r["file"], r["line"]), set()).add(
+                    "finding" if r["finding"] else r["why"].split(":")[0])
+    want = {k: {"finding"} if v is None else {f"runs only on {v}"} for k, v in PLATFORM_READS[release].items()}
+    for k in want:  # a read several algorithms share: each of its rows is decided alike, or by an earlier rule
+        if k in got and want[k] != {"finding"}:
+            got[k] -= {"no barrier with this publisher", "this publisher row never holds", "the fence covers it"}
+    assert got == want

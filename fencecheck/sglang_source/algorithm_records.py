@@ -122,6 +122,9 @@ class WorkerRead(Conditioned):
     #: the read is in a capture tail hook: inside the graph of ``after``'s phase, after the model forward (at
     #: ``in_graph_after_marker``), not on the forward stream after the phase
     in_graph: bool = False
+    #: why the read is not a finding where its scenario races: its path runs only on devices whose runners never
+    #: publish (``device.PlatformPaths``); None when that does not hold (not in the document)
+    bound: str | None = None
 
     def to_json(self) -> dict:
         o = self.outcome

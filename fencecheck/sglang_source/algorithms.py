@@ -12,8 +12,9 @@ tests as conditions. The ordering point is the last phase on the publisher's sid
 that can put an event into its mailbox, else the last phase on that side, of those on the read's own path. A read
 whose data is copied to the host at once (``.tolist()``, ``.item()``, ``.cpu()``, ``.numpy()`` on it) completes before
 the worker returns, before the scheduler issues its next write: not a finding; nor is one whose path cannot run
-(``attributes.dead_path``). Every other read keeps the runner phases before it (what its scenario is built from) and
-stays ``unresolved``: the reader runs no oracle; ``fencecheck sglang`` decides it (``commands/reader_workers.py``).
+(``attributes.dead_path``), nor, once its scenario races, one whose path runs only on devices whose runners never
+publish (``device.PlatformPaths``, kept on the read as ``bound``). Every other read keeps the runner phases before it
+(what its scenario is built from) and stays ``unresolved``: the reader runs no oracle; ``fencecheck sglang`` decides it (``commands/reader_workers.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .attributes import dead_path
 from .capture_state import graph_modes
 from .constructed import BLOCKS, ends_in_exit
 from .declare import Modes
+from .device import PlatformPaths
 from .dispatch import dispatch, registry
 from .phase_publish import PhasePublish, may_publish
 from .publisher_link import linked
@@ -47,13 +49,15 @@ def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ..
     types = AttrTypes(tree)
     walker = ReadWalker(tree, modes, types) if worker_reads else None
     publish = PhasePublish(tree, types, runners)
+    bound = PlatformPaths(tree, runners, modes) if worker_reads else None
     out, per_worker = [], {}
     rows, notes = dispatch(tree, algos)
     for row in rows:
         ci = row.worker
         if ci not in per_worker:
             try:
-                per_worker[ci] = _worker_step(tree, modes, types, walker, publish, ci, workers, len(per_worker))
+                per_worker[ci] = _worker_step(tree, modes, types, walker, publish, ci, workers, len(per_worker),
+                                               bound)
             except RecursionError:
                 tree.note(ci.file, ci.line, f"{ci.name}: nested too deeply to walk its decode step (Python's "
                                             "recursion limit)")
@@ -69,9 +73,9 @@ def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ..
     return tuple(sorted(out, key=lambda a: (a.name, a.condition or "")))
 
 
-def _worker_step(tree, modes, types, walker, publish, ci, workers, index):
+def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=None):
     """(phases, unresolved, publisher, reads after the publisher) of the worker ``ci``'s decode step; ``index``: the
-    worker's place among the classes ``create_worker`` returns."""
+    worker's place among the classes ``create_worker`` returns; ``bound``: the ``device.PlatformPaths`` of the tree."""
     hit = tree.lookup(ci, ENTRY)
     if hit is None:
         return (), [f"{ci.name} ({ci.file}:{ci.line}) has no {ENTRY}"], (), ()
@@ -96,7 +100,7 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index):
     if not publisher:
         unresolved.append(f"{ci.name} has no last_shared_read_runner: no publisher to order its reads against")
     runs = [(c, ph) for c, ph in zip(w.calls, phases) if c.kind == "runner"]
-    reads = _reads_after(walker, ci, runs, publisher, unresolved, index) if walker is not None else ()
+    reads = _reads_after(walker, ci, runs, publisher, unresolved, index, bound) if walker is not None else ()
     if walker is not None:
         reads += _hook_reads(walker, types, ci, runs, publisher, unresolved, index, len(reads))
     return tuple(phases), unresolved, publisher, reads
@@ -205,7 +209,7 @@ def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, r
                               rc, pub, after, before, None, outcome, (index, start + len(out)), True))
 
 
-def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[WorkerRead, ...]:
+def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None) -> tuple[WorkerRead, ...]:
     """The worker's reads after the publisher's runner. The ordering point is the last phase on the publisher's side
     that can publish into its mailbox (the runner call that records the read-done event); when none can, the last
     phase on that side, and the reads are covered by the coarse barrier. ``runs``: (step call, phase) of each runner
@@ -251,8 +255,11 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index) -> tuple[Worker
                 why = linked(walker, ci, r, pub.conditions)
                 if why is not None:
                     outcome = ReadOutcome(None, f"not with this publisher: {why} (publisher_link.py)")
+            on = bound.why(r, last.mode, pub.publisher, walker.functions) \
+                if outcome is PENDING and bound is not None else None
             out[k] = WorkerRead(r.location, r.file, r.line, r.what, r.via_text(), r.conditions,
-                                pub, after, before, copy, outcome, (index, len(out)))
+                                pub, after, before, copy, outcome, (index, len(out)),
+                                bound=None if on is None else f"{on} (device.py)")
     return tuple(out[k] for k in sorted(out))
 
 

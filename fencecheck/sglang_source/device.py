@@ -15,6 +15,11 @@ A backend is bound to a device by its code, never by its name:
 - ``cpu``: a method on its MRO takes a ``torch.ops.sgl_kernel.*_cpu`` kernel (sgl-kernel's CPU operators).
 
 Anything not decided this way stays a finding.
+
+A worker's read after its publisher's runner is bound to devices by its path's tests (``PlatformPaths``): where
+every platform on which none of them is false (module-level flags such as ``_is_cpu = is_cpu()`` taken for their
+call) is such a device, the publisher's mailbox gets no event from the graph-replayed step there, and the read is not
+a finding (decided after its scenario, so a read the fence covers on every platform keeps that reason).
 """
 
 from __future__ import annotations
@@ -130,18 +135,37 @@ def _barrier_gate(tree: Tree) -> str | None:
     return None
 
 
+def silent_devices(tree: Tree, runners: tuple) -> dict[str, str]:
+    """device -> why its runners never resolve a graph-replayed mode's declaration there (its decode graph runner in
+    ``capture_decode_graph``'s map never publishes, and the eager runner publishes only a prefill ``PRE_REPLAY``), as
+    the text the not findings cite; empty when the tree has no such map or its eager runner publishes otherwise.
+    ``runners``: the ``runners`` rows."""
+    device_map = device_runners(tree)
+    if not device_map:
+        return {}
+    table = {(r.cls, r.file, r.line): r for r in runners}
+    eager = [r for r in runners if r.cls == "EagerRunner"]
+    if len(eager) != 1 or eager[0].publish not in ("never", "prefill_publish"):
+        return {}
+    em = eager[0].method
+    out = {}
+    for device, (runner, mfile, mline) in sorted(device_map.items()):
+        row = table.get((runner.name, runner.file, runner.line))
+        if row is not None and row.publish not in PUBLISHING:
+            m = row.method
+            out[device] = (f"{device}'s decode graph runner is {runner.name} ({mfile}:{mline}), whose "
+                           f"{m.cls}.{m.name} never publishes ({m.file}:{m.line}), and the eager runner publishes "
+                           f"only a prefill PRE_REPLAY ({em.file}:{em.line})")
+    return out
+
+
 def never_published(tree: Tree, reader, findings: list, runners: tuple) -> tuple[list, list]:
     """``findings`` without each ``read_outside_declaration`` finding whose backend is bound to a device whose
     runners never resolve its mode's declaration, and the not findings those become (one per uncovered read, with
     why). ``reader``: the ``backend_reader.Reader`` of ``tree``; ``runners``: the ``runners`` rows."""
-    device_map = device_runners(tree)
-    if not device_map:
+    silent = silent_devices(tree, runners)
+    if not silent:
         return findings, []
-    table = {(r.cls, r.file, r.line): r for r in runners}
-    eager = [r for r in runners if r.cls == "EagerRunner"]
-    if len(eager) != 1 or eager[0].publish not in ("never", "prefill_publish"):
-        return findings, []
-    em = eager[0].method
     gate = _barrier_gate(tree)
     classes = {f"{c.file}:{c.line}": c for c in reader.backends}
     memo: dict[str, object] = {}
@@ -153,19 +177,143 @@ def never_published(tree: Tree, reader, findings: list, runners: tuple) -> tuple
             if f.subject_at not in memo:
                 memo[f.subject_at] = backend_device(tree, ci, reader.root)
             bound = memo[f.subject_at]
-            hit = device_map.get(bound[0]) if bound else None
-            row = table.get((hit[0].name, hit[0].file, hit[0].line)) if hit else None
-            if bound and row is not None and row.publish not in PUBLISHING:
+            if bound and bound[0] in silent:
                 device, bfile, bline, what = bound
-                runner, mfile, mline = hit
-                m = row.method
-                why = (f"never resolved on {device}: {what} ({bfile}:{bline}); {device}'s decode graph runner is "
-                       f"{runner.name} ({mfile}:{mline}), whose {m.cls}.{m.name} never publishes "
-                       f"({m.file}:{m.line}), and the eager runner publishes only a prefill PRE_REPLAY "
-                       f"({em.file}:{em.line}): the barrier waits on the whole forward stream after a "
-                       f"{f.mode} step" + (f"; the barrier applies at all only when {gate}" if gate else ""))
+                why = (f"never resolved on {device}: {what} ({bfile}:{bline}); {silent[device]}: the barrier waits on "
+                       f"the whole forward stream after a {f.mode} step"
+                       + (f"; the barrier applies at all only when {gate}" if gate else ""))
                 moved += [NotFinding(f.subject, f.mode, r.location, r.file, r.line, tuple(h.text() for h in r.via),
                                      why) for _, r in f.uncovered]
                 continue
         keep.append(f)
     return keep, moved
+
+
+class PlatformPaths:
+    """Worker reads whose path runs only on devices whose runners never publish (``silent_devices``): there the
+    publisher's mailbox gets no event from a graph-replayed step, and the barrier waits on the whole forward stream.
+
+    A path's platforms are those on which none of its conditions is false (``platform.Evaluator``), once each name
+    bound at module level to a platform's predicate (``_is_npu = is_npu()``) in a module of the read's call chain is
+    replaced by that call: a name bound once in its module, imported by no module of the chain, neither assigned
+    nor a parameter in a function of the chain, and bound alike in every module of the chain that binds it. As
+    everywhere in the reader, the platform predicates are taken to hold one at a time (``platform``)."""
+
+    def __init__(self, tree: Tree, runners: tuple, modes):
+        self.tree, self.modes = tree, modes
+        self.silent = silent_devices(tree, runners)
+        self.gate = _barrier_gate(tree) if self.silent else None
+        self._flags: dict[str, dict] = {}
+
+    def _bindings(self, mod) -> dict[str, tuple[ast.expr, str] | None]:
+        """name -> (the predicate call, ``file:line``) of each name bound once at module level to one; None for a
+        name the module imports or binds otherwise."""
+        hit = self._flags.get(mod.name)
+        if hit is not None:
+            return hit
+        from .constructed import _predicate_names
+
+        preds = _predicate_names(mod)
+        stores: dict[str, int] = {}
+        imported: set[str] = set()
+        for n in self.tree.walk(mod.tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                stores[n.id] = stores.get(n.id, 0) + 1
+            elif isinstance(n, ast.Global):
+                imported.update(n.names)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                imported.update((a.asname or a.name).split(".")[0] for a in n.names)
+        lines = {s.targets[0].id: s.lineno for s in mod.tree.body if isinstance(s, ast.Assign)
+                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and s.targets[0].id in preds}
+        out: dict[str, tuple[ast.expr, str] | None] = {}
+        for name in imported:
+            out[name] = None
+        for name, call in preds.items():
+            out[name] = (call, f"{mod.rel}:{lines[name]}") if stores.get(name) == 1 and name not in imported else None
+        self._flags[mod.name] = out
+        return out
+
+    def _module_of(self, key: str):
+        parts = key.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            name = ".".join(parts[:i])
+            if name in self.tree.paths:
+                return self.tree.module(name)
+        return None
+
+    def platforms(self, read, functions: dict) -> tuple[list[str], list[str], list[str]] | None:
+        """(the platforms ``read``'s path can run on, in ``Platform`` order; the conditions false on some other
+        platform; the bindings they use, as ``name = call (file:line)``), or None when no condition is false on any
+        platform. ``functions``: the read walker's ``functions`` (qualified name -> (def node, file))."""
+        from fencecheck.vocab import Platform
+
+        from .constructed import _Aliases
+        from .platform import Evaluator
+        from .tree import copy_node
+
+        mods = [m for m in (self._module_of(h.key) for h in read.via) if m is not None]
+        if not mods or not read.conditions:
+            return None
+        local: set[str] = set()
+        for h in read.via:
+            node = functions.get(h.key, (None,))[0]
+            for n in self.tree.walk(node) if node is not None else ():
+                if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                    local.add(n.id)
+                elif isinstance(n, ast.arg):
+                    local.add(n.arg)
+        names: dict[str, tuple[ast.expr, str] | None] = {}
+        for m in {id(m): m for m in reversed(mods)}.values():  # the read's own module first: the binding cited
+            for name, b in self._bindings(m).items():
+                if name in names and (b is None or names[name] is None
+                                      or ast.dump(b[0]) != ast.dump(names[name][0])):
+                    names[name] = None
+                else:
+                    names.setdefault(name, b)
+        usable = {n: b for n, b in names.items() if b is not None and n not in local}
+        if not usable:
+            return None
+        aliases = _Aliases({n: b[0] for n, b in usable.items()})
+        ev = Evaluator(self.tree)
+        mod = mods[-1]
+        possible = [p.value for p in Platform]
+        deciding, used = [], []
+        for text in read.conditions:
+            try:
+                e = ast.parse(text, mode="eval").body
+            except (SyntaxError, RecursionError):
+                continue
+            present = {n.id for n in ast.walk(e) if isinstance(n, ast.Name)} & set(usable)
+            e = aliases.visit(copy_node(e)) if present else e
+            false_on = [p for p in possible if ev.value(mod, e, p, {}) is False]
+            if false_on:
+                possible = [p for p in possible if p not in false_on]
+                deciding.append(text)
+                used += [f"{n} = {ast.unparse(usable[n][0])} ({usable[n][1]})" for n in sorted(present)
+                         if f"{n} = {ast.unparse(usable[n][0])} ({usable[n][1]})" not in used]
+        if not deciding:
+            return None
+        return possible, deciding, used
+
+    def why(self, read, mode: str | None, publisher: str, functions: dict) -> str | None:
+        """Why ``read`` (after the publisher's runner in the graph-replayed ``mode``) is not a finding: its path runs
+        only on devices whose runners never publish, or on no platform; None otherwise."""
+        if not self.silent or mode is None or self.modes.predicate("is_cuda_graph", mode) is not True:
+            return None
+        hit = self.platforms(read, functions)
+        if hit is None:
+            return None
+        possible, deciding, used = hit
+        tests = " and ".join(f"`{t}`" for t in deciding) + (f" ({'; '.join(used)})" if used else "")
+        if not possible:
+            return f"its path runs on no platform: {tests} cannot all hold with one platform's predicate true"
+        if any(p not in self.silent for p in possible):
+            return None
+        from .platform import predicates
+
+        preds = predicates(self.tree)
+        defs = "; ".join(f"{preds[p].function} ({preds[p].file}:{preds[p].line})" for p in possible if p in preds)
+        return (f"runs only on {', '.join(possible)}: {tests}; " + "; ".join(self.silent[p] for p in possible)
+                + f": `{publisher}`'s mailbox gets no event from a {mode} step there, and the barrier waits on the "
+                  "whole forward stream" + (f"; the barrier applies at all only when {self.gate}" if self.gate else "")
+                + "; one platform's predicate is taken to hold at a time" + (f" ({defs})" if defs else ""))
