@@ -6,6 +6,7 @@ against tests/sglang_0_5_23_algorithms.json (audited by hand)."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from dataclasses import replace
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fencecheck.commands.main import main
 from fencecheck.sglang_source import read_path
 from fencecheck.commands.reader_workers import decide_worker_reads
 
@@ -378,6 +380,9 @@ def test_a_worker_read_only_on_devices_whose_runners_never_publish_is_not_a_find
     # _on_npu is rebound through `global`, _on_cpu at module level, _npu_only is a parameter of inject: none is a flag
     assert reads[at["[batch.positions]"]]["finding"]["status"] == "plausible"
     assert reads[at["[batch.extend_seq_lens]"]]["finding"]["status"] == "plausible"
+    out = io.StringIO()
+    main(["sglang", str(dest / "sglang")], out=out, err=io.StringIO())
+    assert "worker reads after the publisher's runner (2 on a device whose runners never publish)" in out.getvalue()
     runner = dest / "sglang" / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
     runner.write_text(runner.read_text("utf-8").replace(
         "        return self.backend.replay(forward_batch)",
