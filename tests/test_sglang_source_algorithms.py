@@ -426,3 +426,32 @@ def test_the_release_worker_reads_on_a_cpu_or_npu_branch_are_not_findings(releas
         if k in got and want[k] != {"finding"}:
             got[k] -= {"no barrier with this publisher", "this publisher row never holds", "the fence covers it"}
     assert got == want
+
+
+def test_a_read_after_a_draft_runner_of_the_worker_s_own_stays_a_finding_on_a_silent_device(tmp_path):
+    """ALPHA's draft runner publishes before every replay (a class of the worker's own, not the device's decode graph
+    runner: 0.5.18's NPU draft-extend runner is one), here in DECODE: its commit read on the NPU branch stays a
+    finding; the same read after a target verify that the NPU's decode graph runner replays would not be one."""
+    dest = tmp_path / "wheel"
+    for case in ("common", "algorithms", "device"):
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    utils = dest / "sglang" / "srt" / "utils" / "common.py"
+    utils.write_text(utils.read_text("utf-8") + "\n\ndef is_npu():\n    return hasattr(torch, 'npu')\n", "utf-8")
+    workers = dest / WORKERS
+    text = workers.read_text("utf-8")
+    text = text.replace("from sglang.srt.speculative.runners import", "from sglang.srt.utils.common import is_npu\n"
+                        "from sglang.srt.speculative.runners import", 1)
+    text = text.replace("\n\nclass DraftWorker:", "\n\n_is_npu = is_npu()\n\n\nclass DraftWorker:", 1)
+    text = text.replace("        batch.forward_mode = ForwardMode.DRAFT_EXTEND_V2\n",
+                        "        batch.forward_mode = ForwardMode.DECODE\n", 1)
+    text = text.replace("        out.kv_slots = self.req_to_token_pool.req_to_token[batch.req_pool_indices]\n",
+                        "        if _is_npu:\n"
+                        "            out.kv_slots = self.req_to_token_pool.req_to_token[batch.req_pool_indices]\n", 1)
+    workers.write_text(text, "utf-8")
+    line = next(n for n, x in enumerate(text.splitlines(), 1) if "out.kv_slots = self.req_to_token_pool" in x)
+    doc = decide_worker_reads(read_path(dest / "sglang"))[0].to_json()
+    (alpha,) = [a for a in doc["algorithms"] if a["name"] == "ALPHA"]
+    read = next(r for r in alpha["reads_after_publisher"] if r["line"] == line)
+    assert read["condition"] == "_is_npu" and read["after"]["mode"] == "DECODE"
+    runs = next(n for n, x in enumerate(text.splitlines(), 1) if "self.draft_extend_runner.execute(batch)" in x)
+    assert read["finding"] is not None and read["finding"]["races"] == [f"req_to_token@draft-decode-{runs}/worker_after"]

@@ -255,8 +255,7 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None) -> 
                 why = linked(walker, ci, r, pub.conditions)
                 if why is not None:
                     outcome = ReadOutcome(None, f"not with this publisher: {why} (publisher_link.py)")
-            on = bound.why(r, last.mode, pub.publisher, walker.functions) \
-                if outcome is PENDING and bound is not None else None
+            on = bound.why(r, pub, before, walker.functions) if outcome is PENDING and bound is not None else None
             out[k] = WorkerRead(r.location, r.file, r.line, r.what, r.via_text(), r.conditions,
                                 pub, after, before, copy, outcome, (index, len(out)),
                                 bound=None if on is None else f"{on} (device.py)")

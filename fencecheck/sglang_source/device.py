@@ -16,10 +16,12 @@ A backend is bound to a device by its code, never by its name:
 
 Anything not decided this way stays a finding.
 
-A worker's read after its publisher's runner is bound to devices by its path's tests (``PlatformPaths``): where
-every platform on which none of them is false (module-level flags such as ``_is_cpu = is_cpu()`` taken for their
-call) is such a device, the publisher's mailbox gets no event from the graph-replayed step there, and the read is not
-a finding (decided after its scenario, so a read the fence covers on every platform keeps that reason).
+A worker's read after the target model runner's graph-replayed phases is bound to devices by its path's tests
+(``PlatformPaths``): where every platform on which none of them is false (module-level flags such as
+``_is_cpu = is_cpu()`` taken for their call) is such a device, the target's mailbox gets no event from the step there,
+and the read is not a finding (decided after its scenario, so a read the fence covers on every platform keeps that
+reason). A draft runner, a class of the worker's own, is not the device's decode graph runner: a read ordered against
+a draft-side publisher is never taken.
 """
 
 from __future__ import annotations
@@ -295,11 +297,18 @@ class PlatformPaths:
             return None
         return possible, deciding, used
 
-    def why(self, read, mode: str | None, publisher: str, functions: dict) -> str | None:
-        """Why ``read`` (after the publisher's runner in the graph-replayed ``mode``) is not a finding: its path runs
-        only on devices whose runners never publish, or on no platform; None otherwise."""
-        if not self.silent or mode is None or self.modes.predicate("is_cuda_graph", mode) is not True:
+    def why(self, read, publisher, before, functions: dict) -> str | None:
+        """Why ``read`` is not a finding: its path runs only on devices whose runners never publish, or on no
+        platform; None otherwise. ``publisher``: the ``Publisher`` row it is ordered against; ``before``: the runner
+        phases before it. Only a target-side publisher is taken, and only when every target phase before the read
+        is in a graph-replayed mode: those run on the device's decode graph runner (``capture_decode_graph``'s map) or
+        eagerly, neither of which publishes on such a device; a draft runner is a class of the worker's own, which may
+        publish there (0.5.18's NPU draft-extend runner does)."""
+        target = [ph for ph in before if ph.kind == "runner" and ph.side == "target"]
+        if not self.silent or publisher.side != "target" or not target \
+                or any(ph.mode is None or self.modes.predicate("is_cuda_graph", ph.mode) is not True for ph in target):
             return None
+        mode, publisher = target[-1].mode, publisher.publisher
         hit = self.platforms(read, functions)
         if hit is None:
             return None
