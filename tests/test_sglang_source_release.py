@@ -310,3 +310,18 @@ def test_the_release_summary_fits_one_screen_and_cuts_no_fix_or_configuration():
         assert len(lines[i]) <= WIDTH and len(lines[i + 1]) <= WIDTH, (lines[i], lines[i + 1])
         if lines[i].startswith(("  CONFIRMED ", "  REACHABLE ")):
             assert re.search(r"least demanding \S+ \([^)]*\); fix \(proved\): declare \w+$", lines[i + 1]), lines[i + 1]
+
+
+def test_the_reads_in_the_model_s_own_layers_are_unresolved_notes(doc):
+    """Dots 3's KV write location (the pool's translate when the metadata has no matching swa_out_cache_loc) and
+    Qwen4-Exp's per-layer-embedding batch (the mamba slots of the batch's requests) read in the forward; the ROCm
+    fused rope argument (a conditional alias) and MindSpore's block table (behind a host sync) are not noted."""
+    notes = {(n["file"], n["line"]): n["what"] for n in doc["notes"] if "in the model's forward" in n["what"]}
+    assert set(notes) == {("sglang/srt/models/dots3_common/modeling.py", 883), ("sglang/srt/models/qwen4_exp.py", 344)}
+    assert notes["sglang/srt/models/qwen4_exp.py", 344].startswith(
+        "Qwen4ExpModel.forward (and 1 more forward methods) reads req_index_to_mamba_index_mapping in the model's "
+        "forward via Qwen4ExpModel.forward -> qwen4_exp._prepare_ple_batch (when not breakable_ple and self.has_ple")
+    assert "reads full_to_swa_index_mapping in the model's forward via Dots3AttentionMLA.forward_normal_prepare -> " \
+           "Dots3AttentionMLA._get_kv_write_loc (when self.use_swa and (swa_loc is None or " in \
+           notes["sglang/srt/models/dots3_common/modeling.py", 883]
+    assert all(n["unresolved"] for n in doc["notes"] if "in the model's forward" in n["what"])

@@ -17,7 +17,7 @@ from .backend_reader import STARTUP_ENTRIES, Reader
 from .declare import Child, End, MaxOf
 from .findings import Finding, NotFinding, ReadOutsideDeclaration, UnresolvedDeclaration
 from .limits import cut_finding, cut_rows, notes, unknown_child_finding
-from .reads import Read
+from .reads import Read, ReadWalker
 from .records import (
     Backend,
     BackendRead,
@@ -108,6 +108,7 @@ def read_tree(tree: Tree) -> Extraction:
     worker_rows = workers(tree, proto.publisher_property or "last_shared_read_runner")
     runner_rows = tuple(r.row() for r in proto.runners)
     findings, moved = never_published(tree, rd, findings, runner_rows)
+    _model_notes(tree, rd, runner_rows)
     unique = {(f.subject, f.mode or "", f.file, f.line, f.location, f.why): f for f in
               sorted(not_findings + moved, key=lambda f: (len(f.via), f.via), reverse=True)}
     ex = Extraction(str(tree.root), tree.version(), tuple(rd.modes.members), (rd.modes.file, rd.modes.line),
@@ -118,6 +119,17 @@ def read_tree(tree: Tree) -> Extraction:
     return replace(ex, fingerprints=prints, facts=read_facts(tree, rd, ex), notes=notes(tree), stats={
         "files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
         "graph_edges": rd.walker.graph.number_of_edges()})
+
+
+def _model_notes(tree: Tree, rd: Reader, runner_rows: tuple) -> None:
+    """The unresolved notes on reads in the model's own layers (``model_reads``), added to the tree's notes; their
+    walker is their own, so the backends' call graph and fingerprints are the backends' alone."""
+    from .device import PlatformPaths
+    from .model_reads import model_reads
+
+    walker = ReadWalker(tree, rd.modes, rd.attr_types)
+    for file, line, what in model_reads(tree, walker, PlatformPaths(tree, runner_rows, rd.modes)):
+        tree.note(file, line, what)
 
 
 def older_fence(tree: Tree, proto) -> Extraction:

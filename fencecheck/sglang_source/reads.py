@@ -188,6 +188,18 @@ class ReadWalker:
             return [], [Cut(LIMIT_WALKS, fn.file, node.lineno, fn.label, ())]
         return list(e.reads), list(e.cuts)
 
+    def function_reads(self, module, node: ast.FunctionDef, mode: str | None) -> list[Read]:
+        """The reads under the module-level function ``node`` of ``module`` in ``mode`` (as ``method_walk``; a walk
+        a limit cut gives the reads found)."""
+        fn = self._fn(None, None, node, module)
+        try:
+            e = self._fn_reads(fn, mode, 0, ())
+        except RecursionError:
+            self.tree.note(fn.file, node.lineno, f"{fn.label}: nested too deeply to walk its reads (Python's "
+                                                 "recursion limit)")
+            return []
+        return list(e.reads) if e is not None else []
+
     # internals -----------------------------------------------------------------------------------------------------
     def _fn(self, subject, owner, node, module=None) -> _Fn:
         if owner is not None:

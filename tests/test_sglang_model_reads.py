@@ -1,0 +1,71 @@
+"""The reader's notes on reads in the model's own layers (fencecheck/sglang_source/model_reads.py).
+
+A scheduler-shared map read in a layer's forward is an unresolved note naming the read, its chain, its modes and its
+platforms; a read behind a host sync, one at load time and one on a device whose runners never publish are not
+noted. The synthetic model is tests/sglang_trees/model_reads."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+from fencecheck.commands.main import main
+from fencecheck.sglang_source import read_path
+
+TREES = Path(__file__).resolve().parent / "sglang_trees"
+TOY = "sglang/srt/models/toy.py"
+UTILS = "sglang/srt/models/toy_utils.py"
+
+
+def _tree(tmp_path, *cases) -> Path:
+    dest = tmp_path / "wheel"
+    for case in ("common", *cases, "model_reads"):
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    utils = dest / "sglang" / "srt" / "utils" / "common.py"
+    utils.write_text(utils.read_text("utf-8") + "\n\ndef is_npu():\n    return hasattr(torch, 'npu')\n", "utf-8")
+    return dest / "sglang"
+
+
+def _line(root: Path, rel: str, text: str) -> int:
+    lines = (root.parent / rel).read_text("utf-8").splitlines()
+    return next(n for n, x in enumerate(lines, 1) if text in x)
+
+
+def _model_notes(doc) -> dict:
+    return {(n["file"], n["line"]): n for n in doc["notes"] if "in the model's forward" in n["what"]}
+
+
+def test_a_layer_reading_a_shared_map_in_its_forward_is_an_unresolved_note(tmp_path):
+    root = _tree(tmp_path)
+    doc = read_path(root).to_json()
+    got = _model_notes(doc)
+    helper = (UTILS, _line(root, UTILS, "[forward_batch.positions]"))
+    prepare = (TOY, _line(root, TOY, "[forward_batch.req_pool_indices]"))
+    npu = (UTILS, _line(root, UTILS, "[forward_batch.seq_lens]"))
+    assert set(got) == {helper, prepare, npu}  # no device map here: no device is known to be silent
+    assert "(when _is_npu); only on npu:" in got[npu]["what"]
+    h = got[helper]
+    assert h["unresolved"] is True
+    assert h["what"] == (
+        "ToyAttention.forward reads req_to_token in the model's forward via ToyAttention.forward -> "
+        "toy_utils.build_slots (when not _is_npu); only on cuda, hip, musa, xpu, cpu: in a DECODE/IDLE/TARGET_VERIFY "
+        "graph it runs after the in-graph marker, outside an IN_REPLAY or PRE_REPLAY declaration of the backend that runs with the model; not decided "
+        "(which backend runs with a model is a server setting)")
+    assert got[prepare]["what"].startswith("ToyLayer.forward_prepare reads req_to_token in the model's forward via "
+                                           "ToyLayer.forward_prepare: in a DECODE graph")  # the mode test decided
+    # the tree is otherwise clean: the notes alone make the verdict unknown
+    out = io.StringIO()
+    assert main(["sglang", str(root)], out=out, err=io.StringIO()) == 3
+    assert "reads req_to_token in the model's forward" in out.getvalue()
+
+
+def test_a_model_read_only_on_a_device_whose_runners_never_publish_is_not_noted(tmp_path):
+    """With capture_decode_graph's map (the NPU runner never publishes), the helper's NPU-only branch is left out
+    and its other branch is noted with the platforms it runs on."""
+    root = _tree(tmp_path, "device")
+    got = _model_notes(read_path(root).to_json())
+    npu = (UTILS, _line(root, UTILS, "[forward_batch.seq_lens]"))
+    helper = (UTILS, _line(root, UTILS, "[forward_batch.positions]"))
+    assert npu not in got and helper in got
+    assert "(when not _is_npu); only on cuda, hip, musa, xpu, cpu:" in got[helper]["what"]
