@@ -1,8 +1,8 @@
 """The reader's notes on reads in the model's own layers (fencecheck/sglang_source/model_reads.py).
 
 A scheduler-shared map read in a layer's forward is an unresolved note naming the read, its chain, its modes and its
-platforms; a read behind a host sync, one at load time and one on a device whose runners never publish are not
-noted. The synthetic model is tests/sglang_trees/model_reads."""
+platforms (a map taken into a local by a conditional expression whose other side is None is still the map); a read
+behind a host sync, one at load time and one on a device whose runners never publish are not noted. The synthetic model is tests/sglang_trees/model_reads."""
 
 from __future__ import annotations
 
@@ -43,7 +43,10 @@ def test_a_layer_reading_a_shared_map_in_its_forward_is_an_unresolved_note(tmp_p
     helper = (UTILS, _line(root, UTILS, "[forward_batch.positions]"))
     prepare = (TOY, _line(root, TOY, "[forward_batch.req_pool_indices]"))
     npu = (UTILS, _line(root, UTILS, "[forward_batch.seq_lens]"))
-    assert set(got) == {helper, prepare, npu}  # no device map here: no device is known to be silent
+    alias = (UTILS, _line(root, UTILS, "mapping.long()"))  # `mapping`: the map or None; `other` is no alias
+    assert set(got) == {helper, prepare, npu, alias}  # no device map here: no device is known to be silent
+    assert "reads full_to_swa_index_mapping in the model's forward via ToyAttention.forward -> " \
+           "toy_utils.swa_slots (when mapping is not None)" in got[alias]["what"]
     assert "(when _is_npu); only on npu:" in got[npu]["what"]
     h = got[helper]
     assert h["unresolved"] is True

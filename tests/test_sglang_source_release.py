@@ -314,10 +314,14 @@ def test_the_release_summary_fits_one_screen_and_cuts_no_fix_or_configuration():
 
 def test_the_reads_in_the_model_s_own_layers_are_unresolved_notes(doc):
     """Dots 3's KV write location (the pool's translate when the metadata has no matching swa_out_cache_loc) and
-    Qwen4-Exp's per-layer-embedding batch (the mamba slots of the batch's requests) read in the forward; the ROCm
-    fused rope argument (a conditional alias) and MindSpore's block table (behind a host sync) are not noted."""
+    Qwen4-Exp's per-layer-embedding batch (the mamba slots of the batch's requests) read in the forward, and the ROCm
+    fused rope argument (through a local the map or None) on HIP only; MindSpore's block table (behind a host sync)
+    is not noted."""
     notes = {(n["file"], n["line"]): n["what"] for n in doc["notes"] if "in the model's forward" in n["what"]}
-    assert set(notes) == {("sglang/srt/models/dots3_common/modeling.py", 883), ("sglang/srt/models/qwen4_exp.py", 344)}
+    assert set(notes) == {("sglang/srt/models/dots3_common/modeling.py", 883), ("sglang/srt/models/qwen4_exp.py", 344),
+                          ("sglang/srt/models/utils.py", 339)}
+    assert "reads full_to_swa_index_mapping in the model's forward via " in notes["sglang/srt/models/utils.py", 339]
+    assert "utils.create_fused_set_kv_buffer_arg (when _is_hip); only on hip:" in notes["sglang/srt/models/utils.py", 339]
     assert notes["sglang/srt/models/qwen4_exp.py", 344].startswith(
         "Qwen4ExpModel.forward (and 1 more forward methods) reads req_index_to_mamba_index_mapping in the model's "
         "forward via Qwen4ExpModel.forward -> qwen4_exp._prepare_ple_batch (when not breakable_ple and self.has_ple")

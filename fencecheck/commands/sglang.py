@@ -221,7 +221,9 @@ def _short(ex, drift, lines: list[str]) -> str:
         lines += _drift_lines(drift)
     lines.append(_not_findings_line(ex))
     lines.append(facts_line(ex))
-    lines += limits_text(ex)
+    from fencecheck.commands.sglang_summary import WIDTH
+
+    lines += limits_text(ex, WIDTH)
     return "\n".join(lines) + "\n"
 
 

@@ -74,9 +74,9 @@ def notes(tree) -> tuple[Note, ...]:
     return tuple(sorted(set(tree.notes), key=lambda n: (n.file, n.line or 0, n.what)))
 
 
-def limits_text(ex) -> list[str]:
+def limits_text(ex, width: int | None = None) -> list[str]:
     """The summary's lines on the reader's limits in the extraction ``ex``: the read paths a limit cut and the
-    notes."""
+    notes; with ``width``, a note longer than that is cut there (``--details`` and ``--json`` give it whole)."""
     cut = [c for b in ex.backends for c in b.cut_paths]
     lines = []
     if cut:
@@ -84,11 +84,18 @@ def limits_text(ex) -> list[str]:
         lines.append(f"read paths cut by a limit of the reader: {len(cut)} ({found} unresolved findings; --json lists "
                      "them under cut_paths)")
     if ex.notes:
-        lines.append(f"notes ({sum(1 for n in ex.notes if n.unresolved)} unresolved):")
+        cut_any = width is not None and any(len(_note_line(n)) > width for n in ex.notes)
+        lines.append(f"notes ({sum(1 for n in ex.notes if n.unresolved)} unresolved"
+                     + ("; --details or --json gives each whole" if cut_any else "") + "):")
     for n in ex.notes:  # a file name may hold any character: one line each
-        at = f"{one_line(n.file)}:{n.line}" if n.line else one_line(n.file)
-        lines.append(f"  {'UNRESOLVED ' if n.unresolved else ''}{at}: {one_line(n.what)}")
+        text = _note_line(n)
+        lines.append(text if width is None or len(text) <= width else text[:width - 3] + "...")
     return lines
+
+
+def _note_line(n) -> str:
+    at = f"{one_line(n.file)}:{n.line}" if n.line else one_line(n.file)
+    return f"  {'UNRESOLVED ' if n.unresolved else ''}{at}: {one_line(n.what)}"
 
 
 def floor_end(rd, value, mode: str, subject, depth: int = 0) -> str:

@@ -2,7 +2,8 @@
 MRO), ``super()``, helper functions (resolved through imports), child backends whose class is known from
 ``self.x = Cls(...)``, and the kernels those maps are passed to.
 
-A read is an access to one of ``SHARED_ATTRS`` (or a local alias of one, or a parameter of that name) used as data:
+A read is an access to one of ``SHARED_ATTRS`` (or a local alias of one, including one a conditional expression binds to
+the map or None, or a parameter of that name) used as data:
 indexed, passed to a call, or the receiver of a method call; or a call to a translator method that reads them
 (``TRANSLATOR_READS``) or to a pool method of the tree that does (``pool_reads``). Taking the attribute into a local
 or ``self`` field is not a read. Branches on the forward mode are decided for the mode at hand; other tests are kept as
@@ -576,10 +577,19 @@ def _is_mode_expr(e) -> bool:
 
 
 def _shared_of(value, aliases) -> str | None:
+    """The shared map ``value`` names: the attribute, a local alias of one, or a conditional expression one of whose
+    sides names it and the other names it too or is ``None`` (``m = pool.full_to_swa_index_mapping if swa else
+    None``: where ``m`` is not None it is the map)."""
     if isinstance(value, ast.Attribute) and value.attr in SHARED_ATTRS:
         return value.attr
     if isinstance(value, ast.Name) and value.id in aliases:
         return aliases[value.id]
+    if isinstance(value, ast.IfExp):
+        sides = [None if isinstance(v, ast.Constant) and v.value is None else _shared_of(v, aliases) or "?"
+                 for v in (value.body, value.orelse)]
+        named = {x for x in sides if x is not None}
+        if len(named) == 1 and "?" not in named:
+            return named.pop()
     return None
 
 

@@ -1,14 +1,16 @@
 """A synthetic model whose layers read scheduler-shared maps in their forward (model_reads): through a helper of
-another module (and that helper's NPU-only branch), in a ``forward_*`` method of a layer, behind a host sync, and at
-load time only."""
+another module (and that helper's NPU-only branch), through a local bound to the map or None by a conditional
+expression (and not through one bound to the map or another tensor), in a ``forward_*`` method of a layer, behind a
+host sync, and at load time only."""
 
-from sglang.srt.models.toy_utils import build_slots
+from sglang.srt.models.toy_utils import build_slots, swa_slots
 
 
 class ToyAttention:
     def forward(self, positions, hidden_states, forward_batch):
         slots = build_slots(forward_batch)
-        return hidden_states, slots
+        swa = swa_slots(forward_batch, forward_batch.token_to_kv_pool, True)
+        return hidden_states, slots, swa
 
 
 class ToyLayer:
