@@ -7,7 +7,8 @@ the verdict of reading the cited chain in that release's sources (``real``, ``fa
 the configuration it needs and the reason with file:line cites. The fast tests check the file's shape and that every
 cite lies inside its file in the release's sources (a release not on this machine is fetched by a slow test). The slow
 test runs the reader on each release, checks that every judged item is still found in its output (as a finding, a
-not-finding, or a read of its tables) unless it is marked missed, and prints the reader's current precision and
+not-finding, a read of its tables, or for a read in the model's own layers its unresolved note) unless it is marked
+missed, and prints the reader's current precision and
 recall against the set; it asserts no target.
 """
 
@@ -30,8 +31,11 @@ JUDGED = json.loads((HERE / "sglang_judged.json").read_text(encoding="utf-8"))
 RELEASES = ("0.5.18", "0.5.22", "0.5.23")
 FIELDS = ("release", "kind", "subject", "mode", "site", "location", "read", "reader_status", "verdict",
           "configuration", "reason")
-#: The reader's finding kinds, and ``barrier_deferred`` (a catalog race in the event loop, no read the reader checks).
-KINDS = {"read_outside_declaration", "worker_read_after_publish", "unresolved_declaration", "barrier_deferred"}
+#: The reader's finding kinds, ``barrier_deferred`` (a catalog race in the event loop, no read the reader checks) and
+#: ``model_read_in_forward`` (a read in the model's own layers, which the reader reports as an unresolved note).
+MODEL_READ = "model_read_in_forward"
+KINDS = {"read_outside_declaration", "worker_read_after_publish", "unresolved_declaration", "barrier_deferred",
+         MODEL_READ}
 REPORTED = {"confirmed", "plausible", "unresolved"}
 STATUSES = REPORTED | {"not_finding", "missed"}
 VERDICTS = {"real", "false", "undecidable_statically"}
@@ -70,6 +74,8 @@ def test_every_item_has_the_fields_and_closed_values():
             problems.append(f"{where}: a real read the reader does not report is `missed`")
         if item["kind"] == "barrier_deferred" and item["reader_status"] != "missed":
             problems.append(f"{where}: the reader has no barrier_deferred finding")
+        if item["kind"] == MODEL_READ and item["reader_status"] not in ("unresolved", "missed"):
+            problems.append(f"{where}: a model read is an unresolved note or missed")
     keys = [_key(i) for i in JUDGED if isinstance(i, dict)]
     problems += [f"duplicate item {k}" for k, c in Counter(keys).items() if c > 1]
     assert problems == [], problems
@@ -136,12 +142,20 @@ def _matches(finding: dict, item: dict) -> bool:
             and finding["mode"] == item["mode"] and item["read"] in _finding_reads(finding))
 
 
+def _noted(doc: dict, item: dict) -> bool:
+    """A model read's note is in the reader's output (the note's file and line are the read's)."""
+    return item["kind"] == MODEL_READ and any(
+        f"{_rel(n['file'])}:{n['line']}" == item["read"] and "in the model's forward" in n["what"]
+        for n in doc.get("notes", ()))
+
+
 def _located(doc: dict, item: dict) -> bool:
     """The item's read is somewhere in the reader's output: a finding's evidence, a not-finding, a backend's read
-    table (same mode) or a worker's reads after its publisher."""
+    table (same mode), a worker's reads after its publisher or a model read's note."""
     path, line = item["read"].rsplit(":", 1)
     line = int(line)
-    return (any(f["subject"] == item["subject"] and item["read"] in _finding_reads(f) for f in doc["findings"])
+    return (_noted(doc, item)
+            or any(f["subject"] == item["subject"] and item["read"] in _finding_reads(f) for f in doc["findings"])
             or any(n["subject"] == item["subject"] and _rel(n["file"]) == path and n["line"] == line
                    for n in doc["not_findings"])
             or any(b["class"] == item["subject"] and r["mode"] == item["mode"] and _rel(r["file"]) == path
@@ -152,16 +166,21 @@ def _located(doc: dict, item: dict) -> bool:
 
 def score(doc: dict, items: list[dict]) -> dict:
     """Precision over the reader's findings (a finding is real when one of its judged reads is, false when all are;
-    undecidable ones are left out) and recall over the judged real reads (reported = matched to a finding)."""
+    undecidable ones are left out) and recall over the judged real reads (reported = matched to a finding; a model
+    read, which is never a finding, when its note is there); the model reads' notes counted apart
+    (``notes_real``, ``notes_false``)."""
     judged = {"real": 0, "false": 0, "undecidable_statically": 0, "unjudged": 0}
     for finding in doc["findings"]:
         verdicts = {i["verdict"] for i in items if _matches(finding, i)}
         judged["real" if "real" in verdicts else "undecidable_statically" if "undecidable_statically" in verdicts
                else "false" if verdicts else "unjudged"] += 1
     real = [i for i in items if i["verdict"] == "real"]
-    found = sum(any(_matches(f, i) for f in doc["findings"]) for i in real)
+    found = sum(any(_matches(f, i) for f in doc["findings"]) or _noted(doc, i) for i in real)
     decided = judged["real"] + judged["false"]
+    noted = [i for i in items if _noted(doc, i)]
     return dict(findings=len(doc["findings"]), **judged,
+                notes_real=sum(i["verdict"] == "real" for i in noted),
+                notes_false=sum(i["verdict"] == "false" for i in noted),
                 precision=judged["real"] / decided if decided else None,
                 real_reads=len(real), real_reported=found, recall=found / len(real) if real else None)
 
@@ -187,15 +206,18 @@ def test_precision_and_recall_of_the_current_reader(release):
     lost = [f"{i['subject']} {i['mode']} {i['read']}" for i in items
             if i["reader_status"] != "missed" and not _located(doc, i)]
     assert lost == [], f"judged reads the reader's output no longer names (re-judge them or mark them missed): {lost}"
+    def reported(i):
+        return any(_matches(f, i) for f in doc["findings"]) or _noted(doc, i)
+
     changed = [f"{i['subject']} {i['mode']} {i['read']}: {i['reader_status']} -> "
-               f"{'reported' if any(_matches(f, i) for f in doc['findings']) else 'not reported'}"
-               for i in items if (i["reader_status"] in REPORTED)
-               != any(_matches(f, i) for f in doc["findings"])]
+               f"{'reported' if reported(i) else 'not reported'}"
+               for i in items if (i["reader_status"] in REPORTED) != reported(i)]
     s = score(doc, items)
     pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
     print(f"\nsglang {release}: {s['findings']} findings, {s['real']} real, {s['false']} false, "
           f"{s['undecidable_statically']} undecidable, {s['unjudged']} unjudged; precision {pct(s['precision'])}; "
-          f"recall {s['real_reported']}/{s['real_reads']} = {pct(s['recall'])}")
+          f"recall {s['real_reported']}/{s['real_reads']} = {pct(s['recall'])}; model-read notes: {s['notes_real']} "
+          f"real, {s['notes_false']} false")
     for line in changed:
         print(f"  status changed since judged: {line}")
     settled = [f for f in doc["findings"] if f["status"] in ("confirmed", "reachable")]
