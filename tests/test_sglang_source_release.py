@@ -320,12 +320,16 @@ def test_the_reads_in_the_model_s_own_layers_are_unresolved_notes(doc):
     notes = {(n["file"], n["line"]): n["what"] for n in doc["notes"] if "in the model's forward" in n["what"]}
     assert set(notes) == {("sglang/srt/models/dots3_common/modeling.py", 883), ("sglang/srt/models/qwen4_exp.py", 344),
                           ("sglang/srt/models/utils.py", 339)}
-    assert "reads full_to_swa_index_mapping in the model's forward via " in notes["sglang/srt/models/utils.py", 339]
-    assert "utils.create_fused_set_kv_buffer_arg (when _is_hip); only on hip:" in notes["sglang/srt/models/utils.py", 339]
+    assert notes["sglang/srt/models/utils.py", 339].startswith(
+        "utils.create_fused_set_kv_buffer_arg reads full_to_swa_index_mapping in the model's forward (from ")
+    assert "utils.create_fused_set_kv_buffer_arg; when _is_hip); only on hip:" in notes["sglang/srt/models/utils.py", 339]
     assert notes["sglang/srt/models/qwen4_exp.py", 344].startswith(
-        "Qwen4ExpModel.forward (and 1 more forward methods) reads req_index_to_mamba_index_mapping in the model's "
-        "forward via Qwen4ExpModel.forward -> qwen4_exp._prepare_ple_batch (when not breakable_ple and self.has_ple")
-    assert "reads full_to_swa_index_mapping in the model's forward via Dots3AttentionMLA.forward_normal_prepare -> " \
-           "Dots3AttentionMLA._get_kv_write_loc (when self.use_swa and (swa_loc is None or " in \
-           notes["sglang/srt/models/dots3_common/modeling.py", 883]
+        "qwen4_exp._prepare_ple_batch reads req_index_to_mamba_index_mapping in the model's forward (from "
+        "Qwen4ExpModel.forward and 1 more forward methods, via Qwen4ExpModel.forward -> qwen4_exp._prepare_ple_batch; "
+        "when not breakable_ple and self.has_ple")
+    assert notes["sglang/srt/models/dots3_common/modeling.py", 883].startswith(
+        "Dots3AttentionMLA._get_kv_write_loc reads full_to_swa_index_mapping in the model's forward (from "
+        "Dots3AttentionMLA.forward_normal_prepare and 6 more forward methods, via "
+        "Dots3AttentionMLA.forward_normal_prepare -> Dots3AttentionMLA._get_kv_write_loc; when self.use_swa and "
+        "(swa_loc is None or ")
     assert all(n["unresolved"] for n in doc["notes"] if "in the model's forward" in n["what"])

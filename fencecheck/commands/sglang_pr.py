@@ -153,11 +153,16 @@ def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple
 
 
 def added_notes(head_notes, base_doc: dict) -> list:
-    """HEAD's unresolved notes (``tree_files.Note``) the baseline has not (the same file and what, lines aside)."""
+    """HEAD's unresolved notes (``tree_files.Note``) the baseline has not (the same file and what, lines aside; a
+    read in the model's own layers by the function that reads and the map, ``model_reads.note_identity``)."""
     from fencecheck.commands.sglang_identity import without_lines
+    from fencecheck.sglang_source.model_reads import note_identity
 
-    seen = {(n["file"], without_lines(n["what"])) for n in base_doc.get("notes", ()) if n.get("unresolved")}
-    return [n for n in head_notes if n.unresolved and (n.file, without_lines(n.what)) not in seen]
+    def key(file, what):
+        return file, without_lines(note_identity(what))
+
+    seen = {key(n["file"], n["what"]) for n in base_doc.get("notes", ()) if n.get("unresolved")}
+    return [n for n in head_notes if n.unresolved and key(n.file, n.what) not in seen]
 
 
 def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp, notes=()) -> dict:

@@ -98,14 +98,24 @@ def model_reads(tree: Tree, walker: ReadWalker, bound=None) -> list[tuple[str, i
             if hit is not None and hit[0]:
                 where = f"; only on {', '.join(hit[0])}"
         entries = n["entries"]
-        more = f" (and {len(entries) - 1} more forward methods)" if len(entries) > 1 else ""
+        more = f" and {len(entries) - 1} more forward methods" if len(entries) > 1 else ""
         out.append((file, line, (
-            f"{r.via[0].func}{more} reads {loc} in the model's forward via " + " -> ".join(h.func for h in r.via)
-            + (f" (when {cond})" if cond else "") + where
+            f"{r.via[-1].func} reads {loc}{MARK} (from {r.via[0].func}{more}, via "
+            + " -> ".join(h.func for h in r.via) + (f"; when {cond}" if cond else "") + ")" + where
             + f": in a {'/'.join(n['modes'])} graph it runs after the in-graph marker, outside an IN_REPLAY or "
               "PRE_REPLAY declaration of the backend that runs with the model; not decided (which backend runs with "
               "a model is a server setting)")))
     return out
+
+
+#: The words that mark a note on a read in the model's own layers.
+MARK = " in the model's forward"
+
+
+def note_identity(what: str) -> str:
+    """What identifies a note across trees: for a read in the model's own layers, the function that reads and the
+    map (its entries, chain and conditions change with the callers); any other note whole."""
+    return what.split(" (from ", 1)[0] if MARK + " (from " in what else what
 
 
 def _walk(walker: ReadWalker, mod, ci, name: str, node, mode) -> list:
