@@ -215,23 +215,18 @@ class PlatformPaths:
             return hit
         from .constructed import _predicate_names
 
-        preds = _predicate_names(mod)
         stores: dict[str, int] = {}
-        imported: set[str] = set()
+        foreign: set[str] = set()  # imported, or rebound through `global`
         for n in self.tree.walk(mod.tree):
             if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
                 stores[n.id] = stores.get(n.id, 0) + 1
             elif isinstance(n, ast.Global):
-                imported.update(n.names)
+                foreign.update(n.names)
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                imported.update((a.asname or a.name).split(".")[0] for a in n.names)
-        lines = {s.targets[0].id: s.lineno for s in mod.tree.body if isinstance(s, ast.Assign)
-                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and s.targets[0].id in preds}
-        out: dict[str, tuple[ast.expr, str] | None] = {}
-        for name in imported:
-            out[name] = None
-        for name, call in preds.items():
-            out[name] = (call, f"{mod.rel}:{lines[name]}") if stores.get(name) == 1 and name not in imported else None
+                foreign.update((a.asname or a.name).split(".")[0] for a in n.names)
+        out: dict[str, tuple[ast.expr, str] | None] = dict.fromkeys(foreign)
+        for name, call in _predicate_names(mod).items():
+            out[name] = (call, f"{mod.rel}:{call.lineno}") if stores.get(name) == 1 and name not in foreign else None
         self._flags[mod.name] = out
         return out
 
@@ -291,8 +286,10 @@ class PlatformPaths:
             if false_on:
                 possible = [p for p in possible if p not in false_on]
                 deciding.append(text)
-                used += [f"{n} = {ast.unparse(usable[n][0])} ({usable[n][1]})" for n in sorted(present)
-                         if f"{n} = {ast.unparse(usable[n][0])} ({usable[n][1]})" not in used]
+                for n in sorted(present):
+                    text_of = f"{n} = {ast.unparse(usable[n][0])} ({usable[n][1]})"
+                    if text_of not in used:
+                        used.append(text_of)
         if not deciding:
             return None
         return possible, deciding, used
@@ -305,8 +302,10 @@ class PlatformPaths:
         eagerly, neither of which publishes on such a device; a draft runner is a class of the worker's own, which may
         publish there (0.5.18's NPU draft-extend runner does)."""
         target = [ph for ph in before if ph.kind == "runner" and ph.side == "target"]
-        if not self.silent or publisher.side != "target" or not target \
-                or any(ph.mode is None or self.modes.predicate("is_cuda_graph", ph.mode) is not True for ph in target):
+        from .capture_state import graph_modes
+
+        replayed = graph_modes(self.modes)
+        if not self.silent or publisher.side != "target" or not target or any(ph.mode not in replayed for ph in target):
             return None
         mode, publisher = target[-1].mode, publisher.publisher
         hit = self.platforms(read, functions)

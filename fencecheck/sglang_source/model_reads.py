@@ -19,6 +19,7 @@ its own ``forward``, not from the model's.
 
 from __future__ import annotations
 
+from .capture_state import graph_modes
 from .feasible import simplified
 from .reads import ReadWalker
 from .tree import Tree
@@ -72,18 +73,18 @@ def model_reads(tree: Tree, walker: ReadWalker, bound=None) -> list[tuple[str, i
             break
         names |= new
     notes: dict[tuple, dict] = {}
-    graph_modes = [m for m in walker.modes.members if walker.modes.predicate("is_cuda_graph", m) is True]
-    for (m, _, _), (ci, name, mod) in sorted(readers.items(), key=lambda x: tuple(str(p) for p in x[0])):
+    for _, (ci, name, mod) in sorted(readers.items(), key=lambda x: tuple(str(p) for p in x[0])):
         if not _is_entry(ci, name):
             continue
-        for mode in graph_modes:
+        for mode in graph_modes(walker.modes):
             for r in _walk(walker, mod, ci, name, ci.methods[name], mode):
-                if bound is not None and _silent(bound, r, walker):
-                    continue
+                hit = bound.platforms(r, walker.functions) if bound is not None else None
+                if hit is not None and hit[0] and all(p in bound.silent for p in hit[0]):
+                    continue  # only on devices whose runners never publish
                 k = (r.file, r.line, r.location)
-                n = notes.setdefault(k, {"entries": [], "modes": [], "read": r})
+                n = notes.setdefault(k, {"entries": [], "modes": [], "read": r, "platforms": hit})
                 if (len(r.via), len(r.conditions)) < (len(n["read"].via), len(n["read"].conditions)):
-                    n["read"] = r  # the chain shown: the shortest, then the least conditioned
+                    n["read"], n["platforms"] = r, hit  # the chain shown: the shortest, then the least conditioned
                 if f"{ci.name}.{name}" not in n["entries"]:
                     n["entries"].append(f"{ci.name}.{name}")
                 if mode not in n["modes"]:
@@ -92,11 +93,8 @@ def model_reads(tree: Tree, walker: ReadWalker, bound=None) -> list[tuple[str, i
     for (file, line, loc), n in sorted(notes.items()):
         r = n["read"]
         cond = simplified(r.conditions)
-        where = ""
-        if bound is not None:
-            hit = bound.platforms(r, walker.functions)
-            if hit is not None and hit[0]:
-                where = f"; only on {', '.join(hit[0])}"
+        hit = n["platforms"]
+        where = f"; only on {', '.join(hit[0])}" if hit is not None and hit[0] else ""
         entries = n["entries"]
         more = f" and {len(entries) - 1} more forward methods" if len(entries) > 1 else ""
         out.append((file, line, (
@@ -121,9 +119,3 @@ def note_identity(what: str) -> str:
 def _walk(walker: ReadWalker, mod, ci, name: str, node, mode) -> list:
     reads = walker.method_reads(ci, name, mode) if ci is not None else walker.function_reads(mod, node, mode)
     return [r for r in reads if r.host_sync is None]
-
-
-def _silent(bound, read, walker) -> bool:
-    """Whether ``read``'s path runs only on devices whose runners never publish."""
-    hit = bound.platforms(read, walker.functions)
-    return hit is not None and bool(hit[0]) and all(p in bound.silent for p in hit[0])
