@@ -53,8 +53,9 @@ def _breakable_only(facts) -> str:
     from fencecheck.sglang_source.capture_state import BREAK_MARKER
 
     why = "; ".join(dict.fromkeys(x.why for x in facts))
-    return (f"not in a captured graph: {why}; only a replay that runs the forward eagerly evaluates the test again, "
-            f"on the live objects (the breakable backend's debug replay, one {BREAK_MARKER} break around the whole "
+    eager = " and ".join(dict.fromkeys(x.eager for x in facts))
+    return (f"not in a captured graph: {why}; only a replay that runs the forward eagerly {eager} "
+            f"(the breakable backend's debug replay, one {BREAK_MARKER} break around the whole "
             "forward, where the tree's no-marker fallback decides when its marker is made only under a capture): "
             "not settled there")
 

@@ -30,7 +30,7 @@ from .device import PlatformPaths
 from .dispatch import dispatch, registry
 from .phase_publish import PhasePublish, may_publish
 from .publisher_link import linked
-from .reads import HOST_SYNC_METHODS, ReadWalker
+from .reads import HOST_SYNC_METHODS, ReadWalker, hard_sync
 from .records import At, ClassAt, Runner, WorkerPublisher
 from .step_walk import ENTRY, MAX_DEPTH, STEP_MODE, StepWalk  # noqa: F401 (MAX_DEPTH: the messages' algorithms.MAX_DEPTH)
 from .tree import Tree
@@ -198,7 +198,7 @@ def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, r
     before = tuple(ph for c, ph in runs if c is call or _after(call.chain, c.chain, walker.functions))
     hop = f"{runner}.{TAIL_HOOKS} ({file}:{line})"
     for r in walker.method_reads(owner, method, last.mode):
-        if r.host_sync is not None:
+        if hard_sync(r.host_sync):
             continue
         if any((x.file, x.line, x.location) == (r.file, r.line, r.location) for x in out):
             continue
@@ -221,7 +221,7 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None) -> 
     all_reads += [r for r in loose if _path_key(r) not in paths]
     cuts += [c for c in loose_cuts if c not in cuts]
     for c in cuts:
-        if c.host_sync is None:
+        if not hard_sync(c.host_sync):
             unresolved.append(f"a read path of {ci.name} cut: {c.text()}; via "
                               + " -> ".join(h.func for h in c.via))
     out = {}

@@ -61,9 +61,11 @@ MAX_DEPTH = 4
 
 @dataclass(frozen=True)
 class CaptureFact:
-    """Why a test of a read's path is false when the graph is captured (with file:line)."""
+    """Why a test of a read's path is false when the graph is captured (with file:line), or why no graph captures the
+    path at all; ``eager``: what a replay that runs the forward eagerly does instead."""
 
     why: str
+    eager: str = "evaluates the test again, on the live objects"
 
 
 def capture_call(tree: Tree) -> tuple[str, int] | None:

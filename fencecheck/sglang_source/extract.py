@@ -17,7 +17,7 @@ from .backend_reader import STARTUP_ENTRIES, Reader
 from .declare import Child, End, MaxOf
 from .findings import Finding, NotFinding, ReadOutsideDeclaration, UnresolvedDeclaration
 from .limits import cut_finding, cut_rows, notes, unknown_child_finding
-from .reads import Read, ReadWalker
+from .reads import Read, ReadWalker, hard_sync
 from .records import (
     Backend,
     BackendRead,
@@ -202,7 +202,7 @@ def _backend(rd: Reader, ci: ClassInfo) -> tuple[Backend, list, list]:
     for mode in rd.modes.members:
         for site, r in rd.reads(ci, mode):
             keys.update(h.key for h in r.via)  # a guarded read's status depends on its chain's code too (drift)
-            if r.host_sync is None:
+            if not hard_sync(r.host_sync):
                 reads.append(_read(mode, site, r))
     reads += _passed_reads(rd, ci, keys)
     for method in STARTUP_ENTRIES:
@@ -279,9 +279,9 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
     findings = []
     not_findings = [] if snapshot else [
         NotFinding(ci.name, mode, r.location, r.file, r.line, r.via_text(), _uncaptured_why(r.host_sync))
-        for _, r in all_reads if r.host_sync is not None]
-    live = [(s, r) for s, r in all_reads if r.host_sync is None]
-    live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if c.host_sync is None]
+        for _, r in all_reads if hard_sync(r.host_sync)]
+    live = [(s, r) for s, r in all_reads if not hard_sync(r.host_sync)]
+    live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if not hard_sync(c.host_sync)]
     for conds, value in rows:
         expanded = rd.expand(value, mode, subject=ci)
         if any(end is None for _, end, _ in expanded):  # a child of unknown class: its reads are not known either
@@ -295,7 +295,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             if snapshot:
                 covered = covered | {ReadSite.IN_GRAPH_BEFORE_MARKER}
             # a child picked among those the constructing calls pass: its reads are the composite's in that row
-            extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if r.host_sync is None]
+            extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if not hard_sync(r.host_sync)]
             cond = tuple(conds) + tuple(c2)
             bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
             bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad, end)
@@ -303,7 +303,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             not_findings += [NotFinding(ci.name, mode, r.location, r.file, r.line, r.via_text(), why)
                              for r, why in pruned if snapshot is False]
             cut = [(s, c) for s, c in live_cuts + [x for k in chosen for x in rd.cuts(k, mode)]
-                   if s not in covered and c.host_sync is None]
+                   if s not in covered and not hard_sync(c.host_sync)]
             if cut:
                 findings.append(cut_finding(ci, mode, end, cond, decl, cut))
             if not bad:
@@ -339,7 +339,7 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
     falls back from the row's ``IN_REPLAY`` to ``POST_REPLAY``, which covers the forward (the CUDA decode graph
     runner's no-marker fallback, ``rd.no_marker``); the others stay, with their fact, for the status."""
     from .capture_binding import binding_fact
-    from .capture_state import BREAK_MARKER, break_marker, capture_fact
+    from .capture_state import BREAK_MARKER, CaptureFact, break_marker, capture_fact
 
     keep, facts, gone = [], [], []
     breakable = break_marker(rd.tree)
@@ -350,6 +350,10 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
         fact = None
         if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER):
             fact = capture_fact(rd.tree, ci, rd.modes, mode, r) or binding_fact(rd.tree, ci, rd.modes, mode, r)
+            if fact is None and r.host_sync is not None:  # a call that host-syncs on every path (hard_sync)
+                at = r.host_sync
+                fact = CaptureFact(f"the call {at[3]} host-syncs on every path ({at[0]}:{at[1]}), which a CUDA graph "
+                                   "cannot capture", "runs the call, host sync and all")
         if fact is not None and breakable is None:
             gone.append((r, f"no graph captures its path: {fact.why}; the tree has no breakable graphs"))
             continue
@@ -405,7 +409,7 @@ def _passed_reads(rd: Reader, ci: ClassInfo, keys: set) -> list[BackendRead]:
             pick = tuple(o.conditions) + (f"self.{attr} is {o.cls.name} ({o.file}:{o.line})",)
             for mode in rd.modes.members:
                 for site, r in rd.reads(o.cls, mode):
-                    if r.host_sync is None:
+                    if not hard_sync(r.host_sync):
                         out.append(_read(mode, site, r, pick))
                         keys.update(h.key for h in r.via)
     return out

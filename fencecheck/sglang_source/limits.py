@@ -17,7 +17,7 @@ from ..errors import one_line
 from ..vocab import COVERED_SITES, SharedReadEnds
 from .declare import Child, End, MaxOf, max_end
 from .findings import UnknownChildDeclaration, UnresolvedReadPath
-from .reads import Cut
+from .reads import Cut, hard_sync
 from .records import CutPath, Evidence, condition_text
 from .tree_files import Note
 
@@ -44,7 +44,7 @@ def _key(row) -> tuple:
 
 def _behind(c: Cut) -> str | None:
     """The host sync or capture-mode test before the cut on its path (what is below it is no finding), or None."""
-    if c.host_sync is None:
+    if not hard_sync(c.host_sync):
         return None
     kind = "a capture-mode test" if len(c.host_sync) == 3 else "a host sync"
     return f"{kind} at {c.host_sync[0]}:{c.host_sync[1]}"

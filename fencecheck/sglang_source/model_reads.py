@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .capture_state import graph_modes
 from .feasible import simplified
-from .reads import ReadWalker
+from .reads import ReadWalker, hard_sync
 from .tree import Tree
 
 #: The package of SGLang's models.
@@ -118,4 +118,4 @@ def note_identity(what: str) -> str:
 
 def _walk(walker: ReadWalker, mod, ci, name: str, node, mode) -> list:
     reads = walker.method_reads(ci, name, mode) if ci is not None else walker.function_reads(mod, node, mode)
-    return [r for r in reads if r.host_sync is None]
+    return [r for r in reads if not hard_sync(r.host_sync)]

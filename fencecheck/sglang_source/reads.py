@@ -22,6 +22,7 @@ import networkx as nx
 from ..vocab import SHARED_LOCATIONS
 from .declare import Modes, compare_mode
 from .getters import getters
+from .host_syncs import host_syncs
 from .pool_reads import pool_reads
 from .tree import ClassInfo, FuncInfo, Tree
 
@@ -39,6 +40,22 @@ TRANSLATOR_READS = {
 }
 #: Methods whose call is a host synchronisation (a CUDA graph cannot capture it).
 HOST_SYNC_METHODS = ("item", "tolist", "cpu", "synchronize", "numpy")
+
+
+def hard_sync(s) -> bool:
+    """Whether ``s`` (a ``host_sync``) keeps its path out of every replay by itself: an explicit host sync or a
+    capture-mode test. A call that host-syncs on every path (``host_syncs``, a 4-tuple) does not: a replay that runs
+    the forward eagerly runs it too, so it is judged with the capture's facts (``extract._whole_graph``)."""
+    return s is not None and len(s) != 4
+
+
+def then_sync(a, b):
+    """The sync in force given two on a path: the first hard one (``hard_sync``), else the first of them."""
+    if hard_sync(a):
+        return a
+    if hard_sync(b):
+        return b
+    return a or b
 #: Receiver methods that do not read a tensor's data.
 _META = ("shape", "size", "dtype", "device", "dim", "numel", "stride", "is_contiguous", "data_ptr")
 
@@ -166,6 +183,8 @@ class ReadWalker:
         #: getter field name -> (the map ``X.name()`` returns, the file and line of its lambda) (``getters.getters``):
         #: its use is a read of that map
         self.getters = getters(tree)
+        #: the pool methods that host-sync on every path (``host_syncs``)
+        self.host_syncs = host_syncs(tree)
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
@@ -349,6 +368,8 @@ class _BodyWalker:
         self.aliases: dict[str, str] = {}
         self.param_names = {a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs}
         self.used_mode = False  # a test on this function's paths (or a callee's) was decided by the mode
+        #: id of a call the walk does not follow -> its host sync (``host_syncs.call_sync``), as a ``host_sync``
+        self.synced_calls: dict[int, tuple] = {}
 
     # statements ------------------------------------------------------------------------------------------------------
     def block(self, stmts, conds, sync):
@@ -381,8 +402,8 @@ class _BodyWalker:
             neg = f"not ({text})"
             body_free, else_free = _capture_guard(s.test)
             mark = (self.fn.file, s.lineno, "capture")
-            b_sync = (sync or mark) if body_free else sync
-            e_sync = (sync or mark) if else_free else sync
+            b_sync = then_sync(sync, mark) if body_free else sync
+            e_sync = then_sync(sync, mark) if else_free else sync
             _, d1 = self.block(s.body, conds + (text,), b_sync)
             _, d2 = self.block(s.orelse, conds + (neg,), e_sync)
             if d1 and d2:
@@ -435,14 +456,21 @@ class _BodyWalker:
     def exprs(self, nodes, conds, sync):
         """Record reads in ``nodes`` and follow the calls they make, in source order; returns the sync in force."""
         after = sync
+        inside: dict[int, tuple] = {}  # node id -> the sync of the call whose arguments hold it
         for node in nodes:
             for sub in _walk_no_defs(node):
+                here = inside.get(id(sub), sync) if inside else sync
                 if isinstance(sub, ast.Call):
-                    after = self.call(sub, conds, sync) or after
+                    after = then_sync(self.call(sub, conds, here), after)
+                    mark = self.synced_calls.get(id(sub))
+                    if mark is not None:  # what its arguments read is in the same path a graph cannot capture
+                        for a in [*sub.args, *(k.value for k in sub.keywords)]:
+                            for n in ast.walk(a):
+                                inside.setdefault(id(n), then_sync(here, mark))
                 loc = self.read_of(sub)
                 if loc is not None:
                     getter = self.rw.getter_of(sub)
-                    self.reads.append(Read(loc, self.fn.file, sub.lineno, ast.unparse(sub)[:120], (), conds, sync,
+                    self.reads.append(Read(loc, self.fn.file, sub.lineno, ast.unparse(sub)[:120], (), conds, here,
                                            getter[1] if getter else None))
         return after
 
@@ -482,7 +510,12 @@ class _BodyWalker:
         rw = self.rw
         target = rw.target(self.fn, c)
         if target is None:
-            return sync
+            hs = rw.host_syncs.call_sync(self.fn.node, c)
+            if hs is None:
+                return sync
+            mark = self.synced_calls[id(c)] = (hs[0], hs[1], "call",
+                                               f"`{ast.unparse(f)[:80]}` ({self.fn.file}:{c.lineno}) -> {hs[2]}")
+            return then_sync(sync, mark)
         rw.graph.add_edge(self.fn.key, target.key)
         what = ast.unparse(f)[:120]
         if self.depth + 1 > MAX_DEPTH:
@@ -507,13 +540,13 @@ class _BodyWalker:
             # the hop line is the call's line in this function, for the evidence chain
             first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
             self.reads.append(Read(r.location, r.file, r.line, r.what, ((first,) + via[1:]) if first else via,
-                                   conds + r.conditions, r.host_sync or sync, r.source))
+                                   conds + r.conditions, then_sync(r.host_sync, sync), r.source))
         for x in sub.cuts:
             via = x.via
             first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
             self.cuts.append(Cut(x.limit, x.file, x.line, x.what, ((first,) + via[1:]) if first else via,
-                                 conds + x.conditions, x.host_sync or sync))
-        return sync or sub.sync
+                                 conds + x.conditions, then_sync(x.host_sync, sync)))
+        return then_sync(sync, sub.sync)
 
 
 #: Backend methods whose call on a child of unknown class leaves that child's reads unfollowed.
