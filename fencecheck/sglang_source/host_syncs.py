@@ -10,7 +10,7 @@ knows, so the walk of reads does not enter the call, and a host sync is seen onl
 read. A call is taken to host-sync (``call_sync``) when all of the following hold:
 
 - it is ``R.m(...)`` with ``R`` an object the read walk cannot type, and some class of the memory-cache package
-  (``pool_reads.POOL_PACKAGE``) defines ``m``;
+  (``pool_reads.POOL_PACKAGE``), in a module whose text holds a host sync's call, defines ``m``;
 - every definition of ``m`` anywhere in the package is a method of a top-level class or a module function (nothing
   stores ``m`` as an attribute or names it in a string, so the call enters one of them);
 - each definition, its parameters bound to the call's arguments, host-syncs on every path that returns; a path that
@@ -103,15 +103,22 @@ class HostSyncs:
 
     # what a call may enter ------------------------------------------------------------------------------------------
     def pool_names(self) -> set[str]:
-        """Method names a class of the memory-cache package defines."""
+        """Method names a class of the memory-cache package defines, in a module whose text holds a host sync."""
         if self._pool_names is None:
-            names = set()
-            for m in self.tree.modules_containing("class ", under=POOL_PACKAGE):
+            self._pool_defs: dict[str, list[_Def]] = {}
+            for m in self.tree.modules_containing(*(f".{x}(" for x in SYNC_METHODS + ("synchronize",)),
+                                                  under=POOL_PACKAGE):
                 mod = self.tree.module(m)
                 for ci in (mod.classes.values() if mod else ()):
-                    names |= set(ci.methods)
-            self._pool_names = names
+                    for name, node in ci.methods.items():
+                        self._pool_defs.setdefault(name, []).append(_Def(node, mod, ci))
+            self._pool_names = set(self._pool_defs)
         return self._pool_names
+
+    def pool_defs(self, name: str) -> list[_Def]:
+        """The definitions of ``name`` ``pool_names`` found (a first look, before every definition is searched)."""
+        self.pool_names()
+        return self._pool_defs.get(name, [])
 
     def defs(self, name: str) -> list[_Def] | None:
         """Every definition of ``name`` in the package, or None when a call of ``name`` may enter something else."""
@@ -185,15 +192,18 @@ class HostSyncs:
         """(file, line, chain) of the host sync every path of ``call`` (made in ``fnode``, a call the read walk does
         not follow) reaches, or None (the module's docstring)."""
         f = call.func
-        if not isinstance(f, ast.Attribute) or not (call.args or call.keywords):
+        if not isinstance(f, ast.Attribute) or not (call.args or call.keywords) or f.attr not in self.pool_names():
             return None
         pos = [self.arg_type(fnode, a) if not isinstance(a, ast.Starred) else "*" for a in call.args]
         kw = {k.arg: self.arg_type(fnode, k.value) for k in call.keywords if k.arg is not None}
-        if (TENSOR not in pos and TENSOR not in kw.values()) or f.attr not in self.pool_names():
+        if TENSOR not in pos and TENSOR not in kw.values():
             return None
         key = (f.attr, tuple(pos), tuple(sorted(kw.items())))
         if key not in self._top:
-            self._top[key] = _Walk(self).by_name(f.attr, pos, kw, 0)
+            # the memory-cache package's own definitions first: only where they all sync is the package searched for
+            # every definition of the name (a text search of every module)
+            first = _Walk(self, local=True).by_name(f.attr, pos, kw, 0)
+            self._top[key] = _Walk(self).by_name(f.attr, pos, kw, 0) if isinstance(first, tuple) else None
         hit = self._top[key]
         if not isinstance(hit, tuple):
             return None  # no sync, or only delegations among the names walked: nothing syncs
@@ -209,15 +219,16 @@ def _aside(ctx):
 class _Walk:
     """One question of ``HostSyncs.call_sync``: the names entered assumed to sync while they are walked."""
 
-    def __init__(self, hs: HostSyncs):
-        self.hs = hs
+    def __init__(self, hs: HostSyncs, local: bool = False):
+        self.hs, self.local = hs, local
         self.open: set = set()
 
     def by_name(self, name: str, pos: list, kw: dict, depth: int, defs: list[_Def] | None = None):
         """The sync of a call of ``name`` (every definition of it, or ``defs``) with these argument types."""
         if depth > MAX_DEPTH:
             return None
-        defs = self.hs.defs(name) if defs is None else defs
+        if defs is None:
+            defs = self.hs.pool_defs(name) if self.local else self.hs.defs(name)
         if not defs:
             return None
         key = (name, tuple(pos), tuple(sorted(kw.items())), tuple(id(d.node) for d in defs))
