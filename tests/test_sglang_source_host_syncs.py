@@ -181,3 +181,21 @@ def test_a_sync_in_code_that_may_not_run_is_neither_counted_nor_cited(tmp_path):
         "        rows = [req_pool_indices.cpu()]") + 1
     assert HostSyncs(Tree(root2)).call_sync(fn, call) == (POOL_AT, line, "QuantPool.gather_workspace -> "
                                                                          "QuantPool._fill")
+
+
+def test_the_memo_is_kept_on_the_tree_and_goes_with_it(tmp_path):
+    """The memo holds syntax trees: a weak-keyed table or a reference from the read walker kept them alive after
+    ``Tree.forget`` (the pull-request check's CPU grew by a third)."""
+    import gc
+    import weakref
+
+    from fencecheck.sglang_source.host_syncs import host_syncs
+
+    tree = Tree(build(tmp_path, _files()))
+    hs = host_syncs(tree)
+    assert host_syncs(tree) is hs
+    ref = weakref.ref(hs)
+    del hs
+    tree.forget()
+    gc.collect()
+    assert ref() is None

@@ -35,7 +35,6 @@ the path, is then behind a host sync: not in a graph.
 from __future__ import annotations
 
 import ast
-import weakref
 
 from .pool_reads import POOL_PACKAGE
 from .tree import ClassInfo, FuncInfo, Tree
@@ -49,13 +48,14 @@ NOT_TENSOR = frozenset({"list", "tuple", "dict", "set", "int", "float", "str", "
 #: Calls followed below the pool method before giving up.
 MAX_DEPTH = 6
 
-_MEMO: "weakref.WeakKeyDictionary[Tree, HostSyncs]" = weakref.WeakKeyDictionary()
 
 
 def host_syncs(tree: Tree) -> "HostSyncs":
-    hit = _MEMO.get(tree)
+    """The tree's ``HostSyncs``, made once and kept on the tree (it holds the tree: a weak-keyed memo would keep the
+    tree alive)."""
+    hit = tree.__dict__.get("_host_syncs")
     if hit is None:
-        hit = _MEMO[tree] = HostSyncs(tree)
+        hit = tree.__dict__["_host_syncs"] = HostSyncs(tree)
     return hit
 
 

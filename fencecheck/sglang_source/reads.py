@@ -183,8 +183,6 @@ class ReadWalker:
         #: getter field name -> (the map ``X.name()`` returns, the file and line of its lambda) (``getters.getters``):
         #: its use is a read of that map
         self.getters = getters(tree)
-        #: the pool methods that host-sync on every path (``host_syncs``)
-        self.host_syncs = host_syncs(tree)
 
     # public --------------------------------------------------------------------------------------------------------
     def method_reads(self, subject: ClassInfo, name: str, mode: str | None) -> list[Read]:
@@ -510,7 +508,7 @@ class _BodyWalker:
         rw = self.rw
         target = rw.target(self.fn, c)
         if target is None:
-            hs = rw.host_syncs.call_sync(self.fn.node, c)
+            hs = host_syncs(rw.tree).call_sync(self.fn.node, c)  # kept on the tree, dropped with it (Tree.forget)
             if hs is None:
                 return sync
             mark = self.synced_calls[id(c)] = (hs[0], hs[1], "call",
