@@ -11,6 +11,8 @@ judged-real FlashInfer read). Each variant that breaks one link keeps the read a
 from __future__ import annotations
 
 import ast
+import json
+from pathlib import Path
 
 import pytest
 
@@ -199,3 +201,26 @@ def test_the_memo_is_kept_on_the_tree_and_goes_with_it(tmp_path):
     tree.forget()
     gc.collect()
     assert ref() is None
+
+
+HOLES = json.loads((Path(__file__).resolve().parent / "host_syncs_holes.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("why", HOLES)
+def test_each_way_the_review_found_to_return_without_a_sync_keeps_the_read_a_finding(tmp_path, why):
+    """An independent review of the first version found each of these dropped a read that can run in a captured
+    graph (or, ``SOUND_*``, checked them and found the first version right): a helper replaced in a subclass's body or
+    shadowed by an instance attribute or a local; the name stored through an annotated or tuple target; a decorated,
+    generator or ``async`` method; a method called through its class; a parameter re-bound before its ``isinstance``
+    test; a sync only in an ``assert`` message or a short-circuited comparison chain; ``except*``; a ``with`` that
+    swallows the raise; a host event's ``synchronize``; a caller that catches the raise (after the call, or of a
+    callee that read before raising); a conditional call; a caller's parameter re-bound; a helper's early return."""
+    case = HOLES[why]
+    files = _files([tuple(r) for r in case["replace"]], extra={**case["files"]})
+    text = files[f"{ATTN}/dequant_backend.py"]
+    target = case["target"]
+    line = next(i + 1 for i, x in enumerate(text.splitlines()) if target in x
+                and (target != "self.req_to_token" or ("(" in x and "kv_pool" in x)))
+    ex = read_path(build(tmp_path, files))
+    assert not [n for n in _ours(ex.not_findings) if (n.file, n.line) == (AT, line)], why
+    assert [f for f in _ours(ex.findings) if any((e.file, e.line) == (AT, line) for e in f.evidence)], why

@@ -11,17 +11,23 @@ read. A call is taken to host-sync (``call_sync``) when all of the following hol
 
 - it is ``R.m(...)`` with ``R`` an object the read walk cannot type, and some class of the memory-cache package
   (``pool_reads.POOL_PACKAGE``), in a module whose text holds a host sync's call, defines ``m``;
-- every definition of ``m`` anywhere in the package is a method of a top-level class or a module function (nothing
-  stores ``m`` as an attribute or names it in a string, so the call enters one of them);
+- every definition of ``m`` anywhere in the package is a method of a top-level class or a module function, a plain
+  one (not ``async``, no ``yield``, no decorator but ``staticmethod``), and nothing binds ``m`` otherwise: its text is
+  never followed by ``=``, ``:`` or ``,``, nor quoted, anywhere in the package; the receiver is taken to be a pool (an
+  object of a class of the memory-cache package; a torch tensor's method of the same name is the premise's limit),
+  and every ``__getattr__`` of that package's classes only forwards the name to another object;
 - each definition, its parameters bound to the call's arguments, host-syncs on every path that returns; a path that
   raises counts too (either way the capture cannot finish), and so does a path that calls a method of the same name
   with the arguments it was given (``self.full_kv_pool.m(layer, *args, **kwargs)``: that call enters one of the same
   definitions; a delegation that never ends raises);
-- a host sync is ``X.cpu()``, ``X.tolist()``, ``X.item()`` or ``X.numpy()`` with ``X`` a parameter bound to a tensor,
-  or any ``.synchronize()``, in code that runs whenever the statement does (not under a conditional expression, the
-  right of ``and``/``or``, a comprehension's element or a lambda); a statement whose call of ``self.h(...)`` (every
-  definition of ``h`` on the MRO of the defining class or of any of its subclasses), of a module function, or of
-  another pool method (as above) host-syncs on every path host-syncs too;
+- a host sync is ``X.cpu()``, ``X.tolist()``, ``X.item()`` or ``X.numpy()`` with ``X`` a parameter bound to a tensor
+  and never re-bound in the function, or ``torch.cuda.synchronize()``, in code that runs whenever the statement does
+  (not under a conditional expression, the right of ``and``/``or``, a comprehension's element, a lambda, an
+  ``assert``'s message or a comparison chain after its first link; not in a loop, ``try`` or ``match`` body; a
+  ``with`` body's end does not end the function, since its manager may swallow an exception); a statement whose call
+  of ``self.h(...)`` (every definition of ``h`` on the MRO of the defining class or of any of its subclasses, none
+  replaced in a class body, ``h`` never stored), of a module function not re-bound locally, or of another pool method
+  (as above, not through a class ``K.m(self, ...)``) host-syncs on every path host-syncs too;
 - an argument is a tensor when it is a field of a parameter annotated ``ForwardBatch`` that the tree's
   ``ForwardBatch`` annotates ``torch.Tensor``, or a parameter annotated ``torch.Tensor``; ``isinstance(X, T)`` on a
   tensor is decided: true for ``torch.Tensor``, false for Python's ``list``, ``tuple``, ``dict``, ``set``, ``int``,
@@ -29,14 +35,19 @@ read. A call is taken to host-sync (``call_sync``) when all of the following hol
 
 The premise, as for every host sync the reader sees, is that the tensor lives on the device: SGLang's graph runners
 capture with the batch's index tensors in device buffers. A read made as an argument of such a call, or after it on
-the path, is then behind a host sync: not in a graph.
+the path, is then behind a host sync: not in a graph (the capture fails at the sync, so an argument read before the
+call is not in a graph either). The read walk takes such a sync only outside ``try`` and ``with`` bodies of the
+calling functions (a raise standing for the sync could be caught there: no sync crosses one upward either), only
+where the call runs whenever its statement does, and not as a function's exit sync when the function can return
+before it (``reads._BodyWalker``). An independent review found 20 ways the first version claimed a sync on every
+path where a call could return without one; each is a test (``tests/host_syncs_holes.json``).
 """
 
 from __future__ import annotations
 
 import ast
 
-from .pool_reads import POOL_PACKAGE
+from .pool_reads import _CONTAINER, POOL_PACKAGE
 from .tree import ClassInfo, FuncInfo, Tree
 
 #: Methods that copy a device tensor to the host and wait for it.
@@ -47,6 +58,8 @@ TENSOR = "torch.Tensor"
 NOT_TENSOR = frozenset({"list", "tuple", "dict", "set", "int", "float", "str", "bool", "bytes"})
 #: Calls followed below the pool method before giving up.
 MAX_DEPTH = 6
+#: ``try ... except*`` (Python 3.11)
+_TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 
 
 
@@ -70,6 +83,56 @@ class _Def:
         return f"{self.owner.name}.{self.node.name}" if self.owner else f"{self.module.name}.{self.node.name}"
 
 
+def _forwards(fn: ast.FunctionDef) -> bool:
+    """``def __getattr__(self, name): [docstring] return getattr(X, name)`` with ``X`` free of calls but
+    ``object.__getattribute__(self, "attr")``."""
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    args = fn.args.args
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or len(args) != 2:
+        return False
+    v = body[0].value
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "getattr" and len(v.args) == 2 \
+        and not v.keywords and isinstance(v.args[1], ast.Name) and v.args[1].id == args[1].arg
+
+
+def _rebound(fn: ast.AST) -> set[str]:
+    """The names ``fn``'s own code binds other than as parameters: assigned, loop or ``with`` targets, walrus,
+    ``except ... as``, deleted, declared ``global``/``nonlocal`` (nested definitions left out)."""
+    out, stack = set(), list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(n, ast.Lambda):
+                out.add(n.name)
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            out.update(n.names)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in n.names)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _plain(fn: ast.AST) -> bool:
+    """A plain function: not ``async``, no ``yield`` in its own code, no decorator but ``staticmethod``."""
+    if not isinstance(fn, ast.FunctionDef):
+        return False
+    if any(not (isinstance(d, ast.Name) and d.id == "staticmethod") for d in fn.decorator_list):
+        return False
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return False
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(n))
+    return True
+
+
 def _uncond(e: ast.AST) -> list[ast.AST]:
     """The nodes of ``e`` evaluated whenever ``e`` is, in source order."""
     out, stack = [], [e]
@@ -82,6 +145,10 @@ def _uncond(e: ast.AST) -> list[ast.AST]:
             kids = n.values[:1]
         elif isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
             kids = [n.generators[0].iter]
+        elif isinstance(n, ast.Assert):
+            kids = [n.test]  # the message only when the test fails
+        elif isinstance(n, ast.Compare) and len(n.comparators) > 1:
+            kids = [n.left, n.comparators[0]]  # a chain stops at the first false comparison
         elif isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             kids = []
         else:
@@ -100,6 +167,8 @@ class HostSyncs:
         self._top: dict = {}
         self._fb_fields: dict[str, str] | None = None
         self._ann: dict[int, tuple] = {}
+        self._stored: dict[str, bool] = {}
+        self._proxies: bool | None = None
 
     # what a call may enter ------------------------------------------------------------------------------------------
     def pool_names(self) -> set[str]:
@@ -120,13 +189,37 @@ class HostSyncs:
         self.pool_names()
         return self._pool_defs.get(name, [])
 
+    def stored(self, name: str) -> bool:
+        """Whether ``name`` may be bound other than by a ``def``: its text followed by ``=``, ``:`` or ``,`` (an
+        assignment, an annotated or tuple target), or quoted (``getattr``/``setattr``), anywhere in the package."""
+        if name not in self._stored:
+            self._stored[name] = bool(self.tree.modules_containing(
+                f"{name} =", f"{name}=", f"{name}:", f"{name} :", f"{name},", f"{name} ,", f"'{name}'", f'"{name}"'))
+        return self._stored[name]
+
+    def proxies_ok(self) -> bool:
+        """Whether every class ``__getattr__``/``__getattribute__`` of the memory-cache package only forwards the name
+        to another object (``return getattr(X, name)``), so a call through one enters a definition of the same name
+        (the receiver is taken to be a pool: an object of a class of that package)."""
+        if self._proxies is None:
+            ok = True
+            for m in self.tree.modules_containing("def __getattr__", "def __getattribute__", under=POOL_PACKAGE):
+                mod = self.tree.module(m)
+                ok = ok and mod is not None
+                for ci in (mod.classes.values() if mod else ()):
+                    for name in ("__getattr__", "__getattribute__"):
+                        if name in ci.methods:
+                            ok = ok and _forwards(ci.methods[name])
+            self._proxies = ok
+        return self._proxies
+
     def defs(self, name: str) -> list[_Def] | None:
         """Every definition of ``name`` in the package, or None when a call of ``name`` may enter something else."""
         if name in self._defs:
             return self._defs[name]
         tree, out = self.tree, []
-        if tree.modules_containing(f"{name} =", f"{name}=", f"'{name}'", f'"{name}"'):
-            self._defs[name] = None  # stored as an attribute, or named in a string (getattr/setattr): not only defs
+        if name.startswith("__") or name in _CONTAINER or self.stored(name) or not self.proxies_ok():
+            self._defs[name] = None  # a container's method, stored as an attribute, named in a string, or a proxy
             return None
         for m in tree.modules_containing(f"def {name}("):
             mod = tree.module(m)
@@ -150,7 +243,11 @@ class HostSyncs:
         """Each definition ``self.name(...)`` may enter in a method of ``owner``: the lookup on ``owner``'s MRO and on
         the MRO of each of its subclasses."""
         tree, out, seen = self.tree, [], set()
+        if self.stored(name) or not self.proxies_ok():
+            return None  # an instance attribute or a class-body assignment may shadow the method
         for k in tree.subclasses([owner]):
+            if any(name in c.assigned for c in tree.mro(k)):
+                return None
             hit = tree.lookup(k, name)
             if hit is None:
                 if k is owner:
@@ -175,9 +272,10 @@ class HostSyncs:
         """``TENSOR`` when ``e`` in ``fnode`` is a tensor by the annotations (the module's docstring), else None."""
         ann = self._ann.get(id(fnode))
         if ann is None or ann[0] is not fnode:
+            again = _rebound(fnode)
             ann = self._ann[id(fnode)] = (fnode, {a.arg: ast.unparse(a.annotation) for a in fnode.args.posonlyargs
                                                   + fnode.args.args + fnode.args.kwonlyargs
-                                                  if a.annotation is not None})
+                                                  if a.annotation is not None and a.arg not in again})
         ann = ann[1]
         if isinstance(e, ast.Name) and ann.get(e.id) == TENSOR:
             return TENSOR
@@ -198,6 +296,8 @@ class HostSyncs:
         kw = {k.arg: self.arg_type(fnode, k.value) for k in call.keywords if k.arg is not None}
         if TENSOR not in pos and TENSOR not in kw.values():
             return None
+        if isinstance(f.value, ast.Name) and f.value.id[:1].isupper():
+            return None  # ``K.m(obj, ...)``: a method through its class binds ``self`` explicitly; not followed
         key = (f.attr, tuple(pos), tuple(sorted(kw.items())))
         if key not in self._top:
             # the memory-cache package's own definitions first: only where they all sync is the package searched for
@@ -248,6 +348,8 @@ class _Walk:
             self.open.discard(key)
 
     def definition(self, d: _Def, pos: list, kw: dict, depth: int):
+        if not _plain(d.node):
+            return None  # a generator, coroutine or decorated function: its body is not what the call runs
         a = d.node.args
         params = [x.arg for x in a.posonlyargs + a.args]
         static = any(isinstance(x, ast.Name) and x.id == "staticmethod" for x in d.node.decorator_list)
@@ -266,6 +368,10 @@ class _Walk:
                 return None  # more arguments than parameters: a TypeError, not this question
         for k, t in kw.items():
             env[k] = t
+        again = _rebound(d.node)
+        env = {k: (None if k in again else t) for k, t in env.items()}
+        if a.vararg is not None and a.vararg.arg in again:
+            rest = ["*"]
         if TENSOR not in env.values() and TENSOR not in rest:
             return None
         seen: dict = {"first": None, "assumed": False}
@@ -326,15 +432,14 @@ class _Walk:
                 f2, ok = self.block(ctx, s.body, cur, depth)
                 if not ok:
                     return None, False
-                if f2 == "dead":
-                    return "dead", True
-                cur = f2
-                continue
-            if isinstance(s, (ast.Try, ast.Match)):
+                if f2 not in ("dead", None):
+                    cur = f2
+                continue  # the context manager may swallow what ends the body: the statements after it run
+            if isinstance(s, (ast.Try, ast.Match, *_TRY_STAR)):
                 if isinstance(s, ast.Match):
                     cur = cur or self._note(ctx, self.expr(ctx, s.subject, depth))
-                parts = [s.body, *(h.body for h in s.handlers), s.orelse, s.finalbody] if isinstance(s, ast.Try) \
-                    else [c.body for c in s.cases]
+                parts = [c.body for c in s.cases] if isinstance(s, ast.Match) \
+                    else [s.body, *(h.body for h in s.handlers), s.orelse, s.finalbody]
                 for b in parts:
                     if not self.block(_aside(ctx), b, cur, depth)[1]:
                         return None, False
@@ -368,7 +473,7 @@ class _Walk:
             if not isinstance(n, ast.Call):
                 continue
             f = n.func
-            if isinstance(f, ast.Attribute) and f.attr == "synchronize":
+            if isinstance(f, ast.Attribute) and f.attr == "synchronize" and ast.unparse(f.value) == "torch.cuda":
                 return d.module.rel, n.lineno, ""
             if isinstance(f, ast.Attribute) and f.attr in SYNC_METHODS and isinstance(f.value, ast.Name) \
                     and env.get(f.value.id) == TENSOR:
@@ -403,9 +508,10 @@ class _Walk:
                 and d.owner is not None:
             defs = self.hs._self_defs(d.owner, f.attr)
             got = self.by_name(f.attr, pos, kw, depth + 1, defs) if defs else None
-        elif isinstance(f, ast.Attribute) and f.attr in self.hs.pool_names():
+        elif isinstance(f, ast.Attribute) and f.attr in self.hs.pool_names() \
+                and not (isinstance(f.value, ast.Name) and f.value.id[:1].isupper()):
             got = self.by_name(f.attr, pos, kw, depth + 1)
-        elif isinstance(f, ast.Name):
+        elif isinstance(f, ast.Name) and f.id not in _rebound(d.node) and not self.hs.stored(f.id):
             r = self.hs.tree.resolve(d.module, f.id)
             got = self.by_name(f.id, pos, kw, depth + 1, [_Def(r.node, r.module, None)]) \
                 if isinstance(r, FuncInfo) else None

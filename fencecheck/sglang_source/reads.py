@@ -337,6 +337,8 @@ class ReadWalker:
         synced, _ = w.block(fn.node.body, (), None)
         if synced is not None and len(synced) == 3:
             synced = None  # a capture-mode test holds inside this function's paths only, not after its call
+        if synced is not None and not hard_sync(synced) and _returns_early(fn.node):
+            synced = None  # a soft sync on the path that falls through, not on one that returns before it
         reads = [Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync, r.source)
                  for r in w.reads]
         cuts = [Cut(c.limit, c.file, c.line, c.what, (hop,) + c.via, c.conditions, c.host_sync) for c in w.cuts]
@@ -368,6 +370,9 @@ class _BodyWalker:
         self.used_mode = False  # a test on this function's paths (or a callee's) was decided by the mode
         #: id of a call the walk does not follow -> its host sync (``host_syncs.call_sync``), as a ``host_sync``
         self.synced_calls: dict[int, tuple] = {}
+        #: ``try`` and ``with`` bodies the walk is inside: a call there that may raise instead of syncing can be
+        #: caught, so no call-made (soft) sync is taken there, nor brought up from a callee (``hard_sync``)
+        self.guarded = 0
 
     # statements ------------------------------------------------------------------------------------------------------
     def block(self, stmts, conds, sync):
@@ -418,14 +423,18 @@ class _BodyWalker:
             return sync, conds, False
         if isinstance(s, (ast.With, ast.AsyncWith)):
             sync = self.exprs([i.context_expr for i in s.items], conds, sync)
+            self.guarded += 1  # a context manager may swallow an exception: no call's raise stands for its sync
             after, dead = self.block(s.body, conds, sync)
+            self.guarded -= 1
             return after, conds, dead
         if isinstance(s, ast.Try):
+            self.guarded += 1
             after, _ = self.block(s.body, conds, sync)
             for h in s.handlers:
                 self.block(h.body, conds, sync)
             self.block(s.orelse, conds, after)
             self.block(s.finalbody, conds, sync)
+            self.guarded -= 1
             return sync, conds, False
         if isinstance(s, ast.Match):
             sync = self.exprs([s.subject], conds, sync)
@@ -459,7 +468,11 @@ class _BodyWalker:
             for sub in _walk_no_defs(node):
                 here = inside.get(id(sub), sync) if inside else sync
                 if isinstance(sub, ast.Call):
-                    after = then_sync(self.call(sub, conds, here), after)
+                    got = self.call(sub, conds, here)
+                    if got is not None and not hard_sync(got) and got is not here and not _always(node, sub):
+                        got = here  # a soft sync under a condition of the expression is not on every path
+                        self.synced_calls.pop(id(sub), None)
+                    after = then_sync(got, after)
                     mark = self.synced_calls.get(id(sub))
                     if mark is not None:  # what its arguments read is in the same path a graph cannot capture
                         for a in [*sub.args, *(k.value for k in sub.keywords)]:
@@ -508,7 +521,7 @@ class _BodyWalker:
         rw = self.rw
         target = rw.target(self.fn, c)
         if target is None:
-            hs = host_syncs(rw.tree).call_sync(self.fn.node, c)  # kept on the tree, dropped with it (Tree.forget)
+            hs = None if self.guarded else host_syncs(rw.tree).call_sync(self.fn.node, c)  # kept on the tree
             if hs is None:
                 return sync
             mark = self.synced_calls[id(c)] = (hs[0], hs[1], "call",
@@ -533,18 +546,23 @@ class _BodyWalker:
         self.deep |= sub.deep
         self.spent |= sub.spent
         self.open |= sub.open
+        g = self.guarded
+
+        def kept(h):  # a soft sync from below does not cross a try or with body here
+            return None if g and h is not None and not hard_sync(h) else h
+
         for r in sub.reads:
             via = r.via
             # the hop line is the call's line in this function, for the evidence chain
             first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
             self.reads.append(Read(r.location, r.file, r.line, r.what, ((first,) + via[1:]) if first else via,
-                                   conds + r.conditions, then_sync(r.host_sync, sync), r.source))
+                                   conds + r.conditions, then_sync(kept(r.host_sync), sync), r.source))
         for x in sub.cuts:
             via = x.via
             first = Hop(via[0].func, self.fn.file, c.lineno, via[0].key) if via else None
             self.cuts.append(Cut(x.limit, x.file, x.line, x.what, ((first,) + via[1:]) if first else via,
-                                 conds + x.conditions, then_sync(x.host_sync, sync)))
-        return then_sync(sync, sub.sync)
+                                 conds + x.conditions, then_sync(kept(x.host_sync), sync)))
+        return then_sync(sync, kept(sub.sync))
 
 
 #: Backend methods whose call on a child of unknown class leaves that child's reads unfollowed.
@@ -622,6 +640,26 @@ def _shared_of(value, aliases) -> str | None:
         if len(named) == 1 and "?" not in named:
             return named.pop()
     return None
+
+
+def _always(stmt, call) -> bool:
+    """Whether ``call`` is evaluated whenever ``stmt`` (a statement or an expression) is."""
+    from .host_syncs import _uncond
+
+    return any(n is call for n in _uncond(stmt))
+
+
+def _returns_early(fn) -> bool:
+    """Whether ``fn``'s own code has a ``return`` other than its last statement."""
+    last = fn.body[-1] if fn.body else None
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return) and n is not last:
+            return True
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(n))
+    return False
 
 
 _INTERESTING: dict[int, list] = {}
