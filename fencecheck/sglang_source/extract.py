@@ -350,7 +350,7 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
         fact = None
         if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER):
             fact = capture_fact(rd.tree, ci, rd.modes, mode, r) or binding_fact(rd.tree, ci, rd.modes, mode, r)
-            if fact is None and r.host_sync is not None:  # a call that host-syncs on every path (hard_sync)
+            if fact is None and r.host_sync is not None:  # soft (``bad`` holds no hard sync): a syncing call
                 at = r.host_sync
                 fact = CaptureFact(f"the call {at[3]} host-syncs on every path ({at[0]}:{at[1]}), which a CUDA graph "
                                    "cannot capture", "runs the call, host sync and all")

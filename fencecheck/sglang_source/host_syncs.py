@@ -60,7 +60,7 @@ NOT_TENSOR = frozenset({"list", "tuple", "dict", "set", "int", "float", "str", "
 MAX_DEPTH = 6
 #: ``try ... except*`` (Python 3.11)
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
-
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def host_syncs(tree: Tree) -> "HostSyncs":
@@ -97,14 +97,12 @@ def _forwards(fn: ast.FunctionDef) -> bool:
 
 def _rebound(fn: ast.AST) -> set[str]:
     """The names ``fn``'s own code binds other than as parameters: assigned, loop or ``with`` targets, walrus,
-    ``except ... as``, deleted, declared ``global``/``nonlocal`` (nested definitions left out)."""
-    out, stack = set(), list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            if not isinstance(n, ast.Lambda):
-                out.add(n.name)
-            continue
+    ``except ... as``, deleted, declared ``global``/``nonlocal``, imported, or defined by a nested ``def``/``class``."""
+    from .capture_state import _body_nodes
+
+    nodes = _body_nodes(fn)
+    out = {k.name for n in (fn, *nodes) for k in ast.iter_child_nodes(n) if isinstance(k, _DEFS)}
+    for n in nodes:
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             out.add(n.id)
         elif isinstance(n, ast.ExceptHandler) and n.name:
@@ -113,24 +111,21 @@ def _rebound(fn: ast.AST) -> set[str]:
             out.update(n.names)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             out.update((a.asname or a.name).split(".")[0] for a in n.names)
-        stack.extend(ast.iter_child_nodes(n))
     return out
 
 
 def _plain(fn: ast.AST) -> bool:
     """A plain function: not ``async``, no ``yield`` in its own code, no decorator but ``staticmethod``."""
-    if not isinstance(fn, ast.FunctionDef):
-        return False
-    if any(not (isinstance(d, ast.Name) and d.id == "staticmethod") for d in fn.decorator_list):
-        return False
-    stack = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
-            return False
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(n))
-    return True
+    from .capture_state import _body_nodes
+
+    return isinstance(fn, ast.FunctionDef) \
+        and all(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list) \
+        and not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _body_nodes(fn))
+
+
+def _through_class(f: ast.Attribute) -> bool:
+    """``K.m``: a method called through its class (``K.m(obj, ...)`` binds ``self`` explicitly); not followed."""
+    return isinstance(f.value, ast.Name) and f.value.id[:1].isupper()
 
 
 def _uncond(e: ast.AST) -> list[ast.AST]:
@@ -296,8 +291,8 @@ class HostSyncs:
         kw = {k.arg: self.arg_type(fnode, k.value) for k in call.keywords if k.arg is not None}
         if TENSOR not in pos and TENSOR not in kw.values():
             return None
-        if isinstance(f.value, ast.Name) and f.value.id[:1].isupper():
-            return None  # ``K.m(obj, ...)``: a method through its class binds ``self`` explicitly; not followed
+        if _through_class(f):
+            return None
         key = (f.attr, tuple(pos), tuple(sorted(kw.items())))
         if key not in self._top:
             # the memory-cache package's own definitions first: only where they all sync is the package searched for
@@ -305,15 +300,28 @@ class HostSyncs:
             first = _Walk(self, local=True).by_name(f.attr, pos, kw, 0)
             self._top[key] = _Walk(self).by_name(f.attr, pos, kw, 0) if isinstance(first, tuple) else None
         hit = self._top[key]
-        if not isinstance(hit, tuple):
-            return None  # no sync, or only delegations among the names walked: nothing syncs
-        file, line, chain = hit
-        return file, line, chain
+        return hit if isinstance(hit, tuple) else None  # else no sync, or only delegations among the names walked
 
 
-def _aside(ctx):
-    """``ctx`` with a record of its own: the syncs of code that may not run are neither cited nor counted."""
-    return ctx[:6] + ({"first": None, "assumed": False},)
+class _Ctx:
+    """One definition being walked: the definition, its parameters' types (``env``), its ``*args`` name and the types
+    it holds (``rest``), its ``**kwargs`` name and the keyword types it was given (``kw``); ``first``: the first sync
+    seen on a path that counts, ``assumed``: whether a delegation to a name being walked was."""
+
+    def __init__(self, d: _Def, env: dict, star, rest: list, kwname, kw: dict):
+        self.d, self.env, self.star, self.rest, self.kwname, self.kw = d, env, star, rest, kwname, kw
+        self.first, self.assumed = None, False
+
+    def aside(self) -> "_Ctx":
+        """This walk with a record of its own: the syncs of code that may not run are neither cited nor counted."""
+        return _Ctx(self.d, self.env, self.star, self.rest, self.kwname, self.kw)
+
+    def note(self, got):
+        if isinstance(got, tuple) and self.first is None:
+            self.first = got
+        elif got == "assumed":
+            self.assumed = True
+        return got
 
 
 class _Walk:
@@ -374,24 +382,15 @@ class _Walk:
             rest = ["*"]
         if TENSOR not in env.values() and TENSOR not in rest:
             return None
-        seen: dict = {"first": None, "assumed": False}
-        ctx = (d, env, a.vararg.arg if a.vararg is not None else None, rest, a.kwarg.arg if a.kwarg else None, kw,
-               seen)
+        ctx = _Ctx(d, env, a.vararg.arg if a.vararg is not None else None, rest, a.kwarg.arg if a.kwarg else None,
+                   kw)
         fall, ok = self.block(ctx, d.node.body, None, depth)
         if not ok or fall is None:
             return None  # a path returns, or falls off the end, without a sync
-        if seen["first"] is not None:
-            file, line, chain = seen["first"]
+        if ctx.first is not None:
+            file, line, chain = ctx.first
             return file, line, f"{d.label} -> {chain}" if chain else d.label
-        return "assumed" if seen["assumed"] else None  # every path raises: not a claim of a sync
-
-    @staticmethod
-    def _note(ctx, got):
-        if isinstance(got, tuple) and ctx[6]["first"] is None:
-            ctx[6]["first"] = got
-        elif got == "assumed":
-            ctx[6]["assumed"] = True
-        return got
+        return "assumed" if ctx.assumed else None  # every path raises: not a claim of a sync
 
     def block(self, ctx, stmts, cur, depth):
         """(the sync on every path falling through, ``"dead"`` when no path does, or None; whether every path that
@@ -402,10 +401,10 @@ class _Walk:
             if isinstance(s, ast.Raise):
                 return "dead", True
             if isinstance(s, ast.Return):
-                got = cur or (self._note(ctx, self.expr(ctx, s.value, depth)) if s.value is not None else None)
+                got = cur or (ctx.note(self.expr(ctx, s.value, depth)) if s.value is not None else None)
                 return "dead", got is not None
             if isinstance(s, ast.If):
-                cur = cur or self._note(ctx, self.expr(ctx, s.test, depth))
+                cur = cur or ctx.note(self.expr(ctx, s.test, depth))
                 t = self.decide(ctx, s.test)
                 branches = [s.body] if t is True else [s.orelse] if t is False else [s.body, s.orelse]
                 falls = []
@@ -420,15 +419,15 @@ class _Walk:
                 cur = falls[0] if all(x is not None for x in falls) else None
                 continue
             if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
-                cur = cur or self._note(ctx, self.expr(ctx, s.iter if not isinstance(s, ast.While) else s.test,
+                cur = cur or ctx.note(self.expr(ctx, s.iter if not isinstance(s, ast.While) else s.test,
                                                        depth))
                 for b in (s.body, s.orelse):  # either may run no statement: what it syncs is not cited
-                    if not self.block(_aside(ctx), b, cur, depth)[1]:
+                    if not self.block(ctx.aside(), b, cur, depth)[1]:
                         return None, False
                 continue
             if isinstance(s, (ast.With, ast.AsyncWith)):
                 for i in s.items:
-                    cur = cur or self._note(ctx, self.expr(ctx, i.context_expr, depth))
+                    cur = cur or ctx.note(self.expr(ctx, i.context_expr, depth))
                 f2, ok = self.block(ctx, s.body, cur, depth)
                 if not ok:
                     return None, False
@@ -437,19 +436,19 @@ class _Walk:
                 continue  # the context manager may swallow what ends the body: the statements after it run
             if isinstance(s, (ast.Try, ast.Match, *_TRY_STAR)):
                 if isinstance(s, ast.Match):
-                    cur = cur or self._note(ctx, self.expr(ctx, s.subject, depth))
+                    cur = cur or ctx.note(self.expr(ctx, s.subject, depth))
                 parts = [c.body for c in s.cases] if isinstance(s, ast.Match) \
                     else [s.body, *(h.body for h in s.handlers), s.orelse, s.finalbody]
                 for b in parts:
-                    if not self.block(_aside(ctx), b, cur, depth)[1]:
+                    if not self.block(ctx.aside(), b, cur, depth)[1]:
                         return None, False
                 continue  # a sync inside is not on every path
-            cur = cur or self._note(ctx, self.expr(ctx, s, depth))
+            cur = cur or ctx.note(self.expr(ctx, s, depth))
         return cur, True
 
     def decide(self, ctx, test) -> bool | None:
         """``isinstance(p, T)`` on a parameter bound to a tensor, decided (the module's docstring); else None."""
-        env = ctx[1]
+        env = ctx.env
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             v = self.decide(ctx, test.operand)
             return None if v is None else not v
@@ -468,7 +467,7 @@ class _Walk:
     def expr(self, ctx, e, depth):
         """The sync ``e`` reaches whenever it is evaluated: a (file, line, chain), ``"assumed"`` (a delegation to a
         name being walked), or None."""
-        d, env, star, rest, kwname, kw_in, _ = ctx
+        d, env = ctx.d, ctx.env
         for n in _uncond(e):
             if not isinstance(n, ast.Call):
                 continue
@@ -484,12 +483,12 @@ class _Walk:
         return None
 
     def call(self, ctx, c: ast.Call, depth):
-        d, env, star, rest, kwname, kw_in, _ = ctx
+        d, env = ctx.d, ctx.env
         pos: list = []
         for a in c.args:
             if isinstance(a, ast.Starred):
-                if isinstance(a.value, ast.Name) and a.value.id == star:
-                    pos.extend(rest)
+                if isinstance(a.value, ast.Name) and a.value.id == ctx.star:
+                    pos.extend(ctx.rest)
                     continue
                 pos.append("*")
                 break
@@ -497,8 +496,8 @@ class _Walk:
         kw = {}
         for k in c.keywords:
             if k.arg is None:
-                if isinstance(k.value, ast.Name) and k.value.id == kwname:
-                    kw.update({x: t for x, t in kw_in.items() if x not in env})
+                if isinstance(k.value, ast.Name) and k.value.id == ctx.kwname:
+                    kw.update({x: t for x, t in ctx.kw.items() if x not in env})
                 continue
             kw[k.arg] = env.get(k.value.id) if isinstance(k.value, ast.Name) else None
         if TENSOR not in pos and TENSOR not in kw.values():
@@ -508,8 +507,7 @@ class _Walk:
                 and d.owner is not None:
             defs = self.hs._self_defs(d.owner, f.attr)
             got = self.by_name(f.attr, pos, kw, depth + 1, defs) if defs else None
-        elif isinstance(f, ast.Attribute) and f.attr in self.hs.pool_names() \
-                and not (isinstance(f.value, ast.Name) and f.value.id[:1].isupper()):
+        elif isinstance(f, ast.Attribute) and f.attr in self.hs.pool_names() and not _through_class(f):
             got = self.by_name(f.attr, pos, kw, depth + 1)
         elif isinstance(f, ast.Name) and f.id not in _rebound(d.node) and not self.hs.stored(f.id):
             r = self.hs.tree.resolve(d.module, f.id)

@@ -22,7 +22,7 @@ import networkx as nx
 from ..vocab import SHARED_LOCATIONS
 from .declare import Modes, compare_mode
 from .getters import getters
-from .host_syncs import host_syncs
+from .host_syncs import _uncond, host_syncs
 from .pool_reads import pool_reads
 from .tree import ClassInfo, FuncInfo, Tree
 
@@ -40,22 +40,6 @@ TRANSLATOR_READS = {
 }
 #: Methods whose call is a host synchronisation (a CUDA graph cannot capture it).
 HOST_SYNC_METHODS = ("item", "tolist", "cpu", "synchronize", "numpy")
-
-
-def hard_sync(s) -> bool:
-    """Whether ``s`` (a ``host_sync``) keeps its path out of every replay by itself: an explicit host sync or a
-    capture-mode test. A call that host-syncs on every path (``host_syncs``, a 4-tuple) does not: a replay that runs
-    the forward eagerly runs it too, so it is judged with the capture's facts (``extract._whole_graph``)."""
-    return s is not None and len(s) != 4
-
-
-def then_sync(a, b):
-    """The sync in force given two on a path: the first hard one (``hard_sync``), else the first of them."""
-    if hard_sync(a):
-        return a
-    if hard_sync(b):
-        return b
-    return a or b
 #: Receiver methods that do not read a tensor's data.
 _META = ("shape", "size", "dtype", "device", "dim", "numel", "stride", "is_contiguous", "data_ptr")
 
@@ -73,6 +57,22 @@ LIMIT_DEPTH = "call depth"
 LIMIT_PATHS = "read paths"
 LIMIT_WALKS = "function walks"
 LIMIT_NESTING = "nesting"
+
+
+def hard_sync(s) -> bool:
+    """Whether ``s`` (a ``host_sync``) keeps its path out of every replay by itself: an explicit host sync or a
+    capture-mode test. A call that host-syncs on every path (``host_syncs``, a 4-tuple) does not: a replay that runs
+    the forward eagerly runs it too, so it is judged with the capture's facts (``extract._whole_graph``)."""
+    return s is not None and len(s) != 4
+
+
+def then_sync(a, b):
+    """The sync in force given two on a path: the first hard one (``hard_sync``), else the first of them."""
+    if hard_sync(a):
+        return a
+    if hard_sync(b):
+        return b
+    return a or b
 
 
 def limit_text(limit: str) -> str:
@@ -644,22 +644,15 @@ def _shared_of(value, aliases) -> str | None:
 
 def _always(stmt, call) -> bool:
     """Whether ``call`` is evaluated whenever ``stmt`` (a statement or an expression) is."""
-    from .host_syncs import _uncond
-
     return any(n is call for n in _uncond(stmt))
 
 
 def _returns_early(fn) -> bool:
     """Whether ``fn``'s own code has a ``return`` other than its last statement."""
+    from .capture_state import _body_nodes
+
     last = fn.body[-1] if fn.body else None
-    stack = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Return) and n is not last:
-            return True
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(n))
-    return False
+    return any(isinstance(n, ast.Return) and n is not last for n in _body_nodes(fn))
 
 
 _INTERESTING: dict[int, list] = {}
