@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from .attributes import _targets, self_assignments
 from .reads import decided_test
-from .tree import ClassInfo, FuncInfo, Tree, walk_once
+from .tree import ClassInfo, FuncInfo, Tree, body_nodes as _body_nodes, walk_once
 
 #: The backend method the graph runner calls with ``in_capture=True`` before capturing a graph.
 CAPTURE_ENTRY = "init_forward_metadata_out_graph"
@@ -118,25 +118,6 @@ def break_marker(tree: Tree) -> tuple[str, int] | None:
 class _Fn:
     def __init__(self, node: ast.FunctionDef, module, owner: ClassInfo | None):
         self.node, self.module, self.owner = node, module, owner
-
-
-_BODIES: dict[int, tuple] = {}
-
-
-def _body_nodes(fn: ast.FunctionDef) -> list:
-    """The nodes of ``fn``'s body, nested function and class bodies left out (once per function: the trees are never
-    changed)."""
-    hit = _BODIES.get(id(fn))
-    if hit is not None and hit[0] is fn:
-        return hit[1]
-    out, stack = [], list(fn.body)
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(k for k in ast.iter_child_nodes(n)
-                     if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
-    _BODIES[id(fn)] = (fn, out)
-    return out
 
 
 def _ends(stmts) -> bool:

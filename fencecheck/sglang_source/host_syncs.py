@@ -48,7 +48,7 @@ from __future__ import annotations
 import ast
 
 from .pool_reads import _CONTAINER, POOL_PACKAGE
-from .tree import ClassInfo, FuncInfo, Tree
+from .tree import ClassInfo, FuncInfo, Tree, body_nodes
 
 #: Methods that copy a device tensor to the host and wait for it.
 SYNC_METHODS = ("cpu", "tolist", "item", "numpy")
@@ -98,9 +98,7 @@ def _forwards(fn: ast.FunctionDef) -> bool:
 def _rebound(fn: ast.AST) -> set[str]:
     """The names ``fn``'s own code binds other than as parameters: assigned, loop or ``with`` targets, walrus,
     ``except ... as``, deleted, declared ``global``/``nonlocal``, imported, or defined by a nested ``def``/``class``."""
-    from .capture_state import _body_nodes
-
-    nodes = _body_nodes(fn)
+    nodes = body_nodes(fn)
     out = {k.name for n in (fn, *nodes) for k in ast.iter_child_nodes(n) if isinstance(k, _DEFS)}
     for n in nodes:
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
@@ -116,11 +114,9 @@ def _rebound(fn: ast.AST) -> set[str]:
 
 def _plain(fn: ast.AST) -> bool:
     """A plain function: not ``async``, no ``yield`` in its own code, no decorator but ``staticmethod``."""
-    from .capture_state import _body_nodes
-
     return isinstance(fn, ast.FunctionDef) \
         and all(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list) \
-        and not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _body_nodes(fn))
+        and not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in body_nodes(fn))
 
 
 def _through_class(f: ast.Attribute) -> bool:

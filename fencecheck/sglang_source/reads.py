@@ -24,7 +24,7 @@ from .declare import Modes, compare_mode
 from .getters import getters
 from .host_syncs import _uncond, host_syncs
 from .pool_reads import pool_reads
-from .tree import ClassInfo, FuncInfo, Tree
+from .tree import ClassInfo, FuncInfo, Tree, body_nodes
 
 #: Scheduler-shared maps read by attribute name (docs/sglang-0.5.23.md, "Read sites per backend family"): the
 #: vocabulary's one list.
@@ -649,10 +649,8 @@ def _always(stmt, call) -> bool:
 
 def _returns_early(fn) -> bool:
     """Whether ``fn``'s own code has a ``return`` other than its last statement."""
-    from .capture_state import _body_nodes
-
     last = fn.body[-1] if fn.body else None
-    return any(isinstance(n, ast.Return) and n is not last for n in _body_nodes(fn))
+    return any(isinstance(n, ast.Return) and n is not last for n in body_nodes(fn))
 
 
 _INTERESTING: dict[int, list] = {}

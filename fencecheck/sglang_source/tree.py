@@ -509,6 +509,25 @@ def copy_node(node):
     return node
 
 
+_BODIES: dict[int, tuple] = {}
+
+
+def body_nodes(fn: ast.FunctionDef) -> list:
+    """The nodes of ``fn``'s body, nested function and class bodies left out (once per function: the trees are never
+    changed)."""
+    hit = _BODIES.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    out, stack = [], list(fn.body)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(k for k in ast.iter_child_nodes(n)
+                     if not isinstance(k, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+    _BODIES[id(fn)] = (fn, out)
+    return out
+
+
 def walk_once(node: ast.AST) -> list[ast.AST]:
     """``walk_nodes(node)``, kept on the node (for a function or a module of a tree, which is never changed; not for a
     node that may be copied: ``copy.deepcopy`` would copy the list too)."""
