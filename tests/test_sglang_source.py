@@ -116,7 +116,8 @@ def test_a_read_only_behind_a_host_sync_is_not_a_finding(tmp_path):
     assert doc["findings"] == []
     (nf,) = [n for n in doc["not_findings"] if n["subject"] == "HostSyncBackend"]
     assert (nf["mode"], nf["file"], nf["line"]) == ("DECODE", "sglang/srt/layers/attention/sync_backend.py", 12)
-    assert nf["why"].startswith("behind a host sync at sglang/srt/layers/attention/sync_backend.py:11")
+    assert nf["why"] == ("no graph captures its path: it host-syncs first (sglang/srt/layers/attention/sync_backend.py:11), "
+                         "which a CUDA graph cannot capture; the tree has no breakable graphs")
 
 
 def test_a_read_only_outside_graph_capture_is_not_a_finding_and_the_guard_ends_with_its_function(tmp_path):
@@ -124,11 +125,11 @@ def test_a_read_only_outside_graph_capture_is_not_a_finding_and_the_guard_ends_w
     at = "sglang/srt/layers/attention/guarded_backend.py"
     nf = {(n["line"], n["why"]) for n in doc["not_findings"] if n["subject"] == "CaptureGuardBackend"}
     assert nf == {(15, f"behind a capture-mode test at {at}:13 (the path needs get_is_capture_mode() false, and it "
-                       "is true while a CUDA graph is captured or a breakable graph runs: a path a CUDA graph cannot "
-                       "capture)"),
+                       "is true while a CUDA graph is captured or a breakable graph runs: a path no graph replay of "
+                       "this mode runs)"),
                   (19, f"behind a capture-mode test at {at}:18 (the path needs get_is_capture_mode() false, and it "
-                       "is true while a CUDA graph is captured or a breakable graph runs: a path a CUDA graph cannot "
-                       "capture)")}
+                       "is true while a CUDA graph is captured or a breakable graph runs: a path no graph replay of "
+                       "this mode runs)")}
     f = _findings(doc)["CaptureGuardBackend", "DECODE"]  # the gather after the helpers return is still captured
     assert [(e["file"], e["line"]) for e in f["evidence"][1:]] == [(at, 24)]
 
@@ -455,8 +456,8 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
     assert "takes torch.ops.sgl_kernel.decode_attention_cpu (sglang/srt/layers/attention/cpu_late_backend.py:11)" \
         in cpu["why"] and "CPUGraphRunner.execute never publishes" in cpu["why"]
     code, out, _ = _run(root)
-    assert code == 1 and "not findings: 0 reads behind a host sync or a capture-mode test, 0 start-up reads, 2 reads on a device" \
-        in out
+    assert code == 1 and ("not findings: 0 reads no graph replay runs (a capture-mode test, a host sync or a branch "
+                          "the capture rules out), 0 start-up reads, 2 reads on a device") in out
     runner = root / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
     runner.write_text(runner.read_text("utf-8").replace(
         "        return self.backend.replay(forward_batch)",

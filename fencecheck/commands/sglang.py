@@ -229,14 +229,15 @@ def _short(ex, drift, lines: list[str]) -> str:
 
 def _not_findings_line(ex) -> str:
     nf = ex.not_findings
-    sync = sum(1 for x in nf if x.why.startswith(("behind a host sync", "behind a capture-mode test")))
-    device = sum(1 for x in nf if x.why.startswith("never resolved on "))
+    sync = sum(1 for x in nf if x.why.startswith(("behind a capture-mode test", "no graph captures its path")))
+    device = sum(1 for x in nf if x.why.startswith(("never resolved on ", "runs only on ")))
     start = sum(1 for x in nf if x.mode is None)
     other = len(nf) - sync - device - start
     worker = {(a.worker.cls, r.file, r.line, r.location): r for a in ex.algorithms if a.worker
               for r in a.reads_after_publisher if r.outcome.status is None}  # once per worker class, as findings are
     bound = sum(1 for r in worker.values() if r.outcome.why.startswith("runs only on "))
-    return (f"not findings: {sync} reads behind a host sync or a capture-mode test, {start} start-up reads, {device} "
+    return (f"not findings: {sync} reads no graph replay runs (a capture-mode test, a host sync or a branch the "
+            f"capture rules out), {start} start-up reads, {device} "
             f"reads on a device whose runners never publish, {other} decided otherwise (never replayed, bound to a "
             "platform without the marker, a path that cannot run; --json lists them, with why)"
             + (f"; {len(worker)} worker reads after the publisher's runner ({bound} on a device whose runners never "

@@ -221,7 +221,7 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None) -> 
     all_reads += [r for r in loose if _path_key(r) not in paths]
     cuts += [c for c in loose_cuts if c not in cuts]
     for c in cuts:
-        if not hard_sync(c.host_sync):
+        if not hard_sync(c.host_sync, graph=False):  # the step runs eagerly: no test or sync keeps a path out
             unresolved.append(f"a read path of {ci.name} cut: {c.text()}; via "
                               + " -> ".join(h.func for h in c.via))
     out = {}

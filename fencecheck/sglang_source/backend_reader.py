@@ -58,6 +58,9 @@ class Reader:
         #: (file, line, test) of the guard making that runner's marker only under stream capture
         #: (``capture_state.capture_only_marker``), set with it; None when not read or not so guarded
         self.marker_guard = None
+        #: device -> why its runners never resolve a graph-replayed mode's declaration (``device.silent_devices``),
+        #: set by ``extract.read_tree``; empty when not read
+        self.silent: dict[str, str] = {}
 
     def attr_types(self, ci: ClassInfo) -> dict[str, ClassInfo]:
         """``self.x`` -> the backend class every ``self.x = Cls(...)`` on ``ci``'s MRO assigns (when just one)."""

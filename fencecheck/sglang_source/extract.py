@@ -8,6 +8,7 @@ sorted, so the same tree gives the same document.
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field, replace
 
@@ -83,7 +84,7 @@ def read_tree(tree: Tree) -> Extraction:
     """The extraction of ``tree``: with the declaration fence, everything (backends, findings, protocol facts); with an
     older fence or none, its protocol facts only (``older_fence``)."""
     from .algorithms import read_algorithms
-    from .device import never_published
+    from .device import never_published, silent_devices
     from .drift import collect
     from .facts import read_facts
     from .fence_sites import barrier, workers
@@ -98,6 +99,7 @@ def read_tree(tree: Tree) -> Extraction:
     from .capture_state import capture_only_marker
 
     rd.marker_guard = capture_only_marker(proto.marker)
+    rd.silent = silent_devices(tree, tuple(r.row() for r in proto.runners))
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
         b, f, nf = _backend(rd, ci)
@@ -202,7 +204,7 @@ def _backend(rd: Reader, ci: ClassInfo) -> tuple[Backend, list, list]:
     for mode in rd.modes.members:
         for site, r in rd.reads(ci, mode):
             keys.update(h.key for h in r.via)  # a guarded read's status depends on its chain's code too (drift)
-            if not hard_sync(r.host_sync):
+            if not hard_sync(r.host_sync, mode in rd.graph_modes):
                 reads.append(_read(mode, site, r))
     reads += _passed_reads(rd, ci, keys)
     for method in STARTUP_ENTRIES:
@@ -238,11 +240,62 @@ def _dedupe(reads: list[BackendRead]) -> tuple[BackendRead, ...]:
 
 
 def _uncaptured_why(at: tuple) -> str:
-    if len(at) == 3:
-        return (f"behind a capture-mode test at {at[0]}:{at[1]} (the path needs get_is_capture_mode() false, and it "
-                "is true while a CUDA graph is captured or a breakable graph runs: a path a CUDA graph cannot "
-                "capture)")
-    return f"behind a host sync at {at[0]}:{at[1]} (a path a CUDA graph cannot capture)"
+    return (f"behind a capture-mode test at {at[0]}:{at[1]} (the path needs get_is_capture_mode() false, and it is "
+            "true while a CUDA graph is captured or a breakable graph runs: a path no graph replay of this mode runs)")
+
+
+def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...], reads: list) -> tuple[list, list]:
+    """``reads`` ((site, read) pairs) split into those whose path can race on some platform and (read, why) for the
+    others: a path whose tests are false on every platform (``attributes.on_platform``: each ``self.A`` defined by a
+    platform's predicate replaced by it, one predicate true at a time), or, in a mode a decode graph replays, true
+    only on devices whose runners never publish (``rd.silent``, ``device.silent_devices``): there the barrier waits
+    on the whole forward stream. Taken only where every hop of the read's chain is a method of ``ci``'s MRO or a
+    module function, so ``self`` in its tests is ``ci``'s instance."""
+    from ..vocab import Platform
+    from .attributes import _platform_values, on_platform
+
+    replayed = rd.modes.predicate("is_cuda_graph", mode) is True
+    mro = {c.name for c in rd.tree.mro(ci)}
+    keep, pruned = [], []
+    for s, r in reads:
+        texts = tuple(cond) + tuple(r.conditions)
+        if not texts or not all(h.func.split(".")[0] in mro or h.func.split(".")[0][:1].islower() for h in r.via):
+            keep.append((s, r))
+            continue
+        allowed = [p.value for p in Platform if on_platform(rd.tree, ci, texts, p.value) is not None]
+        if len(allowed) == len(Platform) or (allowed and not (replayed and all(p in rd.silent for p in allowed))):
+            keep.append((s, r))
+            continue
+        deciding = [c for t in texts for c, values in _platform_values(rd.tree, ci, t) if False in values.values()]
+        tests = " and ".join(f"`{c}`" for c in dict.fromkeys(deciding))
+        defs = _platform_defs(rd, ci, deciding)
+        if not allowed:
+            pruned.append((r, f"its path runs on no platform: {tests} cannot all hold with one platform's predicate "
+                              f"true{defs}"))
+        else:
+            pruned.append((r, f"runs only on {', '.join(allowed)}: {tests}{defs}; "
+                              + "; ".join(rd.silent[p] for p in allowed)
+                              + f": the barrier waits on the whole forward stream after a {mode} step there"))
+    return keep, pruned
+
+
+def _platform_defs(rd: Reader, ci: ClassInfo, conjuncts) -> str:
+    """`` (self.A = <definition> at file:line; ...)`` for each ``self.A`` in ``conjuncts`` a platform's predicate
+    defines on an instance of ``ci``."""
+    from .attributes import _Definitions, _platform_definition
+
+    out = []
+    for c in conjuncts:
+        for n in ast.walk(ast.parse(c, mode="eval").body):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                e = _platform_definition(rd.tree, ci, n.attr)
+                if e is None:
+                    continue
+                at = _Definitions(rd.tree, ci, {n.attr}).at.get(n.attr)
+                text = f"self.{n.attr} = {ast.unparse(e)}" + (f" at {at}" if at else "")
+                if text not in out:
+                    out.append(text)
+    return f" ({'; '.join(out)})" if out else ""
 
 
 def _feasible(rd: Reader, ci: ClassInfo, cond: tuple[str, ...], reads: list) -> tuple[list, list]:
@@ -276,16 +329,18 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
     included, so that part is covered too; its not findings are listed once, with the declaration's rows."""
     owner, node = decl
     all_reads = rd.reads(ci, mode)
+    graph = mode in rd.graph_modes
     findings = []
     not_findings = [] if snapshot else [
         NotFinding(ci.name, mode, r.location, r.file, r.line, r.via_text(), _uncaptured_why(r.host_sync))
-        for _, r in all_reads if hard_sync(r.host_sync)]
-    live = [(s, r) for s, r in all_reads if not hard_sync(r.host_sync)]
-    live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if not hard_sync(c.host_sync)]
+        for _, r in all_reads if hard_sync(r.host_sync, graph)]
+    live = [(s, r) for s, r in all_reads if not hard_sync(r.host_sync, graph)]
+    live_cuts = [(s, c) for s, c in rd.cuts(ci, mode) if not hard_sync(c.host_sync, graph)]
     for conds, value in rows:
         expanded = rd.expand(value, mode, subject=ci)
         if any(end is None for _, end, _ in expanded):  # a child of unknown class: its reads are not known either
-            f = unknown_child_finding(rd, ci, mode, conds, value, decl, live, live_cuts, snapshot)
+            f = unknown_child_finding(rd, ci, mode, conds, value, decl,
+                                      _platform_paths(rd, ci, mode, tuple(conds), live)[0], live_cuts, snapshot)
             if f is not None:
                 findings.append(f)
         for c2, end, chosen in expanded:
@@ -295,15 +350,17 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             if snapshot:
                 covered = covered | {ReadSite.IN_GRAPH_BEFORE_MARKER}
             # a child picked among those the constructing calls pass: its reads are the composite's in that row
-            extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if not hard_sync(r.host_sync)]
+            extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if not hard_sync(r.host_sync, graph)]
             cond = tuple(conds) + tuple(c2)
             bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
+            bad, elsewhere = _platform_paths(rd, ci, mode, cond, bad)
+            pruned += elsewhere
             bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad, end)
             pruned += uncaptured
             not_findings += [NotFinding(ci.name, mode, r.location, r.file, r.line, r.via_text(), why)
                              for r, why in pruned if snapshot is False]
             cut = [(s, c) for s, c in live_cuts + [x for k in chosen for x in rd.cuts(k, mode)]
-                   if s not in covered and not hard_sync(c.host_sync)]
+                   if s not in covered and not hard_sync(c.host_sync, graph)]
             if cut:
                 findings.append(cut_finding(ci, mode, end, cond, decl, cut))
             if not bad:
@@ -350,10 +407,13 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
         fact = None
         if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER):
             fact = capture_fact(rd.tree, ci, rd.modes, mode, r) or binding_fact(rd.tree, ci, rd.modes, mode, r)
-            if fact is None and r.host_sync is not None:  # soft (``bad`` holds no hard sync): a syncing call
-                at = r.host_sync
+            at = r.host_sync if mode in rd.graph_modes else None  # an eager run syncs and reads on
+            if fact is None and at is not None and len(at) == 4:  # a call that host-syncs on every path
                 fact = CaptureFact(f"the call {at[3]} host-syncs on every path ({at[0]}:{at[1]}), which a CUDA graph "
                                    "cannot capture", "runs the call, host sync and all")
+            elif fact is None and at is not None and len(at) == 2:  # an explicit host sync
+                fact = CaptureFact(f"it host-syncs first ({at[0]}:{at[1]}), which a CUDA graph cannot capture",
+                                   "runs the host sync")
         if fact is not None and breakable is None:
             gone.append((r, f"no graph captures its path: {fact.why}; the tree has no breakable graphs"))
             continue
@@ -409,7 +469,7 @@ def _passed_reads(rd: Reader, ci: ClassInfo, keys: set) -> list[BackendRead]:
             pick = tuple(o.conditions) + (f"self.{attr} is {o.cls.name} ({o.file}:{o.line})",)
             for mode in rd.modes.members:
                 for site, r in rd.reads(o.cls, mode):
-                    if not hard_sync(r.host_sync):
+                    if not hard_sync(r.host_sync, mode in rd.graph_modes):
                         out.append(_read(mode, site, r, pick))
                         keys.update(h.key for h in r.via)
     return out

@@ -34,7 +34,7 @@ def cut_rows(rd, ci) -> tuple[CutPath, ...]:
     for mode in rd.modes.members:
         for site, c in rd.cuts(ci, mode):
             out.add((mode, site.value, c.limit, c.file, c.line, c.what, tuple(h.text() for h in c.via),
-                     tuple(c.conditions), _behind(c)))
+                     tuple(c.conditions), _behind(c, mode in rd.graph_modes)))
     return tuple(CutPath(*row) for row in sorted(out, key=_key))
 
 
@@ -42,12 +42,12 @@ def _key(row) -> tuple:
     return tuple("" if x is None else x for x in row)
 
 
-def _behind(c: Cut) -> str | None:
-    """The host sync or capture-mode test before the cut on its path (what is below it is no finding), or None."""
-    if not hard_sync(c.host_sync):
+def _behind(c: Cut, graph: bool) -> str | None:
+    """The capture-mode test before the cut on its path in a graph mode (``graph``: what is below it is no finding,
+    ``reads.hard_sync``), or None."""
+    if not hard_sync(c.host_sync, graph):
         return None
-    kind = "a capture-mode test" if len(c.host_sync) == 3 else "a host sync"
-    return f"{kind} at {c.host_sync[0]}:{c.host_sync[1]}"
+    return f"a capture-mode test at {c.host_sync[0]}:{c.host_sync[1]}"
 
 
 def cut_finding(ci, mode: str, end: str, conds: tuple[str, ...], decl, bad: list) -> UnresolvedReadPath:

@@ -59,11 +59,15 @@ LIMIT_WALKS = "function walks"
 LIMIT_NESTING = "nesting"
 
 
-def hard_sync(s) -> bool:
-    """Whether ``s`` (a ``host_sync``) keeps its path out of every replay by itself: an explicit host sync or a
-    capture-mode test. A call that host-syncs on every path (``host_syncs``, a 4-tuple) does not: a replay that runs
-    the forward eagerly runs it too, so it is judged with the capture's facts (``extract._whole_graph``)."""
-    return s is not None and len(s) != 4
+def hard_sync(s, graph: bool = True) -> bool:
+    """Whether ``s`` (a ``host_sync``) keeps its path out of every run of its mode by itself: a capture-mode test
+    (the path needs ``get_is_capture_mode()`` false, and it is true while a graph is captured or a breakable graph
+    runs), in a mode a decode graph replays (``graph``). Nothing does in a mode that runs eagerly: there the test is
+    false and the path runs. A host sync does not either: no graph captures a path that syncs (the capture fails), but
+    a replay that runs the forward eagerly runs it, sync and all, so an explicit sync (a 2-tuple) and a call that
+    host-syncs on every path (``host_syncs``, a 4-tuple) are judged with the capture's facts
+    (``extract._whole_graph``)."""
+    return graph and s is not None and len(s) == 3
 
 
 def then_sync(a, b):
@@ -338,7 +342,7 @@ class ReadWalker:
         if synced is not None and len(synced) == 3:
             synced = None  # a capture-mode test holds inside this function's paths only, not after its call
         if synced is not None and not hard_sync(synced) and _returns_early(fn.node):
-            synced = None  # a soft sync on the path that falls through, not on one that returns before it
+            synced = None  # a host sync on the path that falls through, not on one that returns before it
         reads = [Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync, r.source)
                  for r in w.reads]
         cuts = [Cut(c.limit, c.file, c.line, c.what, (hop,) + c.via, c.conditions, c.host_sync) for c in w.cuts]
@@ -371,7 +375,7 @@ class _BodyWalker:
         #: id of a call the walk does not follow -> its host sync (``host_syncs.call_sync``), as a ``host_sync``
         self.synced_calls: dict[int, tuple] = {}
         #: ``try`` and ``with`` bodies the walk is inside: a call there that may raise instead of syncing can be
-        #: caught, so no call-made (soft) sync is taken there, nor brought up from a callee (``hard_sync``)
+        #: caught, so no call-made sync (a 4-tuple) is taken there, nor brought up from a callee
         self.guarded = 0
 
     # statements ------------------------------------------------------------------------------------------------------
@@ -470,7 +474,7 @@ class _BodyWalker:
                 if isinstance(sub, ast.Call):
                     got = self.call(sub, conds, here)
                     if got is not None and not hard_sync(got) and got is not here and not _always(node, sub):
-                        got = here  # a soft sync under a condition of the expression is not on every path
+                        got = here  # a host sync under a condition of the expression is not on every path
                         self.synced_calls.pop(id(sub), None)
                     after = then_sync(got, after)
                     mark = self.synced_calls.get(id(sub))
@@ -548,8 +552,8 @@ class _BodyWalker:
         self.open |= sub.open
         g = self.guarded
 
-        def kept(h):  # a soft sync from below does not cross a try or with body here
-            return None if g and h is not None and not hard_sync(h) else h
+        def kept(h):  # a syncing call's sync from below does not cross a try or with body here (it may raise first)
+            return None if g and h is not None and len(h) == 4 else h
 
         for r in sub.reads:
             via = r.via

@@ -1,0 +1,171 @@
+"""Tests what a host sync or a capture-mode test on a read's path decides per kind of run, and reads tied to platforms.
+
+``reads.hard_sync`` and ``extract._whole_graph`` judge the first, ``extract._platform_paths`` the second.
+
+No CUDA graph captures a path that host-syncs (the capture fails), so in a decode graph such a read is a read no
+whole-graph replay makes; a replay that runs the forward eagerly (a breakable backend's debug replay) runs it, sync
+and all, so there it races unless the no-marker fallback covers the forward. A mode no decode graph replays runs
+eagerly: neither a host sync nor a capture-mode test keeps its read from running after the event. A sync under a
+conditional expression, or in a helper that may return first, is not on every path. A read whose tests hold only on
+a device whose runners never publish, or on no platform, is not a finding.
+"""
+
+from __future__ import annotations
+
+from fencecheck.commands.reader_status import settle
+from fencecheck.sglang_source import read_path
+from sglang_reader_trees import ATTN, BREAKABLE, HEAD, PRE_FALLBACK, build
+
+AT = f"sglang/{ATTN}/sync_kinds_backend.py"
+SYNC = "        n = int(forward_batch.seq_lens.max().item())\n"
+READ = "        pages = self.req_to_token[forward_batch.req_pool_indices, :n]\n"
+
+
+def _backend(decode: str, extend: str = "        return q\n", extra: str = "") -> str:
+    return HEAD + f'''from sglang.srt.model_executor.runner_utils.capture_mode import get_is_capture_mode
+
+
+class SyncKindsBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.cap = model_runner.cap
+
+    def shared_read_ends(self, fm):
+        if fm.is_extend():
+            return SharedReadEnds.PRE_REPLAY
+        return super().shared_read_ends(fm)
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+{decode}        return q
+
+    def forward_extend(self, q, k, v, layer, forward_batch):
+{extend}        return q
+{extra}'''
+
+
+def _line(text: str, line: str) -> int:
+    return text.splitlines().index(line.rstrip("\n")) + 1
+
+
+def _doc(tmp_path, text: str, extra=None, case=None):
+    return settle(read_path(build(tmp_path, {f"{ATTN}/sync_kinds_backend.py": text, **(extra or {})}, case)))
+
+
+def _ours(items, mode="DECODE"):
+    return [x for x in items if x.subject == "SyncKindsBackend" and x.mode == mode]
+
+
+def _reads(f) -> set[int]:
+    return {r.line for _, r in f.uncovered}
+
+
+def test_without_breakable_graphs_a_read_after_a_host_sync_is_in_no_graph(tmp_path):
+    text = _backend(SYNC + READ)
+    ex = _doc(tmp_path, text)
+    assert _ours(ex.findings) == []
+    (nf,) = _ours(ex.not_findings)
+    assert (nf.line, nf.why) == (_line(text, READ), f"no graph captures its path: it host-syncs first ({AT}:"
+                                                    f"{_line(text, SYNC)}), which a CUDA graph cannot capture; the "
+                                                    "tree has no breakable graphs")
+
+
+def test_a_post_replay_fallback_covers_the_eager_debug_replay(tmp_path):
+    ex = _doc(tmp_path, _backend(SYNC + READ), BREAKABLE)
+    assert _ours(ex.findings) == []
+    (nf,) = _ours(ex.not_findings)
+    assert nf.why.startswith(f"no graph captures its path: it host-syncs first ({AT}:")
+    assert "the one replay that runs the forward eagerly, the breakable backend's debug replay" in nf.why
+
+
+def test_where_the_eager_debug_replay_is_not_covered_the_read_after_the_sync_is_a_finding(tmp_path):
+    """0.5.18's shape: the debug replay runs the forward eagerly after a PRE_REPLAY event, the sync included."""
+    text = _backend(SYNC + READ)
+    (f,) = _ours(_doc(tmp_path, text, {**BREAKABLE, **PRE_FALLBACK}).findings)
+    assert _reads(f) == {_line(text, READ)}
+    assert f.status == "unresolved"
+    assert f.status_why.startswith(f"not in a captured graph: it host-syncs first ({AT}:{_line(text, SYNC)}), which "
+                                   "a CUDA graph cannot capture; only a replay that runs the forward eagerly runs the "
+                                   "host sync (the breakable backend's debug replay")
+
+
+def test_in_a_mode_that_runs_eagerly_neither_a_sync_nor_a_capture_mode_test_keeps_the_read_out(tmp_path):
+    guard = "        if not get_is_capture_mode():\n            m = self.req_to_token[forward_batch.req_pool_indices]\n"
+    text = _backend("", extend=SYNC + READ + guard)
+    ex = _doc(tmp_path, text)
+    (f,) = _ours(ex.findings, "EXTEND")
+    assert _reads(f) == {_line(text, READ), _line(text, guard.splitlines()[1])}
+    assert _ours(ex.not_findings, "EXTEND") == []
+    # in the decode graph the same guard keeps its read out, with the test cited
+    text = _backend(guard)
+    ex = _doc(tmp_path / "decode", text)
+    assert _ours(ex.findings) == []
+    (nf,) = _ours(ex.not_findings)
+    assert nf.why.startswith(f"behind a capture-mode test at {AT}:{_line(text, guard.splitlines()[0])}")
+
+
+def test_a_sync_under_a_conditional_expression_is_not_on_every_path(tmp_path):
+    text = _backend("        n = self.cap if self.cap else int(forward_batch.seq_lens.max().item())\n" + READ)
+    (f,) = _ours(_doc(tmp_path, text).findings)
+    assert _reads(f) == {_line(text, READ)}
+    assert f.status == "confirmed"
+
+
+def test_a_sync_in_a_helper_that_may_return_first_is_not_on_every_path(tmp_path):
+    helper = ("\n    def _len(self, forward_batch):\n        if self.cap:\n            return self.cap\n"
+              "        return int(forward_batch.seq_lens.max().item())\n")
+    text = _backend("        n = self._len(forward_batch)\n" + READ, extra=helper)
+    (f,) = _ours(_doc(tmp_path, text).findings)
+    assert _reads(f) == {_line(text, READ)}
+    # the helper that syncs on every path keeps the read out of the graph
+    text = _backend("        n = self._len(forward_batch)\n" + READ,
+                    extra="\n    def _len(self, forward_batch):\n        return int(forward_batch.seq_lens.max().item())\n")
+    ex = _doc(tmp_path / "always", text)
+    assert _ours(ex.findings) == []
+    assert [n.line for n in _ours(ex.not_findings)] == [_line(text, READ)]
+
+
+PLATFORM = HEAD + '''from sglang.srt.utils.common import is_hip, is_npu
+
+
+class SyncKindsBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.is_npu = is_npu()
+        self.is_hip = is_hip()
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        if self.is_npu:
+            a = self.req_to_token[forward_batch.req_pool_indices, 0]
+        if self.is_hip:
+            if self.is_npu:
+                b = self.req_to_token[forward_batch.req_pool_indices, 1]
+        if not self.is_npu:
+            c = self.req_to_token[forward_batch.req_pool_indices, 2]
+        return q
+'''
+UTILS = ("import torch\n\n\ndef is_cuda():\n    return torch.version.cuda is not None\n\n\ndef is_hip():\n"
+         "    return torch.version.hip is not None\n\n\ndef is_npu():\n    return hasattr(torch, 'npu')\n")
+
+
+def test_reads_that_run_only_where_nothing_publishes_or_nowhere_are_not_findings(tmp_path):
+    ex = _doc(tmp_path, PLATFORM, {"srt/utils/common.py": UTILS}, case="device")
+    npu, nowhere, cuda = (next(n for n, x in enumerate(PLATFORM.splitlines(), 1)
+                               if x.strip() == f"{v} = self.req_to_token[forward_batch.req_pool_indices, {i}]")
+                          for i, v in enumerate("abc"))
+    (f,) = _ours(ex.findings)
+    assert _reads(f) == {cuda}  # `not self.is_npu` holds on CUDA, which publishes
+    why = {n.line: n.why for n in _ours(ex.not_findings)}
+    assert set(why) == {npu, nowhere}
+    defs = (f"self.is_npu = is_npu() at {AT}:{_line(PLATFORM, '        self.is_npu = is_npu()')}")
+    assert why[npu].startswith(f"runs only on npu: `self.is_npu` ({defs}); npu's decode graph runner is "
+                               "NPUGraphRunner (")
+    assert why[npu].endswith("the barrier waits on the whole forward stream after a DECODE step there")
+    assert why[nowhere].startswith("its path runs on no platform: `self.is_hip` and `self.is_npu` cannot all hold "
+                                   "with one platform's predicate true (self.is_hip = is_hip() at ")
+
+
+def test_without_a_silent_device_a_read_on_one_platform_stays_a_finding(tmp_path):
+    ex = _doc(tmp_path, PLATFORM, {"srt/utils/common.py": UTILS})
+    (f,) = _ours(ex.findings)
+    assert len(_reads(f)) == 2  # the NPU read races there as far as this tree says; the impossible one is gone
+    assert [n.why.split(":")[0] for n in _ours(ex.not_findings)] == ["its path runs on no platform"]
