@@ -7,7 +7,8 @@ whole-graph replay makes; a replay that runs the forward eagerly (a breakable ba
 and all, so there it races unless the no-marker fallback covers the forward. A mode no decode graph replays runs
 eagerly: neither a host sync nor a capture-mode test keeps its read from running after the event. A sync under a
 conditional expression, or in a helper that may return first, is not on every path. A read whose tests hold only on
-a device whose runners never publish, or on no platform, is not a finding.
+a device whose runners never publish, on a platform whose runner falls back to an end that covers it, or on no
+platform, is not a finding.
 """
 
 from __future__ import annotations
@@ -164,8 +165,22 @@ def test_reads_that_run_only_where_nothing_publishes_or_nowhere_are_not_findings
                                    "with one platform's predicate true (self.is_hip = is_hip() at ")
 
 
-def test_without_a_silent_device_a_read_on_one_platform_stays_a_finding(tmp_path):
+def test_on_a_platform_without_the_marker_the_runners_fallback_decides(tmp_path):
+    """No device map: NPU takes the CUDA decode graph runner, whose marker is made only on CUDA
+    (``make_external_event``); its IN_REPLAY then falls back to POST_REPLAY, which covers the NPU read, and to
+    PRE_REPLAY in a copy of the runner (0.5.18's rule), which does not."""
+    npu = next(n for n, x in enumerate(PLATFORM.splitlines(), 1)
+               if x.strip() == "a = self.req_to_token[forward_batch.req_pool_indices, 0]")
     ex = _doc(tmp_path, PLATFORM, {"srt/utils/common.py": UTILS})
     (f,) = _ours(ex.findings)
-    assert len(_reads(f)) == 2  # the NPU read races there as far as this tree says; the impossible one is gone
+    assert len(_reads(f)) == 1 and npu not in _reads(f)
+    why = {n.line: n.why for n in _ours(ex.not_findings)}
+    assert why[npu].startswith("runs only on npu: `self.is_npu` (self.is_npu = is_npu() at ")
+    assert "npu has no in-graph marker (make_external_event returns None when not is_cuda() (" in why[npu]
+    assert ("so its decode graph runner resolves IN_REPLAY by the fallback to POST_REPLAY (declaration_only_post_"
+            "fallback, sglang/srt/model_executor/runner/decode_cuda_graph_runner.py:") in why[npu]
+    assert why[npu].endswith("which covers in_graph_after_marker")
+    ex = _doc(tmp_path / "pre", PLATFORM, {"srt/utils/common.py": UTILS, **PRE_FALLBACK})
+    (f,) = _ours(ex.findings)
+    assert npu in _reads(f) and len(_reads(f)) == 2  # the PRE_REPLAY fallback races on NPU; the impossible one is gone
     assert [n.why.split(":")[0] for n in _ours(ex.not_findings)] == ["its path runs on no platform"]

@@ -61,6 +61,9 @@ class Reader:
         #: device -> why its runners never resolve a graph-replayed mode's declaration (``device.silent_devices``),
         #: set by ``extract.read_tree``; empty when not read
         self.silent: dict[str, str] = {}
+        #: platform -> its row of the protocol facts (``protocol.Protocol.platforms``: marker, fallback, runner
+        #: policy), set by ``extract.read_tree``; empty when not read
+        self.platform_rows: dict[str, dict] = {}
 
     def attr_types(self, ci: ClassInfo) -> dict[str, ClassInfo]:
         """``self.x`` -> the backend class every ``self.x = Cls(...)`` on ``ci``'s MRO assigns (when just one)."""

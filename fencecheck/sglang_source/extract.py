@@ -100,6 +100,7 @@ def read_tree(tree: Tree) -> Extraction:
 
     rd.marker_guard = capture_only_marker(proto.marker)
     rd.silent = silent_devices(tree, tuple(r.row() for r in proto.runners))
+    rd.platform_rows = {p["platform"]: p for p in proto.platforms}
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
         b, f, nf = _backend(rd, ci)
@@ -244,13 +245,17 @@ def _uncaptured_why(at: tuple) -> str:
             "true while a CUDA graph is captured or a breakable graph runs: a path no graph replay of this mode runs)")
 
 
-def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...], reads: list) -> tuple[list, list]:
+def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...], reads: list,
+                    end: str | None = None) -> tuple[list, list]:
     """``reads`` ((site, read) pairs) split into those whose path can race on some platform and (read, why) for the
     others: a path whose tests are false on every platform (``attributes.on_platform``: each ``self.A`` defined by a
     platform's predicate replaced by it, one predicate true at a time), or, in a mode a decode graph replays, true
-    only on devices whose runners never publish (``rd.silent``, ``device.silent_devices``): there the barrier waits
-    on the whole forward stream. Taken only where every hop of the read's chain is a method of ``ci``'s MRO or a
-    module function, so ``self`` in its tests is ``ci``'s instance."""
+    only on platforms where the read cannot race: a device whose runners never publish (``rd.silent``,
+    ``device.silent_devices``: the barrier waits on the whole forward stream there), or, for a row declaring
+    ``IN_REPLAY`` (``end``), a platform whose decode graph runner has no in-graph marker and falls back to an end that
+    covers the read's site (``rd.platform_rows``: 0.5.23's HIP resolves ``IN_REPLAY`` as ``POST_REPLAY``). Taken
+    only where every hop of the read's chain is a method of ``ci``'s MRO or a module function, so ``self`` in its
+    tests is ``ci``'s instance."""
     from ..vocab import Platform
     from .attributes import _platform_values, on_platform
 
@@ -263,7 +268,8 @@ def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...],
             keep.append((s, r))
             continue
         allowed = [p.value for p in Platform if on_platform(rd.tree, ci, texts, p.value) is not None]
-        if len(allowed) == len(Platform) or (allowed and not (replayed and all(p in rd.silent for p in allowed))):
+        why = {p: _quiet(rd, p, mode, s, end) for p in allowed} if replayed else {}
+        if len(allowed) == len(Platform) or any(why.get(p) is None for p in allowed):
             keep.append((s, r))
             continue
         deciding = [c for t in texts for c, values in _platform_values(rd.tree, ci, t) if False in values.values()]
@@ -274,9 +280,24 @@ def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...],
                               f"true{defs}"))
         else:
             pruned.append((r, f"runs only on {', '.join(allowed)}: {tests}{defs}; "
-                              + "; ".join(rd.silent[p] for p in allowed)
-                              + f": the barrier waits on the whole forward stream after a {mode} step there"))
+                              + "; ".join(why[p] for p in allowed)))
     return keep, pruned
+
+
+def _quiet(rd: Reader, platform: str, mode: str, site, end: str | None) -> str | None:
+    """Why a read at ``site`` in a graph-replayed mode cannot race on ``platform`` (its runners never publish, or its
+    decode graph runner has no marker and resolves the row's ``IN_REPLAY`` by a fallback that covers ``site``), or
+    None."""
+    if platform in rd.silent:
+        return f"{rd.silent[platform]}: the barrier waits on the whole forward stream after a {mode} step there"
+    row = rd.platform_rows.get(platform) or {}
+    fb = row.get("fallback")
+    if end != "IN_REPLAY" or row.get("marker") != "absent" or not fb or row.get("runner_policy") != "resolve" \
+            or site not in COVERED_SITES[SharedReadEnds[fb["end"]]]:
+        return None
+    return (f"{platform} has no in-graph marker ({row.get('marker_why')}), so its decode graph runner resolves "
+            f"IN_REPLAY by the fallback to {fb['end']} ({fb['rule']}, {fb['file']}:{fb['line']}), which covers "
+            f"{site.value}")
 
 
 def _platform_defs(rd: Reader, ci: ClassInfo, conjuncts) -> str:
@@ -353,7 +374,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if not hard_sync(r.host_sync, graph)]
             cond = tuple(conds) + tuple(c2)
             bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
-            bad, elsewhere = _platform_paths(rd, ci, mode, cond, bad)
+            bad, elsewhere = _platform_paths(rd, ci, mode, cond, bad, end)
             pruned += elsewhere
             bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad, end)
             pruned += uncaptured
