@@ -10,6 +10,7 @@ only in a mode no captured phase of that side has, add no read.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,12 @@ def test_a_hook_elsewhere_or_in_another_mode_adds_no_read(tmp_path, runner, mode
     assert [r for r in zeta["reads_after_publisher"] if r.get("site")] == []
     if why:
         assert any(why in n for n in zeta["unresolved"])
+
+
+def test_a_hook_read_after_a_host_sync_is_no_read(tmp_path, monkeypatch):
+    """The hook runs only inside the captured graph, which no capture that syncs can make (``reads.never_captured``)."""
+    monkeypatch.setattr(sys.modules[__name__], "EPILOGUE", EPILOGUE.replace(
+        "    def __call__(self, forward_batch):\n",
+        "    def __call__(self, forward_batch):\n        n = int(forward_batch.seq_lens.max().item())\n"))
+    doc, zeta, _ = _zeta(tmp_path)
+    assert [r for r in zeta["reads_after_publisher"] if r.get("site")] == []

@@ -13,6 +13,8 @@ platform, is not a finding.
 
 from __future__ import annotations
 
+import pytest
+
 from fencecheck.commands.reader_status import settle
 from fencecheck.sglang_source import read_path
 from sglang_reader_trees import ATTN, BREAKABLE, HEAD, PRE_FALLBACK, build
@@ -184,3 +186,158 @@ def test_on_a_platform_without_the_marker_the_runners_fallback_decides(tmp_path)
     (f,) = _ours(ex.findings)
     assert npu in _reads(f) and len(_reads(f)) == 2  # the PRE_REPLAY fallback races on NPU; the impossible one is gone
     assert [n.why.split(":")[0] for n in _ours(ex.not_findings)] == ["its path runs on no platform"]
+
+
+# -- the holes an independent review of the first version found, each a test -----------------------------------------
+
+HOLE_READ = "            a = self.req_to_token[forward_batch.req_pool_indices]\n"
+
+
+def _probe(init="        self.fused = is_npu()\n", extra="", base="    pass\n", head=""):
+    """A backend reading under ``if self.fused:`` on a base class of its own, with ``init``, ``extra`` methods and the
+    base's body ``base``."""
+    return {f"{ATTN}/probe_base.py": HEAD + "class ProbeBase(AttentionBackend):\n" + base,
+            f"{ATTN}/sync_kinds_backend.py": (
+                "from sglang.srt.layers.attention.probe_base import ProbeBase\n"
+                "from sglang.srt.utils.common import is_npu\n" + head + "\n\nclass SyncKindsBackend(ProbeBase):\n"
+                "    def __init__(self, model_runner):\n"
+                "        self.req_to_token = model_runner.req_to_token_pool.req_to_token\n" + init +
+                "\n    def forward_decode(self, q, k, v, layer, forward_batch):\n        if self.fused:\n" + HOLE_READ
+                + "        return q\n" + extra),
+            "srt/utils/common.py": UTILS}
+
+
+CHILD = HEAD + '''from sglang.srt.utils.common import is_cuda, is_npu
+
+
+class ProbeChild(AttentionBackend):
+    def __init__(self, model_runner):
+        self.fast = is_cuda()
+
+    def shared_read_ends(self, fm):
+        if self.fast:
+            return SharedReadEnds.PRE_REPLAY
+        return SharedReadEnds.POST_REPLAY
+
+
+class SyncKindsBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.child = ProbeChild(model_runner)
+        self.fast = is_npu()
+
+    def shared_read_ends(self, fm):
+        return self.child.shared_read_ends(fm)
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        a = self.req_to_token[forward_batch.req_pool_indices]
+        return q
+'''
+HELPER = '''from sglang.srt.utils.common import is_cuda, is_npu
+
+
+def _fused_ok():
+    return is_cuda() or is_npu()
+
+
+def gather(fb):
+    if _fused_ok():
+        return fb.req_to_token_pool.req_to_token[fb.req_pool_indices]
+    return None
+'''
+SAME_NAME = HEAD + '''from sglang.srt.layers.attention.probe_helpers import gather
+from sglang.srt.utils.common import is_npu
+
+
+def _fused_ok():
+    return is_npu()
+
+
+class SyncKindsBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        gather(forward_batch)
+        return q
+'''
+SELF_PARAM = HEAD + '''from sglang.srt.utils.common import is_npu
+
+
+class DecodePlan:
+    def __init__(self, batch_size):
+        self.fast = batch_size > 8
+
+
+def plan_kernel(self, fb):
+    if self.fast:
+        return fb.req_to_token_pool.req_to_token[fb.req_pool_indices]
+    return None
+
+
+class SyncKindsBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.fast = is_npu()
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        plan_kernel(DecodePlan(forward_batch.batch_size), forward_batch)
+        return q
+'''
+REASSIGN = "\n    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):\n        {}\n"
+
+
+@pytest.mark.parametrize("why,files", [
+    ("a base method re-assigns the attribute", _probe(base=REASSIGN.format("self.fused = forward_batch.batch_size > 8"))),
+    ("setattr in the backend's own method", _probe(extra=REASSIGN.format(
+        "setattr(self, 'fused', forward_batch.batch_size > 8)"))),
+    ("a base __init__ runs after and overwrites", _probe(init="        self.fused = is_npu()\n"
+                                                              "        super().__init__(model_runner)\n",
+                                                         base="    def __init__(self, model_runner):\n"
+                                                              "        self.fused = True\n")),
+    ("a child's row tests its own self", {f"{ATTN}/sync_kinds_backend.py": CHILD, "srt/utils/common.py": UTILS}),
+    ("a helper named alike in another module", {f"{ATTN}/sync_kinds_backend.py": SAME_NAME,
+                                                f"{ATTN}/probe_helpers.py": HELPER, "srt/utils/common.py": UTILS}),
+    ("a module function's parameter named self", {f"{ATTN}/sync_kinds_backend.py": SELF_PARAM,
+                                                  "srt/utils/common.py": UTILS}),
+])
+def test_each_way_the_review_found_to_race_on_cuda_keeps_the_read_a_finding(tmp_path, why, files):
+    ex = _doc(tmp_path, files.pop(f"{ATTN}/sync_kinds_backend.py"), files, case="device")
+    (f,) = _ours(ex.findings)
+    assert len(_reads(f)) == 1, why
+    assert not [n for n in _ours(ex.not_findings) if n.why.startswith(("runs only on", "its path runs on no"))], why
+
+
+@pytest.mark.parametrize("sync", ["        n = int(forward_batch.seq_lens_cpu.max().item())\n",
+                                  "        n = forward_batch.extend_seq_lens_cpu.tolist()\n",
+                                  "        with contextlib.suppress(KeyError):\n"
+                                  "            n = int(self.lens[forward_batch.rid].max().item())\n"])
+def test_a_host_tensors_copy_or_a_sync_a_raise_may_skip_keeps_the_read_a_finding(tmp_path, sync):
+    text = _backend(sync + READ).replace("from sglang.srt.model_executor", "import contextlib\n"
+                                                                            "from sglang.srt.model_executor", 1)
+    (f,) = _ours(_doc(tmp_path, text).findings)
+    assert _reads(f) == {_line(text, READ)}
+
+
+def test_a_helper_that_syncs_before_it_returns_early_keeps_the_read_out(tmp_path):
+    helper = ("\n    def _len(self, forward_batch):\n        n = int(forward_batch.seq_lens.max().item())\n"
+              "        if n == 0:\n            return 0\n        return n\n")
+    text = _backend("        n = self._len(forward_batch)\n" + READ, extra=helper)
+    ex = _doc(tmp_path, text)
+    assert _ours(ex.findings) == []
+    assert [n.line for n in _ours(ex.not_findings)] == [_line(text, READ)]
+
+
+PREDICATE = "\n    def _sparse(self, fb, *, n):\n        return n > 4 and fb.forward_mode.is_extend()\n"
+GATED = "        if self.cap and self._sparse(forward_batch, n=self.cap):\n" + HOLE_READ
+
+
+@pytest.mark.parametrize("extra,gone", [
+    (PREDICATE, True),  # the helper's mode test is false in DECODE: no path reads
+    (PREDICATE.replace("        return", "        x = 1\n        return"), False),  # two statements: not a predicate
+    (PREDICATE + "\n    def swap(self):\n        self._sparse = None\n", False),  # the name stored: it may change
+    ("\n    @staticmethod" + PREDICATE.replace("(self, fb", "(fb"), False),  # decorated: not taken
+])
+def test_a_one_return_predicate_is_decided_by_the_mode_inside_it(tmp_path, extra, gone):
+    text = _backend(GATED, extra=extra)
+    reads = {r.line for f in _ours(_doc(tmp_path, text).findings) for r in (x for _, x in f.uncovered)}
+    assert reads == (set() if gone else {_line(text, HOLE_READ)})

@@ -30,7 +30,7 @@ from .device import PlatformPaths
 from .dispatch import dispatch, registry
 from .phase_publish import PhasePublish, may_publish
 from .publisher_link import linked
-from .reads import HOST_SYNC_METHODS, ReadWalker, hard_sync
+from .reads import HOST_SYNC_METHODS, ReadWalker, hard_sync, never_captured
 from .records import At, ClassAt, Runner, WorkerPublisher
 from .step_walk import ENTRY, MAX_DEPTH, STEP_MODE, StepWalk  # noqa: F401 (MAX_DEPTH: the messages' algorithms.MAX_DEPTH)
 from .tree import Tree
@@ -198,7 +198,7 @@ def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, r
     before = tuple(ph for c, ph in runs if c is call or _after(call.chain, c.chain, walker.functions))
     hop = f"{runner}.{TAIL_HOOKS} ({file}:{line})"
     for r in walker.method_reads(owner, method, last.mode):
-        if hard_sync(r.host_sync):
+        if never_captured(r.host_sync):  # the hook runs inside the captured graph only
             continue
         if any((x.file, x.line, x.location) == (r.file, r.line, r.location) for x in out):
             continue

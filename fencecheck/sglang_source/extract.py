@@ -260,11 +260,12 @@ def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...],
     from .attributes import _platform_values, on_platform
 
     replayed = rd.modes.predicate("is_cuda_graph", mode) is True
-    mro = {c.name for c in rd.tree.mro(ci)}
+    own = {c.key: c.module.name for c in rd.tree.mro(ci)}
     keep, pruned = [], []
     for s, r in reads:
         texts = tuple(cond) + tuple(r.conditions)
-        if not texts or not all(h.func.split(".")[0] in mro or h.func.split(".")[0][:1].islower() for h in r.via):
+        if not texts or not all(h.key.rsplit(".", 1)[0] in own for h in r.via) \
+                or not _platform_trusted(rd, ci, texts, {own[h.key.rsplit(".", 1)[0]] for h in r.via}):
             keep.append((s, r))
             continue
         allowed = [p.value for p in Platform if on_platform(rd.tree, ci, texts, p.value) is not None]
@@ -282,6 +283,55 @@ def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...],
             pruned.append((r, f"runs only on {', '.join(allowed)}: {tests}{defs}; "
                               + "; ".join(why[p] for p in allowed)))
     return keep, pruned
+
+
+def _platform_trusted(rd: Reader, ci: ClassInfo, texts, modules: set[str]) -> bool:
+    """Whether ``texts`` (tests of a path through methods of the ``modules``) can be judged per platform as
+    ``attributes.on_platform`` judges them, in ``ci``'s module: a call there that the platform evaluator would decide
+    other than a platform's predicate by name (a helper such as ``_fused_ok()``) only where every method on the path
+    is in that module (the name may mean another function where the test was written); and every ``self.A`` a
+    predicate defines (``attributes._platform_definition``: nothing else in the tree assigns ``<x>.A``) assigned once on
+    ``ci``'s MRO, in ``__init__`` of a class of that module when its definition holds such a call, and never assigned
+    in another method, ``setattr(self, "A", ...)`` included (``feasible.volatile_attributes``). As there, a
+    ``setattr`` through another receiver is not seen."""
+    from ..vocab import Platform
+    from .attributes import _platform_definition, self_assignments
+    from .feasible import volatile_attributes
+    from .platform import Evaluator
+
+    ev = Evaluator(rd.tree)
+    here = ci.module.name
+
+    def calls_ok(e, where: set[str]) -> bool:
+        for n in ast.walk(e):
+            if not isinstance(n, ast.Call) or n.args or n.keywords or where <= {here}:
+                continue
+            if (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)) in ev.names:
+                continue
+            if any(ev.value(ci.module, n, p.value, {}) is not None for p in Platform):
+                return False
+        return True
+
+    memo = rd.__dict__.setdefault("_volatile", {})
+    for t in texts:
+        try:
+            e = ast.parse(t, mode="eval").body
+        except (SyntaxError, RecursionError):
+            return False
+        if not calls_ok(e, modules):
+            return False
+        for n in ast.walk(e):
+            if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"):
+                continue
+            d = _platform_definition(rd.tree, ci, n.attr)
+            if d is None:
+                continue
+            if ci not in memo:
+                memo[ci] = volatile_attributes(rd.tree, ci)
+            owners = [c for c in rd.tree.mro(ci) for _ in self_assignments(rd.tree, c, n.attr)]
+            if n.attr in memo[ci] or len(owners) != 1 or not calls_ok(d, {owners[0].module.name}):
+                return False
+    return True
 
 
 def _quiet(rd: Reader, platform: str, mode: str, site, end: str | None) -> str | None:
@@ -374,7 +424,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
             extra = [(s, r) for k in chosen for s, r in rd.reads(k, mode) if not hard_sync(r.host_sync, graph)]
             cond = tuple(conds) + tuple(c2)
             bad, pruned = _feasible(rd, ci, cond, [(s, r) for s, r in live + extra if s not in covered])
-            bad, elsewhere = _platform_paths(rd, ci, mode, cond, bad, end)
+            bad, elsewhere = _platform_paths(rd, ci, mode, tuple(conds), bad, end)  # a child's row: its own self
             pruned += elsewhere
             bad, whole_graph, uncaptured = _whole_graph(rd, ci, mode, bad, end)
             pruned += uncaptured

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .capture_state import graph_modes
 from .feasible import simplified
-from .reads import ReadWalker, hard_sync
+from .reads import ReadWalker, never_captured
 from .tree import Tree
 
 #: The package of SGLang's models.
@@ -120,4 +120,4 @@ def _walk(walker: ReadWalker, mod, ci, name: str, node, mode) -> list:
     reads = walker.method_reads(ci, name, mode) if ci is not None else walker.function_reads(mod, node, mode)
     # a breakable graph breaks around attention only: the model's own layers are captured, so no replay takes a path
     # of theirs that host-syncs first (a whole-forward eager replay aside); a syncing call's path is kept, as before
-    return [r for r in reads if not hard_sync(r.host_sync) and not (r.host_sync is not None and len(r.host_sync) == 2)]
+    return [r for r in reads if not never_captured(r.host_sync)]

@@ -24,7 +24,7 @@ from .declare import Modes, compare_mode
 from .getters import getters
 from .host_syncs import _uncond, host_syncs
 from .pool_reads import pool_reads
-from .tree import ClassInfo, FuncInfo, Tree, body_nodes
+from .tree import ClassInfo, FuncInfo, Tree, body_nodes, copy_node
 
 #: Scheduler-shared maps read by attribute name (docs/sglang-0.5.23.md, "Read sites per backend family"): the
 #: vocabulary's one list.
@@ -68,6 +68,33 @@ def hard_sync(s, graph: bool = True) -> bool:
     host-syncs on every path (``host_syncs``, a 4-tuple) are judged with the capture's facts
     (``extract._whole_graph``)."""
     return graph and s is not None and len(s) == 3
+
+
+def never_captured(s) -> bool:
+    """Whether ``s`` (a ``host_sync``) keeps its path out of every captured graph: an explicit host sync or a
+    capture-mode test. For reads no eager replay makes apart from the graph: a capture tail hook's, the model's own
+    layers' (a breakable graph breaks around attention only)."""
+    return s is not None and len(s) in (2, 3)
+
+
+#: Tensor methods whose result lives where the tensor does (a host tensor's ``.max()`` is a host tensor).
+_SAME_DEVICE = frozenset({"max", "min", "sum", "long", "int", "float", "clone", "contiguous", "view", "reshape",
+                          "flatten", "squeeze", "unsqueeze", "cumsum"})
+
+
+def _host_side(e: ast.expr) -> bool:
+    """Whether ``e`` is a host tensor by SGLang's naming (``seq_lens_cpu``, ``forward_batch.seq_lens_cpu.max()``,
+    ``extend_seq_lens_cpu_list[i]``): its ``.tolist()`` or ``.item()`` copies nothing from the device, so no graph
+    capture fails on it. Taking fewer syncs only keeps more reads."""
+    while True:
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _SAME_DEVICE:
+            e = e.func.value
+        elif isinstance(e, ast.Subscript):
+            e = e.value
+        else:
+            break
+    name = e.id if isinstance(e, ast.Name) else e.attr if isinstance(e, ast.Attribute) else None
+    return name is not None and (name.endswith("_cpu") or "_cpu_" in name)
 
 
 def then_sync(a, b):
@@ -341,7 +368,7 @@ class ReadWalker:
         synced, _ = w.block(fn.node.body, (), None)
         if synced is not None and len(synced) == 3:
             synced = None  # a capture-mode test holds inside this function's paths only, not after its call
-        if synced is not None and not hard_sync(synced) and _returns_early(fn.node):
+        if synced is not None and not hard_sync(synced) and _returns_early(fn.node, synced, fn.file):
             synced = None  # a host sync on the path that falls through, not on one that returns before it
         reads = [Read(r.location, r.file, r.line, r.what, (hop,) + r.via, r.conditions, r.host_sync, r.source)
                  for r in w.reads]
@@ -459,9 +486,46 @@ class _BodyWalker:
         """True/False when the test is decided by the mode (or ``in_capture``, False on replay); None otherwise."""
         if self.mode is None:
             return None
-        value, used = decided_test(self.rw.modes, self.mode, e)
+        value, used = decided_test(self.rw.modes, self.mode, self._inlined(e))
         self.used_mode |= used
         return value
+
+    def _inlined(self, e):
+        """``e`` with each call ``self.m(args)`` to a one-expression predicate of the walk's class replaced by that
+        expression, its parameters bound to the arguments, so a mode test inside it decides the test too
+        (DeepSeek-V4's ``self._use_sparse_prefill(forward_batch, ...)`` returns ``... and
+        forward_batch.forward_mode.is_extend_without_speculative() and ...``). ``m`` is taken where the class's MRO
+        defines it as a plain method (no decorator, not async) whose body, past a docstring, is one ``return``, the call
+        passes no ``*``/``**`` arguments, and no text in the tree stores or quotes the name (``.m =``, ``"m"``): an
+        instance attribute or ``setattr`` could replace it. Anything else is left as it is."""
+        subject = self.fn.subject
+        calls = [n for n in ast.walk(e) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"] if subject is not None else []
+        if not calls:
+            return e
+        tree = self.rw.tree
+        subs = {}
+        for c in calls:
+            body = _predicate_body(tree, subject, c)
+            if body is not None:
+                subs[id(c)] = body
+        if not subs:
+            return e
+
+        def rebuilt(n):  # a copy of ``n`` with the calls replaced (the walked tree itself is left as it is)
+            if id(n) in subs:
+                return subs[id(n)]
+            if isinstance(n, list):
+                return [rebuilt(x) for x in n]
+            if not isinstance(n, ast.AST):
+                return n
+            new = n.__class__()
+            for f in n._fields:
+                if hasattr(n, f):
+                    setattr(new, f, rebuilt(getattr(n, f)))
+            return new
+
+        return rebuilt(e)
 
     # expressions -----------------------------------------------------------------------------------------------------
     def exprs(self, nodes, conds, sync):
@@ -520,8 +584,9 @@ class _BodyWalker:
 
     def call(self, c: ast.Call, conds, sync):
         f = c.func
-        if isinstance(f, ast.Attribute) and f.attr in HOST_SYNC_METHODS:
-            return (self.fn.file, c.lineno)
+        if isinstance(f, ast.Attribute) and f.attr in HOST_SYNC_METHODS and not _host_side(f.value):
+            # in a try or with body the statement may raise before the sync, and the path go on without it
+            return sync if self.guarded else (self.fn.file, c.lineno)
         rw = self.rw
         target = rw.target(self.fn, c)
         if target is None:
@@ -597,6 +662,38 @@ def _capture_guard(test) -> tuple[bool, bool]:
                for v in parts), False
 
 
+def _predicate_body(tree: Tree, subject: ClassInfo, c: ast.Call) -> ast.expr | None:
+    """The returned expression of the one-``return`` method ``c`` calls on ``self`` (``_BodyWalker._inlined``), its
+    parameters replaced by the call's arguments; None where it is not such a method."""
+    name = c.func.attr
+    hit = tree.lookup(subject, name)
+    if hit is None or any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+        return None
+    fn = hit[1]
+    if not isinstance(fn, ast.FunctionDef) or fn.decorator_list:
+        return None
+    body = [x for x in fn.body if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    memo = tree.__dict__.setdefault("_predicate_names", {})
+    if name not in memo:
+        memo[name] = not tree.modules_containing(f".{name} =", f'"{name}"', f"'{name}'")
+    if not memo[name]:
+        return None
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
+    bound = dict(zip(params, c.args))
+    kwonly = {a.arg for a in fn.args.kwonlyargs}
+    for k in c.keywords:
+        if k.arg in params or k.arg in kwonly:
+            bound[k.arg] = k.value
+
+    class _Bind(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return copy_node(bound[node.id]) if node.id in bound and isinstance(node.ctx, ast.Load) else node
+
+    return _Bind().visit(copy_node(body[0].value))
+
+
 def decided_test(modes: Modes, mode: str, e, in_capture: bool = False) -> tuple[bool | None, bool]:
     """(True/False when the test ``e`` is decided by the forward mode ``mode`` or by ``in_capture``, else None;
     whether a mode test decided a part of it)."""
@@ -651,10 +748,16 @@ def _always(stmt, call) -> bool:
     return any(n is call for n in _uncond(stmt))
 
 
-def _returns_early(fn) -> bool:
-    """Whether ``fn``'s own code has a ``return`` other than its last statement."""
+def _returns_early(fn, sync=None, file: str | None = None) -> bool:
+    """Whether ``fn``'s own code has a ``return`` other than its last statement that may run without the sync
+    ``sync`` in force: for an explicit sync of ``fn`` itself (a 2-tuple at ``file``), a ``return`` on a line before
+    it (the sync in force when its function falls through is on every path there, so a later return has it too);
+    for any other, every such ``return``."""
     last = fn.body[-1] if fn.body else None
-    return any(isinstance(n, ast.Return) and n is not last for n in body_nodes(fn))
+    own = sync is not None and len(sync) == 2 and sync[0] == file \
+        and fn.lineno <= sync[1] <= (fn.end_lineno or fn.lineno)
+    return any(isinstance(n, ast.Return) and n is not last and (not own or n.lineno < sync[1])
+               for n in body_nodes(fn))
 
 
 _INTERESTING: dict[int, list] = {}
