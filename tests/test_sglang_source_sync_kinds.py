@@ -341,3 +341,24 @@ def test_a_one_return_predicate_is_decided_by_the_mode_inside_it(tmp_path, extra
     text = _backend(GATED, extra=extra)
     reads = {r.line for f in _ours(_doc(tmp_path, text).findings) for r in (x for _, x in f.uncovered)}
     assert reads == (set() if gone else {_line(text, HOLE_READ)})
+
+
+EAGER = "srt/model_executor/runner/eager_runner.py"
+
+
+def test_where_an_eager_run_of_a_graph_mode_publishes_nothing_keeps_its_read_out(tmp_path):
+    """The common eager runner publishes on its prefill path only; one that also publishes after an eager decode
+    makes a decode read behind a capture-mode test or a host sync race in that eager run."""
+    guard = "        if not get_is_capture_mode():\n            m = self.req_to_token[forward_batch.req_pool_indices]\n"
+    text = _backend(guard + SYNC + READ)
+    assert _ours(_doc(tmp_path, text).findings) == []
+    runner = (build.__globals__["TREES"] / "common" / "sglang" / EAGER).read_text()
+    old = "        self.model_runner.attn_backend.init_forward_metadata(forward_batch)\n        return self.model_runner" \
+          ".model.forward(forward_batch)\n\n    def _execute_extend"
+    assert old in runner
+    publishing = runner.replace(old, "        self.model_runner.attn_backend.init_forward_metadata(forward_batch)\n"
+                                     "        self.model_runner.shared_read_done_event = object()\n"
+                                     "        return self.model_runner.model.forward(forward_batch)\n\n"
+                                     "    def _execute_extend")
+    (f,) = _ours(_doc(tmp_path / "publishing", text, {EAGER: publishing}).findings)
+    assert _reads(f) == {_line(text, guard.splitlines()[1]), _line(text, READ)}

@@ -101,6 +101,7 @@ def read_tree(tree: Tree) -> Extraction:
     rd.marker_guard = capture_only_marker(proto.marker)
     rd.silent = silent_devices(tree, tuple(r.row() for r in proto.runners))
     rd.platform_rows = {p["platform"]: p for p in proto.platforms}
+    rd.eager_quiet = _eager_quiet(proto)
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
         b, f, nf = _backend(rd, ci)
@@ -122,6 +123,18 @@ def read_tree(tree: Tree) -> Extraction:
     return replace(ex, fingerprints=prints, facts=read_facts(tree, rd, ex), notes=notes(tree), stats={
         "files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
         "graph_edges": rd.walker.graph.number_of_edges()})
+
+
+def _eager_quiet(proto) -> bool:
+    """Whether the tree's eager runner publishes on prefill paths only (each publish event's call chain or text names
+    a prefill function, as 0.5.23's ``maybe_publish_prefill_shared_read_done``): an eager run of a graph-replayed
+    mode then publishes nothing, and only its graph replay can race (``Reader.replayed_only``). False when there is
+    no single eager runner or one publish is elsewhere: then a host sync or a capture-mode test keeps no read out."""
+    eager = [r for r in proto.runners if r.ci.name == "EagerRunner"]
+    if len(eager) != 1:
+        return False
+    return all(any("prefill" in k.lower() for k, _ in e.chain) or "prefill" in (e.what or "").lower()
+               for e in eager[0].events if e.kind == "publish")
 
 
 def _model_notes(tree: Tree, rd: Reader, runner_rows: tuple) -> None:
@@ -205,7 +218,7 @@ def _backend(rd: Reader, ci: ClassInfo) -> tuple[Backend, list, list]:
     for mode in rd.modes.members:
         for site, r in rd.reads(ci, mode):
             keys.update(h.key for h in r.via)  # a guarded read's status depends on its chain's code too (drift)
-            if not hard_sync(r.host_sync, mode in rd.graph_modes):
+            if not hard_sync(r.host_sync, rd.replayed_only(mode)):
                 reads.append(_read(mode, site, r))
     reads += _passed_reads(rd, ci, keys)
     for method in STARTUP_ENTRIES:
@@ -400,7 +413,7 @@ def _findings_for(rd: Reader, ci: ClassInfo, mode: str, rows, decl, snapshot: bo
     included, so that part is covered too; its not findings are listed once, with the declaration's rows."""
     owner, node = decl
     all_reads = rd.reads(ci, mode)
-    graph = mode in rd.graph_modes
+    graph = rd.replayed_only(mode)
     findings = []
     not_findings = [] if snapshot else [
         NotFinding(ci.name, mode, r.location, r.file, r.line, r.via_text(), _uncaptured_why(r.host_sync))
@@ -478,7 +491,7 @@ def _whole_graph(rd: Reader, ci: ClassInfo, mode: str, bad, end: str) -> tuple[l
         fact = None
         if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER):
             fact = capture_fact(rd.tree, ci, rd.modes, mode, r) or binding_fact(rd.tree, ci, rd.modes, mode, r)
-            at = r.host_sync if mode in rd.graph_modes else None  # an eager run syncs and reads on
+            at = r.host_sync if rd.replayed_only(mode) else None  # an eager run syncs and reads on
             if fact is None and at is not None and len(at) == 4:  # a call that host-syncs on every path
                 fact = CaptureFact(f"the call {at[3]} host-syncs on every path ({at[0]}:{at[1]}), which a CUDA graph "
                                    "cannot capture", "runs the call, host sync and all")
@@ -540,7 +553,7 @@ def _passed_reads(rd: Reader, ci: ClassInfo, keys: set) -> list[BackendRead]:
             pick = tuple(o.conditions) + (f"self.{attr} is {o.cls.name} ({o.file}:{o.line})",)
             for mode in rd.modes.members:
                 for site, r in rd.reads(o.cls, mode):
-                    if not hard_sync(r.host_sync, mode in rd.graph_modes):
+                    if not hard_sync(r.host_sync, rd.replayed_only(mode)):
                         out.append(_read(mode, site, r, pick))
                         keys.update(h.key for h in r.via)
     return out

@@ -34,7 +34,7 @@ def cut_rows(rd, ci) -> tuple[CutPath, ...]:
     for mode in rd.modes.members:
         for site, c in rd.cuts(ci, mode):
             out.add((mode, site.value, c.limit, c.file, c.line, c.what, tuple(h.text() for h in c.via),
-                     tuple(c.conditions), _behind(c, mode in rd.graph_modes)))
+                     tuple(c.conditions), _behind(c, rd.replayed_only(mode))))
     return tuple(CutPath(*row) for row in sorted(out, key=_key))
 
 
