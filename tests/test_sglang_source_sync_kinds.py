@@ -362,3 +362,63 @@ def test_where_an_eager_run_of_a_graph_mode_publishes_nothing_keeps_its_read_out
                                      "    def _execute_extend")
     (f,) = _ours(_doc(tmp_path / "publishing", text, {EAGER: publishing}).findings)
     assert _reads(f) == {_line(text, guard.splitlines()[1]), _line(text, READ)}
+
+
+# -- the holes a second review found, each a test ---------------------------------------------------------------------
+
+SPARSE = "\n    def _sparse(self, fb):\n        return fb.forward_mode.is_extend()\n"
+GATE = "        if self._sparse(forward_batch):\n" + HOLE_READ
+
+
+def _subclassed(override: str) -> str:
+    """The gate in a base class's method, the predicate on the base, ``override`` in the class body of the walked
+    subclass."""
+    text = _backend("        return self._go(q, forward_batch)\n",
+                    extra="\n    def _go(self, q, forward_batch):\n" + GATE + "        return q\n" + SPARSE)
+    return (text.replace("class SyncKindsBackend(AttentionBackend):", "class Base(AttentionBackend):")
+            + "\n\nclass SyncKindsBackend(Base):\n" + override)
+
+
+@pytest.mark.parametrize("why,text", [
+    ("a parameter left to its default", _backend(GATE, extra="\n    def _sparse(self, fb, fm=ForwardMode.EXTEND):\n"
+                                                               "        return fm.is_extend()\n")),
+    ("an override under an if in the subclass's body",
+     _subclassed("    if True:\n        def _sparse(self, fb):\n            return True\n")),
+    ("an override by an annotated class attribute", _subclassed("    _sparse: object = lambda self, fb: True\n")),
+    ("an instance attribute stored with an annotation",
+     _backend(GATE, extra=SPARSE + "\n    def swap(self):\n        self._sparse: object = lambda fb: True\n")),
+    ("an instance attribute stored without spaces",
+     _backend(GATE, extra=SPARSE + "\n    def swap(self):\n        self._sparse=lambda fb: True\n")),
+])
+def test_each_way_the_second_review_found_to_take_another_predicate_keeps_the_read(tmp_path, why, text):
+    reads = {r.line for f in _ours(_doc(tmp_path, text).findings) for _, r in f.uncovered}
+    assert len(reads) == 1, why
+    control = _backend(GATE, extra=SPARSE)  # the plain predicate decides: DECODE never reads
+    assert _ours(_doc(tmp_path / "control", control).findings) == []
+
+
+DECODE_AT = "    def _execute_decode(self, forward_batch):\n" \
+            "        self.model_runner.attn_backend.init_forward_metadata(forward_batch)\n"
+
+
+@pytest.mark.parametrize("why,change", [
+    ("the decode calls the prefill-named helper", lambda r: r.replace(DECODE_AT, DECODE_AT + (
+        "        maybe_publish_prefill_shared_read_done(self.model_runner, self.ends, self.device_module)\n")),),
+    ("a decode publish whose text names a prefill", lambda r: r.replace(DECODE_AT, DECODE_AT + (
+        "        self.model_runner.shared_read_done_event = self.prefill_event\n"))),
+    ("the decode goes through a helper named for prefill", lambda r: r.replace(DECODE_AT, (
+        "    def _execute_decode(self, forward_batch):\n        return self._run_prefill_or_decode(forward_batch)\n\n"
+        "    def _run_prefill_or_decode(self, forward_batch):\n"
+        "        self.model_runner.attn_backend.init_forward_metadata(forward_batch)\n"
+        "        self.model_runner.shared_read_done_event = object()\n"))),
+    ("a subclass of the eager runner publishes after a decode", lambda r: r + (
+        "\n\nclass NpuEagerRunner(EagerRunner):\n    def _execute_decode(self, forward_batch):\n"
+        "        self.model_runner.shared_read_done_event = object()\n"
+        "        return self.model_runner.model.forward(forward_batch)\n")),
+])
+def test_each_way_the_second_review_found_an_eager_decode_to_publish_keeps_the_read(tmp_path, why, change):
+    runner = (build.__globals__["TREES"] / "common" / "sglang" / EAGER).read_text()
+    assert DECODE_AT in runner
+    text = _backend(SYNC + READ)
+    (f,) = _ours(_doc(tmp_path, text, {EAGER: change(runner)}).findings)
+    assert {r.line for _, r in f.uncovered} == {_line(text, READ)}, why

@@ -64,15 +64,14 @@ class Reader:
         #: platform -> its row of the protocol facts (``protocol.Protocol.platforms``: marker, fallback, runner
         #: policy), set by ``extract.read_tree``; empty when not read
         self.platform_rows: dict[str, dict] = {}
-        #: whether an eager run of a graph-replayed mode publishes nothing (the eager runner's every publish is on a
-        #: prefill path, ``extract.read_tree`` reads it), so only a replay of the mode's graph can race: taken as
-        #: true where not read
-        self.eager_quiet = True
+        #: the graph-replayed modes whose eager runs publish nothing (``extract._eager_quiet``, set by
+        #: ``extract.read_tree``), so only a replay of the mode's graph can race; every one where not read
+        self.eager_quiet: frozenset[str] | None = None
 
     def replayed_only(self, mode: str) -> bool:
         """Whether only a graph replay of ``mode`` can race (``reads.hard_sync``'s ``graph``): a mode a decode graph
         runner replays, whose eager runs publish nothing (``eager_quiet``)."""
-        return mode in self.graph_modes and self.eager_quiet
+        return mode in self.graph_modes and (self.eager_quiet is None or mode in self.eager_quiet)
 
     def attr_types(self, ci: ClassInfo) -> dict[str, ClassInfo]:
         """``self.x`` -> the backend class every ``self.x = Cls(...)`` on ``ci``'s MRO assigns (when just one)."""

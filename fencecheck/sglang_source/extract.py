@@ -101,7 +101,7 @@ def read_tree(tree: Tree) -> Extraction:
     rd.marker_guard = capture_only_marker(proto.marker)
     rd.silent = silent_devices(tree, tuple(r.row() for r in proto.runners))
     rd.platform_rows = {p["platform"]: p for p in proto.platforms}
-    rd.eager_quiet = _eager_quiet(proto)
+    rd.eager_quiet = _eager_quiet(rd, proto)
     backends, findings, not_findings = [], [], []
     for ci in rd.backends:
         b, f, nf = _backend(rd, ci)
@@ -125,16 +125,49 @@ def read_tree(tree: Tree) -> Extraction:
         "graph_edges": rd.walker.graph.number_of_edges()})
 
 
-def _eager_quiet(proto) -> bool:
-    """Whether the tree's eager runner publishes on prefill paths only (each publish event's call chain or text names
-    a prefill function, as 0.5.23's ``maybe_publish_prefill_shared_read_done``): an eager run of a graph-replayed
-    mode then publishes nothing, and only its graph replay can race (``Reader.replayed_only``). False when there is
-    no single eager runner or one publish is elsewhere: then a host sync or a capture-mode test keeps no read out."""
-    eager = [r for r in proto.runners if r.ci.name == "EagerRunner"]
-    if len(eager) != 1:
-        return False
-    return all(any("prefill" in k.lower() for k, _ in e.chain) or "prefill" in (e.what or "").lower()
-               for e in eager[0].events if e.kind == "publish")
+def _eager_quiet(rd: Reader, proto) -> frozenset[str]:
+    """The graph-replayed modes no eager run of which publishes (``Reader.replayed_only``): for each runner whose MRO
+    holds a class named ``EagerRunner`` (there must be one), no publish event can happen in the mode, by its own
+    path's tests (a mode test on it decided false: 0.5.23's ``not mode.is_decode()``, 0.5.22's ``forward_mode !=
+    ForwardMode.EXTEND``) or, where it needs the resolved end to be one of its ``ends`` (``shared_read_ends is
+    PRE_REPLAY``), because each resolve on its own call chain returns none of them in that mode for any backend of the
+    tree (``Reader.rows`` of the resolving method, evaluated per mode: 0.5.23's ``resolve_prefill_shared_read_ends``
+    is ``UNKNOWN`` unless the mode is ``EXTEND``). In any other mode a host sync or a capture-mode test keeps no read
+    out."""
+    from .declare import End
+
+    eager = [r for r in proto.runners if any(c.name == "EagerRunner" for c in rd.tree.mro(r.ci))]
+    if not eager:
+        return frozenset()
+    quiet = set(rd.graph_modes)
+    for r in eager:
+        resolves = [e for e in r.events if e.kind == "resolve"]
+        for e in (e for e in r.events if e.kind == "publish"):
+            keys = [k for k, _ in e.chain]
+            on_path = [x for x in resolves if [k for k, _ in x.chain] == keys[:len(x.chain)]]
+            for m in sorted(quiet):
+                if _dead_in_mode(rd, e.conditions, m):
+                    continue
+                if not e.ends or not on_path or any(
+                        rows is None or any(not isinstance(v, End) or v.name in e.ends for _, v in rows)
+                        for x in on_path for ci in rd.backends
+                        for rows in [rd.rows(ci, m, x.what.rsplit(".", 1)[-1])[0]]):
+                    quiet.discard(m)
+    return frozenset(quiet)
+
+
+def _dead_in_mode(rd: Reader, conditions, mode: str) -> bool:
+    """Whether one of ``conditions`` (texts) is false in ``mode`` (``reads.decided_test``)."""
+    from .reads import decided_test
+
+    for text in conditions:
+        try:
+            e = ast.parse(text, mode="eval").body
+        except (SyntaxError, RecursionError):
+            continue
+        if decided_test(rd.modes, mode, e)[0] is False:
+            return True
+    return False
 
 
 def _model_notes(tree: Tree, rd: Reader, runner_rows: tuple) -> None:

@@ -15,6 +15,7 @@ graph: such a read is shown as not a finding. The functions visited form a ``net
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -495,9 +496,9 @@ class _BodyWalker:
         expression, its parameters bound to the arguments, so a mode test inside it decides the test too
         (DeepSeek-V4's ``self._use_sparse_prefill(forward_batch, ...)`` returns ``... and
         forward_batch.forward_mode.is_extend_without_speculative() and ...``). ``m`` is taken where the class's MRO
-        defines it as a plain method (no decorator, not async) whose body, past a docstring, is one ``return``, the call
-        passes no ``*``/``**`` arguments, and no text in the tree stores or quotes the name (``.m =``, ``"m"``): an
-        instance attribute or ``setattr`` could replace it. Anything else is left as it is."""
+        defines it as a plain method (no decorator, not async) whose body, past a docstring, is one ``return``, with
+        every parameter given at the call, and the tree's only definition of the name (``_predicate_body``). Anything
+        else is left as it is."""
         subject = self.fn.subject
         calls = [n for n in ast.walk(e) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                  and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"] if subject is not None else []
@@ -664,34 +665,59 @@ def _capture_guard(test) -> tuple[bool, bool]:
 
 def _predicate_body(tree: Tree, subject: ClassInfo, c: ast.Call) -> ast.expr | None:
     """The returned expression of the one-``return`` method ``c`` calls on ``self`` (``_BodyWalker._inlined``), its
-    parameters replaced by the call's arguments; None where it is not such a method."""
+    parameters replaced by the call's arguments; None where it is not such a method: every parameter must be given
+    at the call (a default is not taken), a bare ``forward_mode``/``fm``/``mode`` in it (which ``decided_test`` reads
+    as the walked mode) must be a parameter, and the name must be the tree's only ``def`` of it, never stored or
+    quoted anywhere (``x.m =``, ``m: T = ...`` in a class body, ``m=`` as a keyword, ``"m"``): a subclass's override
+    in any form, an instance attribute or ``setattr`` could replace it."""
     name = c.func.attr
     hit = tree.lookup(subject, name)
     if hit is None or any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
         return None
     fn = hit[1]
-    if not isinstance(fn, ast.FunctionDef) or fn.decorator_list:
+    if not isinstance(fn, ast.FunctionDef) or fn.decorator_list or fn.args.vararg or fn.args.kwarg:
         return None
     body = [x for x in fn.body if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return None
-    memo = tree.__dict__.setdefault("_predicate_names", {})
-    if name not in memo:
-        memo[name] = not tree.modules_containing(f".{name} =", f'"{name}"', f"'{name}'")
-    if not memo[name]:
+    if not _sole_definition(tree, name):
         return None
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
-    bound = dict(zip(params, c.args))
-    kwonly = {a.arg for a in fn.args.kwonlyargs}
+    positional = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
+    params = positional + [a.arg for a in fn.args.kwonlyargs]
+    if len(c.args) > len(positional):
+        return None
+    bound = dict(zip(positional, c.args))
     for k in c.keywords:
-        if k.arg in params or k.arg in kwonly:
-            bound[k.arg] = k.value
+        if k.arg not in params or k.arg in bound:
+            return None
+        bound[k.arg] = k.value
+    if set(bound) != set(params):
+        return None  # a parameter left to its default
+    if any(isinstance(n, ast.Name) and n.id in _MODE_NAMES and n.id not in bound for n in ast.walk(body[0].value)):
+        return None
 
     class _Bind(ast.NodeTransformer):
         def visit_Name(self, node):
             return copy_node(bound[node.id]) if node.id in bound and isinstance(node.ctx, ast.Load) else node
 
     return _Bind().visit(copy_node(body[0].value))
+
+
+def _sole_definition(tree: Tree, name: str) -> bool:
+    """Whether the tree defines ``name`` by one ``def`` only and nothing stores or quotes it (``_predicate_body``)."""
+    memo = tree.__dict__.setdefault("_predicate_names", {})
+    if name not in memo:
+        store = re.compile(rf"\b{re.escape(name)}\s*(?::[^\n=]*)?=(?!=)")
+        defs = 0
+        ok = True
+        for m in tree.modules_containing(name):
+            text = tree.raw_text(m)
+            defs += len(re.findall(rf"\bdef\s+{re.escape(name)}\s*\(", text))
+            if store.search(text) or f'"{name}"' in text or f"'{name}'" in text:
+                ok = False
+                break
+        memo[name] = ok and defs == 1
+    return memo[name]
 
 
 def decided_test(modes: Modes, mode: str, e, in_capture: bool = False) -> tuple[bool | None, bool]:
@@ -720,10 +746,14 @@ def decided_test(modes: Modes, mode: str, e, in_capture: bool = False) -> tuple[
     return None, False
 
 
+#: The bare names ``decided_test`` reads as the walked forward mode.
+_MODE_NAMES = ("forward_mode", "fm", "mode")
+
+
 def _is_mode_expr(e) -> bool:
     if isinstance(e, ast.Attribute) and e.attr == "forward_mode":
         return True
-    return isinstance(e, ast.Name) and e.id in ("forward_mode", "fm", "mode")
+    return isinstance(e, ast.Name) and e.id in _MODE_NAMES
 
 
 def _shared_of(value, aliases) -> str | None:
