@@ -134,8 +134,6 @@ def _eager_quiet(rd: Reader, proto) -> frozenset[str]:
     tree (``Reader.rows`` of the resolving method, evaluated per mode: 0.5.23's ``resolve_prefill_shared_read_ends``
     is ``UNKNOWN`` unless the mode is ``EXTEND``). In any other mode a host sync or a capture-mode test keeps no read
     out."""
-    from .declare import End
-
     eager = [r for r in proto.runners if any(c.name == "EagerRunner" for c in rd.tree.mro(r.ci))]
     if not eager:
         return frozenset()
@@ -148,12 +146,22 @@ def _eager_quiet(rd: Reader, proto) -> frozenset[str]:
             for m in sorted(quiet):
                 if _dead_in_mode(rd, e.conditions, m):
                     continue
-                if not e.ends or not on_path or any(
-                        rows is None or any(not isinstance(v, End) or v.name in e.ends for _, v in rows)
-                        for x in on_path for ci in rd.backends
-                        for rows in [rd.rows(ci, m, x.what.rsplit(".", 1)[-1])[0]]):
+                if not e.ends or not on_path or any(_may_resolve(rd, x, m, e.ends) for x in on_path):
                     quiet.discard(m)
     return frozenset(quiet)
+
+
+def _may_resolve(rd: Reader, resolve, mode: str, ends) -> bool:
+    """Whether the method the ``resolve`` event calls may return one of ``ends`` in ``mode`` for some backend (its
+    rows not evaluated, or one of them an end among ``ends`` or not a plain end)."""
+    from .declare import End
+
+    method = resolve.what.rsplit(".", 1)[-1]
+    for ci in rd.backends:
+        rows = rd.rows(ci, mode, method)[0]
+        if rows is None or any(not isinstance(v, End) or v.name in ends for _, v in rows):
+            return True
+    return False
 
 
 def _dead_in_mode(rd: Reader, conditions, mode: str) -> bool:
@@ -300,8 +308,9 @@ def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...],
     ``device.silent_devices``: the barrier waits on the whole forward stream there), or, for a row declaring
     ``IN_REPLAY`` (``end``), a platform whose decode graph runner has no in-graph marker and falls back to an end that
     covers the read's site (``rd.platform_rows``: 0.5.23's HIP resolves ``IN_REPLAY`` as ``POST_REPLAY``). Taken
-    only where every hop of the read's chain is a method of ``ci``'s MRO or a module function, so ``self`` in its
-    tests is ``ci``'s instance."""
+    only where every hop of the read's chain is a method of ``ci``'s MRO, so ``self`` in its tests is ``ci``'s
+    instance, and the tests can be judged in ``ci``'s module (``_platform_trusted``); ``cond`` holds the row's own
+    tests, not a child's."""
     from ..vocab import Platform
     from .attributes import _platform_values, on_platform
 
@@ -310,8 +319,8 @@ def _platform_paths(rd: Reader, ci: ClassInfo, mode: str, cond: tuple[str, ...],
     keep, pruned = [], []
     for s, r in reads:
         texts = tuple(cond) + tuple(r.conditions)
-        if not texts or not all(h.key.rsplit(".", 1)[0] in own for h in r.via) \
-                or not _platform_trusted(rd, ci, texts, {own[h.key.rsplit(".", 1)[0]] for h in r.via}):
+        owners = {h.key.rsplit(".", 1)[0] for h in r.via}
+        if not texts or not owners <= own.keys() or not _platform_trusted(rd, ci, texts, {own[k] for k in owners}):
             keep.append((s, r))
             continue
         allowed = [p.value for p in Platform if on_platform(rd.tree, ci, texts, p.value) is not None]
