@@ -119,6 +119,28 @@ def test_each_broken_link_keeps_the_read_a_finding(tmp_path, why, replace, files
                                                                 "metadata.swa_page_table is None"), (why, f.status_why)
 
 
+def test_a_wrapper_s_store_into_its_child_keeps_the_read_a_finding(tmp_path):
+    """``self.backend.forward_metadata = ...`` in another class's method may store on this backend (a wrapper's child,
+    as 0.5.23 dllm/attention.py:157 stores on the Triton backend it wraps): the binding does not hold."""
+    wrap = "class Wrap:\n    def install(self, m):\n        self.backend.forward_metadata = m\n"
+    (f,) = _ours(settle(_extraction(tmp_path, (), {**BREAKABLE, **PRE_FALLBACK,
+                                                   "srt/model_executor/runner/wrap.py": wrap})).findings)
+    assert f.whole_graph == (None,)
+
+
+def test_the_object_cleared_to_none_from_outside_leaves_the_binding(tmp_path):
+    """``runner.attn_backend.forward_metadata = None`` (0.5.23 eager_runner.py:456, an unpadded idle batch) cannot
+    make the field None on an object: the forward's ``metadata.swa_page_table`` raises on None before its test."""
+    idle = "def idle(runner):\n    runner.attn_backend.forward_metadata = None\n"
+    ex = _extraction(tmp_path, files={"srt/model_executor/runner/idle.py": idle})
+    assert _ours(ex.findings) == []
+    (nf,) = _ours(ex.not_findings)
+    assert nf.why == f"no graph captures its path: {BINDING}; the tree has no breakable graphs"
+    other = "def idle(runner, fb):\n    runner.attn_backend.forward_metadata = fb.spare\n"
+    ex = _extraction(tmp_path / "other", files={"srt/model_executor/runner/idle.py": other})
+    assert len(_ours(ex.findings)) == 1 and not _ours(ex.not_findings)
+
+
 HOLES = json.loads((Path(__file__).resolve().parent / "capture_binding_holes.json").read_text(encoding="utf-8"))
 
 
@@ -139,10 +161,11 @@ def test_each_way_the_review_found_to_change_the_field_or_the_object_keeps_the_r
 @pytest.mark.parametrize("release", ["0.5.22", "0.5.23"])
 def test_the_xpu_translation_is_held_open_by_stores_the_reader_cannot_place(release):
     """The XPU backend's capture binds ``swa_page_table`` (0.5.23 xpu_backend.py:1727-1757,1843), but the releases
-    also store ``.forward_metadata`` through other receivers (0.5.23 model_executor/runner/eager_runner.py:456,
-    metadata_glue_graph.py:82,101, dllm/attention.py:157,236) and ``.swa_page_table`` on objects the reader cannot
-    type (hardware_backend/npu/attention/ascend_dsv4_backend.py:1182), and the reader cannot tell whether they run
-    between the capture call and the captured test: the translations stay findings, as FlashAttention's do."""
+    also store ``.forward_metadata`` through other receivers (0.5.23 model_executor/runner/metadata_glue_graph.py:82,
+    101, dllm/attention.py:157,236; eager_runner.py:456 stores only None, which the rule allows) and
+    ``.swa_page_table`` on objects the reader cannot type (hardware_backend/npu/attention/ascend_dsv4_backend.py:1182),
+    and the reader cannot tell whether they run between the capture call and the captured test: the translations stay
+    findings, as FlashAttention's do."""
     from sglang_release import require_tree
 
     ex = read_path(require_tree(release, fetching=True))

@@ -180,6 +180,18 @@ def test_the_capture_s_object_replaced_through_another_receiver_keeps_the_read_a
                                                                 "forward_batch.batch_size")
 
 
+def test_a_wrapper_s_store_into_its_child_keeps_the_read_a_finding(tmp_path):
+    """``self.backend.forward_metadata = ...`` in another class's method stores on that class's child, which may be
+    this backend (0.5.23 dllm/attention.py:157, ``DllmFlashAttention`` wrapping a Triton backend): only ``self``
+    itself is surely another object."""
+    wrap = "class Wrap:\n    def install(self, fb):\n        self.backend.forward_metadata = fb.spare\n"
+    f = _finding(settle(_extraction(tmp_path, (), {**BREAKABLE, **PRE_FALLBACK,
+                                                   "sglang/srt/model_executor/runner/wrap.py": wrap})))
+    assert f.whole_graph == (None,)
+    assert f.status == "unresolved" and f.status_why.startswith("not settled: size is not None and size < "
+                                                                "forward_batch.batch_size")
+
+
 def test_the_field_stored_through_self_of_another_class_leaves_the_read_settled(tmp_path):
     """``self.forward_metadata = ...`` in another class's method that nothing calls through its class stores on an
     instance of that class, never on this backend: the fact stands."""

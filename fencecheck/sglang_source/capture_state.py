@@ -311,8 +311,9 @@ class _Capture:
 
     def outside_stores(self, attr: str, allow, own: bool = False) -> str | None:
         """file:line of a store of ``.attr`` in the tree that ``allow(target, fnode, mod)`` does not accept, where
-        the receiver is not ``self`` of another class's method (``others_self``); the backend's own methods
-        included when ``own``; None when there is none."""
+        the receiver is not ``self`` itself in another class's method (``others_self``: ``self.attr = ...`` there
+        stores on that other object, while ``self.child.attr = ...`` may store on this backend, a wrapper's child);
+        the backend's own methods included when ``own``; None when there is none."""
         tree = self.tree
         for m in tree.modules_containing(f".{attr}"):
             mod = tree.module(m)
@@ -321,7 +322,7 @@ class _Capture:
                     continue
                 other = self.others_self(fnode, owner)
                 for t in attr_stores(fnode, attr):
-                    if other and isinstance(_root(t), ast.Name) and _root(t).id == "self":
+                    if other and isinstance(t.value, ast.Name) and t.value.id == "self":
                         continue
                     if not allow(t, fnode, mod):
                         return f"{mod.rel}:{t.lineno}"
