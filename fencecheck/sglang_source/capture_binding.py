@@ -19,8 +19,9 @@ whole.
 - ``self.C`` is stored only by plain ``self.C = value`` statements of the capture call's own function (none in a
   function it calls, a nested function, a tuple or annotated target), none in what runs after it, and nowhere through
   another receiver (``x.C = ...`` outside the backend's own methods, a module function's parameter named ``self``
-  and a wrapper's ``self.child.C = ...`` included) but with None (``x.C = None``: the path's ``M.A`` then raises
-  before its test); on every path of that function in the mode (``in_capture`` true, forward-mode tests decided:
+  and a wrapper's ``self.child.C = ...`` included; a store of None too, which a property or a re-creating call the
+  reader does not follow may turn into an object without the binding); on every path of that function in the mode
+  (``in_capture`` true, forward-mode tests decided:
   ``_Capture.assigned``), its last value is a local the function binds (below), or ``self.D[k]`` with ``k`` not a
   constant;
 - ``self.D`` is, in the backend's methods, only subscripted or replaced by a dict literal of string keys (buffers kept
@@ -118,14 +119,6 @@ def _is_view(value: ast.expr) -> bool:
 def _view_store(fn: ast.AST, target: ast.Attribute) -> bool:
     """Whether ``target`` is the one target of an ``=`` in ``fn`` whose value is a view (``_is_view``)."""
     return any(isinstance(n, ast.Assign) and n.targets == [target] and _is_view(n.value) for n in ast.walk(fn))
-
-
-def _none_store(fn: ast.AST, target: ast.Attribute) -> bool:
-    """Whether ``target`` is the one target of an ``=`` in ``fn`` whose value is the constant None: an object
-    replaced by None makes the path's ``M.A`` raise before its test, so the read does not run (0.5.23
-    eager_runner.py:456 clears an idle batch's metadata so)."""
-    return any(isinstance(n, ast.Assign) and n.targets == [target] and isinstance(n.value, ast.Constant)
-               and n.value.value is None for n in ast.walk(fn))
 
 
 def _touches(node: ast.AST, attr: str) -> bool:
@@ -330,8 +323,8 @@ def _bound_at_capture(cap: _Capture, entry: _Fn, hops: list[_Fn], c_attr: str, a
                       assumed: dict[str, bool], branch: list) -> str | None:
     tree = cap.tree
     b = _Binding(cap, entry, attr, assumed)
-    if cap.outside_stores(c_attr, lambda t, fnode, mod: _none_store(fnode, t)) is not None:
-        return None  # the object replaced through another receiver by something that may have the field None
+    if cap.outside_stores(c_attr, lambda t, fnode, mod: False) is not None:
+        return None  # the object replaced through another receiver (None included: the forward may re-create it)
     later = after_capture_call(cap, hops, branch)
     ran = reach(cap, [entry]) + later
     if replaces(later, c_attr):
