@@ -30,7 +30,7 @@ from .device import PlatformPaths
 from .dispatch import dispatch, registry
 from .phase_publish import PhasePublish, may_publish
 from .publisher_link import linked
-from .reads import HOST_SYNC_METHODS, ReadWalker, hard_sync, never_captured
+from .reads import HOST_SYNC_METHODS, ReadWalker, never_captured
 from .records import At, ClassAt, Runner, WorkerPublisher
 from .step_walk import ENTRY, MAX_DEPTH, STEP_MODE, StepWalk  # noqa: F401 (MAX_DEPTH: the messages' algorithms.MAX_DEPTH)
 from .tree import Tree
@@ -220,10 +220,8 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None) -> 
     loose, loose_cuts = walker.method_walk(ci, ENTRY, None)
     all_reads += [r for r in loose if _path_key(r) not in paths]
     cuts += [c for c in loose_cuts if c not in cuts]
-    for c in cuts:
-        if not hard_sync(c.host_sync, graph=False):  # the step runs eagerly: no test or sync keeps a path out
-            unresolved.append(f"a read path of {ci.name} cut: {c.text()}; via "
-                              + " -> ".join(h.func for h in c.via))
+    for c in cuts:  # the step runs eagerly: no capture-mode test or host sync keeps a cut path out
+        unresolved.append(f"a read path of {ci.name} cut: {c.text()}; via " + " -> ".join(h.func for h in c.via))
     out = {}
     for pub in publisher:
         mine = [(c, ph) for c, ph in runs if ph.side == pub.side]

@@ -510,23 +510,7 @@ class _BodyWalker:
             body = _predicate_body(tree, subject, c)
             if body is not None:
                 subs[id(c)] = body
-        if not subs:
-            return e
-
-        def rebuilt(n):  # a copy of ``n`` with the calls replaced (the walked tree itself is left as it is)
-            if id(n) in subs:
-                return subs[id(n)]
-            if isinstance(n, list):
-                return [rebuilt(x) for x in n]
-            if not isinstance(n, ast.AST):
-                return n
-            new = n.__class__()
-            for f in n._fields:
-                if hasattr(n, f):
-                    setattr(new, f, rebuilt(getattr(n, f)))
-            return new
-
-        return rebuilt(e)
+        return copy_node(e, subs) if subs else e  # a copy: the walked tree itself is left as it is
 
     # expressions -----------------------------------------------------------------------------------------------------
     def exprs(self, nodes, conds, sync):

@@ -491,21 +491,23 @@ class Tree:
         return None
 
 
-def copy_node(node):
+def copy_node(node, replace: dict | None = None):
     """A copy of the syntax tree ``node`` (its fields and positions, nothing else): what ``copy.deepcopy`` gives
     without the reader's own attributes on the nodes (the parent ``reads`` sets would take the copy up to the whole
-    module)."""
+    module); with ``replace`` (``id`` of a node of ``node`` -> a node), each such node is that node instead."""
+    if replace and id(node) in replace:
+        return replace[id(node)]
     if isinstance(node, ast.AST):
         new = node.__class__()
         for f in node._fields:
             if hasattr(node, f):
-                setattr(new, f, copy_node(getattr(node, f)))
+                setattr(new, f, copy_node(getattr(node, f), replace))
         for a in node._attributes:
             if hasattr(node, a):
                 setattr(new, a, getattr(node, a))
         return new
     if isinstance(node, list):
-        return [copy_node(x) for x in node]
+        return [copy_node(x, replace) for x in node]
     return node
 
 
