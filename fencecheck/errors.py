@@ -188,3 +188,12 @@ def quiet_interrupted_finalizers() -> None:
             signal.signal(signal.SIGINT, _interrupted)
     except ValueError:  # not the main thread: its signals are not this command's
         pass
+
+
+def say(err, line: str) -> None:
+    """One line on stderr; a stderr that cannot take it is not worth a second error."""
+    try:
+        err.write(one_line(line, 2000) + "\n")
+        err.flush()
+    except (OSError, ValueError):
+        pass

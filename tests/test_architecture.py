@@ -127,7 +127,8 @@ def _where(a: str, b: str) -> str:
 
 
 def test_the_rules_are_read_from_the_document():
-    assert set(MEMBERS) == {"vocabulary", "files", "reader", "model", "reference", "proofs", "gpu", "commands"}
+    assert set(MEMBERS) == {"vocabulary", "files", "reader", "decision", "render", "model", "reference", "proofs", "gpu",
+                            "commands"}
     assert ALLOWED["commands"] == ANYTHING and ALLOWED["vocabulary"] == {"vocabulary"}
     assert all(may == ANYTHING or may <= set(MEMBERS) for may in ALLOWED.values()), ALLOWED
     assert ("fencecheck.proofs.runner", "fencecheck.reference.check") in EXCEPTIONS
@@ -192,7 +193,7 @@ def test_the_checker_sees_function_local_imports():
     """The rules are only as good as the graph: a function-local import (proofs.runner's catalog agreement) is an
     edge, and an import of a module (``from .x import y``) is told apart from an import of a name."""
     assert GRAPH.has_edge("fencecheck.proofs.runner", "fencecheck.reference.check")
-    assert GRAPH.has_edge("fencecheck.commands.sglang", "fencecheck.commands.reader_findings")  # inside a function
+    assert GRAPH.has_edge("fencecheck.commands.sglang", "fencecheck.decision.pipeline")  # inside a function
     assert GRAPH.has_edge("fencecheck.reference.sim.races", "fencecheck.reference.sim.hb")
     assert not GRAPH.has_edge("fencecheck.reference.sim.races", "fencecheck.reference.sim")
 
@@ -202,3 +203,36 @@ def test_known_violation_is_still_there(edge):
     """An entry of KNOWN_VIOLATIONS names an import that exists; remove the entry when the import goes."""
     assert GRAPH.has_edge(*edge), f"{edge[0]} no longer imports {edge[1]}: remove it from KNOWN_VIOLATIONS"
 
+
+
+#: The decision layer's steps, each called by the pipeline alone (``decision/pipeline.py``).
+STEPS = {
+    "fencecheck.decision.replay": {"demote_never_replayed"},
+    "fencecheck.decision.platform": {"demote_platform_bound"},
+    "fencecheck.decision.findings": {"decide"},
+    "fencecheck.decision.workers": {"decide_worker_reads"},
+    "fencecheck.decision.fallback": {"decide_fallback"},
+    "fencecheck.decision.status": {"settle"},
+}
+
+
+def test_the_steps_of_a_decision_are_called_through_the_pipeline_alone():
+    """Outside the decision layer nobody strings the steps together by hand: ``sglang``, pull-request mode, ``audit``
+    and ``verify --sglang`` call ``decision.pipeline``; a command importing a step itself fails here."""
+    bad = []
+    for name, path in MODULES.items():
+        if name.startswith("fencecheck.decision."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module in STEPS:
+                bad += [f"{path.relative_to(ROOT)}:{node.lineno}: {a.name}" for a in node.names
+                        if a.name in STEPS[node.module]]
+    assert not bad, "\n".join(bad)
+    callers = {a for a, b in GRAPH.edges if b == "fencecheck.decision.pipeline"}
+    assert {"fencecheck.commands.sglang", "fencecheck.commands.audit_release", "fencecheck.commands.verify",
+            "fencecheck.decision.pull_request"} <= callers, callers
+
+
+def test_commands_stay_thin():
+    """At most 20 modules in ``fencecheck/commands/``: deciding and rendering have folders of their own."""
+    assert len(list((ROOT / "fencecheck" / "commands").glob("*.py"))) <= 20

@@ -32,7 +32,7 @@ def small(monkeypatch):
     keep_release = {"decode-flashinfer", "race-qsa-sparse-decode"}
     release = [s for s in A.release_catalog() if s.name in keep_release]
     monkeypatch.setattr(A, "release_catalog", lambda: release)
-    from fencecheck.commands import reader_findings as D
+    from fencecheck.decision import findings as D
 
     generated = D.generated_contexts
     keep_generated = {"no-speculation-decode-cuda-overlap-0", "no-speculation-decode-cuda-overlap-1"}
@@ -347,3 +347,42 @@ def test_the_release_document_gives_each_race_its_chain_condition_witness_and_fi
     assert "| [loop-normal](#loop-normal) | counterexample | proved | proved | NO |" in doc
     assert "**1 disagree**" in doc and "Expected counterexample; the simulator gives proved" in doc
     assert "`fencecheck check fencecheck/catalog/sglang-0.5.23/loop-normal.toml`" not in doc  # no command to mislead
+
+
+def _documents(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_the_committed_documents_are_what_the_audit_writes(tmp_path):
+    """README's first command, ``fencecheck audit --docs docs``, rewrites nothing: every document the audit writes is
+    byte for byte the one committed under docs/, and the audit writes no document docs/ lacks. Run
+    ``fencecheck audit --docs docs`` and commit the diff when a change of the code changes a document."""
+    from sglang_release import require_release
+
+    require_release()  # the reader's part needs the release's sources; without them the document would differ
+    written = tmp_path / "docs"
+    code = main(["audit", "--docs", str(written), "--corpus", str(tmp_path / "corpus")], io.StringIO(), io.StringIO())
+    assert code == 0
+    new = _documents(written)
+    assert new, "the audit wrote no document"
+    stale = [name for name, data in new.items()
+             if not (ROOT / "docs" / name).is_file() or (ROOT / "docs" / name).read_bytes() != data]
+    assert not stale, f"`fencecheck audit --docs docs` would change {stale}: run it and commit the result"
+    owned = {name.split("/")[0] for name in new}
+    gone = [p.relative_to(ROOT / "docs").as_posix() for top in owned if (ROOT / "docs" / top).is_dir()
+            for p in (ROOT / "docs" / top).rglob("*") if p.is_file()
+            and p.relative_to(ROOT / "docs").as_posix() not in new]
+    assert not gone, f"committed documents the audit no longer writes: {gone}"
+
+
+def test_a_not_finding_row_names_its_backend_and_mode_and_no_two_rows_are_the_same():
+    """The release document's not-findings table: one row per backend, mode and read, none repeated (the call chains
+    that reach a read differ only in ``--json``)."""
+    text = (ROOT / "docs" / "audit" / "sglang-0.5.23.md").read_text(encoding="utf-8")
+    table = text.split("### Not findings", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    assert rows[0].startswith("| backend | mode | file:line |"), rows[0]
+    body = rows[1:]
+    assert body and len(body) == len(set(body))
+    assert all(row.split(" | ")[1] for row in body)

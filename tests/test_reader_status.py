@@ -11,7 +11,7 @@ import json
 from pr_pair import lay
 
 from fencecheck.commands.main import main
-from fencecheck.commands.reader_status import counted, status_of
+from fencecheck.decision.status import counted, status_of
 from fencecheck.sglang_source.findings import Decision, ReadOutsideDeclaration, Reach, WorkerReadFinding
 
 PAGED = "sglang/srt/layers/attention/paged_backend.py"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pr_pair import lay, repository
 
-from fencecheck.commands import sglang_cache
+from fencecheck.decision import cache as sglang_cache
 from fencecheck.commands.main import main
 
 
@@ -41,7 +41,7 @@ def test_a_second_check_against_the_same_baseline_uses_its_entry_and_says_the_sa
     base, head = lay(tmp_path / "base", "base"), lay(tmp_path / "head", "head")
     first = run(str(head), "--baseline", str(base))
     (entry,) = _entries(cache)
-    from fencecheck.commands import sglang_pr
+    from fencecheck.decision import pull_request as sglang_pr
 
     real = sglang_pr.read_document
 
@@ -69,7 +69,7 @@ def test_a_changed_baseline_misses(tmp_path, cache):
 def test_a_revision_is_keyed_by_its_tree_and_needs_no_unpacking_the_second_time(tmp_path, cache, monkeypatch):
     repo = repository(tmp_path / "repo")
     first = run(str(repo), "--baseline", "HEAD~1")
-    from fencecheck.commands import sglang_baseline
+    from fencecheck.decision import baseline as sglang_baseline
 
     monkeypatch.setattr(sglang_baseline, "_unpack", lambda *a: (_ for _ in ()).throw(AssertionError("unpacked")))
     assert run(str(repo), "--baseline", "HEAD~1") == first

@@ -35,10 +35,10 @@ NOT_FOUND: set[str] = set()
 
 @pytest.fixture(scope="module")
 def decided(release_extraction):
-    from fencecheck.commands.reader_findings import decide
-    from fencecheck.commands.reader_platform import demote_platform_bound
-    from fencecheck.commands.reader_replay import demote_never_replayed
-    from fencecheck.commands.reader_workers import decide_worker_reads
+    from fencecheck.decision.findings import decide
+    from fencecheck.decision.platform import demote_platform_bound
+    from fencecheck.decision.replay import demote_never_replayed
+    from fencecheck.decision.workers import decide_worker_reads
 
     ex, _ = demote_platform_bound(demote_never_replayed(release_extraction)[0])
     ex, _ = decide(ex, contexts=False)
@@ -72,7 +72,7 @@ def _honest(ctx: dict) -> dict:
 
 @pytest.mark.parametrize("race", sorted(AS_CONFIGURATIONS))
 def test_a_catalog_race_of_the_configuration_races_with_an_honest_backend(release_extraction, race):
-    from fencecheck.commands.reader_findings import generated_contexts
+    from fencecheck.decision.findings import generated_contexts
     from fencecheck.files.scenario_io import scenario_from_dict
     from fencecheck.reference.run import run_scenario
     from fencecheck.reference.sim.races import check_trace

@@ -79,7 +79,7 @@ def test_a_model_read_only_on_a_device_whose_runners_never_publish_is_not_noted(
 def test_a_model_read_is_one_note_across_trees_whatever_calls_it(tmp_path):
     """In pull-request mode a model read's note is the same note when another layer comes to call the helper (its
     entries and chain change): not added; a new reading helper is added."""
-    from fencecheck.commands.sglang_pr import added_notes
+    from fencecheck.decision.pull_request import added_notes
 
     base = read_path(_tree(tmp_path / "base")).to_json()
     root = _tree(tmp_path / "head")

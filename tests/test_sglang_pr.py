@@ -15,7 +15,7 @@ import pytest
 from pr_pair import ADDED, git, lay, repository
 
 from fencecheck.commands.main import main
-from fencecheck.commands.sglang_identity import root_causes
+from fencecheck.decision.identity import root_causes
 
 PR_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "sglang-pr.schema.json").read_text("utf-8"))
 

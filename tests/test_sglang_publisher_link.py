@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.commands.reader_workers import decide_worker_reads
+from fencecheck.decision.workers import decide_worker_reads
 from fencecheck.sglang_source import read_path
 from fencecheck.sglang_source.publisher_link import _guards, _numeric_value, _stable_locals
 

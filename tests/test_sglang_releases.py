@@ -28,7 +28,7 @@ def _read(version: str):
     """(extraction, decided document) of a release: read once per test run."""
     from sglang_release import require_tree
 
-    from fencecheck.commands.reader_fallback import decide_fallback
+    from fencecheck.decision.fallback import decide_fallback
     from fencecheck.sglang_source import read_path
 
     ex = read_path(require_tree(version, fetching=True))
@@ -55,7 +55,7 @@ def test_the_audited_tables_of_a_release(version):
 def test_a_release_has_no_drift_against_its_record(version, tmp_path):
     """The release read now and its record in fencecheck/sglang_source/releases/ agree, fact for fact and function for
     function; --record writes that record again byte for byte."""
-    from fencecheck.commands.reader_drift import drift, record_document, write_record
+    from fencecheck.decision.drift import drift, record_document, write_record
     from fencecheck.sglang_source.tree import find_package_root
 
     ex, _ = _read(version)
@@ -77,7 +77,7 @@ def test_the_fallback_is_read_from_each_release(version):
     early = version in ("0.5.18", "0.5.19", "0.5.20", "0.5.21")
     assert runner["fallback"]["end"] == ("PRE_REPLAY" if early else "POST_REPLAY")
     assert rule == ("declaration_only" if early else "declaration_only_post_fallback")
-    from fencecheck.commands.reader_findings import generated_contexts, scenario_dict, tree_rule
+    from fencecheck.decision.findings import generated_contexts, scenario_dict, tree_rule
 
     ex, _ = _read(version)
     assert tree_rule(ex) == rule

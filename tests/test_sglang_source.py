@@ -15,7 +15,7 @@ import pytest
 
 from fencecheck.commands.main import main
 from fencecheck.sglang_source import NotSGLang, find_package_root, read_path
-from fencecheck.commands.reader_findings import decide
+from fencecheck.decision.findings import decide
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
 
@@ -404,14 +404,14 @@ def test_each_finding_is_decided_in_the_generated_configurations_of_its_mode(tmp
     for name, r in rows.items():
         if name != "no-speculation-decode-cuda-overlap-0":
             assert r == {"context": name, "verdict": "proved", "races": [], "oracles_agree": None}, name
-    from fencecheck.commands.sglang import contexts_text
+    from fencecheck.render.release_markdown import contexts_text
 
     line = contexts_text(ex.findings[0].decision.contexts)
     assert line == f"in 1 of {len(rows)} configurations: races in no-speculation-decode-cuda-overlap"
 
 
 def test_a_context_runs_each_phase_of_the_mode_with_the_backend_as_read(tmp_path):
-    from fencecheck.commands.reader_findings import context_dict, generated_contexts
+    from fencecheck.decision.findings import context_dict, generated_contexts
 
     data = {"name": "x", "backends": {"ReadBackend": {"declares": {"DECODE": "IN_REPLAY"},
                                                       "reads": {"DECODE": {"pre_replay": ["req_to_token"]}}}},
@@ -523,7 +523,7 @@ def test_the_summary_ends_with_its_verdict_line(tmp_path):
 def test_the_short_summary_has_a_line_per_root_cause_and_details_has_each_finding(tmp_path):
     """Without --details the findings that share their reads are one line, naming each backend and mode it affects
     and the read site; --details lists each finding with its evidence."""
-    from fencecheck.commands.sglang_summary import root_causes
+    from fencecheck.render.summary import root_causes
 
     root = _tree(tmp_path, "after_marker")
     code, out, _ = _run(root)
@@ -545,7 +545,7 @@ def test_each_racing_finding_carries_its_smallest_fix_verified_by_both_oracles(t
     """The late decode read is covered by POST_REPLAY, the earliest end holding its site: the fix's scenario is
     proved by the simulator and the model, and so is every generated configuration where the finding raced; a finding
     that does not race gets no fix."""
-    from fencecheck.commands.reader_findings import covering_end
+    from fencecheck.decision.findings import covering_end
 
     ex, _ = decide(read_path(_tree(tmp_path, "after_marker")))
     (f,) = ex.findings
@@ -564,7 +564,7 @@ def test_each_racing_finding_carries_its_smallest_fix_verified_by_both_oracles(t
 def test_a_racing_finding_names_the_least_demanding_configuration_it_races_in(tmp_path):
     """The late decode read races in plain decode on CUDA under the overlap scheduler: that configuration, needing
     nothing more; a configuration's needs name the algorithm, the platform, the settings and the loop."""
-    from fencecheck.commands.reader_findings import needs
+    from fencecheck.decision.findings import needs
 
     ex, _ = decide(read_path(_tree(tmp_path, "after_marker")))
     (f,) = ex.findings

@@ -16,7 +16,7 @@ import pytest
 
 from fencecheck.commands.main import main
 from fencecheck.sglang_source import read_path
-from fencecheck.commands.reader_workers import decide_worker_reads
+from fencecheck.decision.workers import decide_worker_reads
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"
 WORKERS = "sglang/srt/speculative/workers.py"
@@ -197,8 +197,8 @@ def test_unknown_classes_loops_and_dynamic_workers_are_unresolved_with_their_rea
 
 
 def test_the_summary_and_the_audit_table_show_the_phases_and_the_finding(synthetic_ex):
-    from fencecheck.commands.sglang import render
-    from fencecheck.commands.reader_audit import algorithms_markdown
+    from fencecheck.render.tree_text import render
+    from fencecheck.render.release_markdown import algorithms_markdown
 
     text = render(synthetic_ex)
     assert f"    DraftWorker.draft_extend_runner DRAFT_EXTEND_V2 ({WORKERS}:21) if not self.skip_draft_extend\n" in text

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.commands.reader_status import settle
+from fencecheck.decision.status import settle
 from fencecheck.sglang_source import read_path
 from sglang_reader_trees import ATTN, BREAKABLE, FB, FORWARD_BATCH, PRE_FALLBACK, build
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.commands.reader_workers import decide_worker_reads
+from fencecheck.decision.workers import decide_worker_reads
 from fencecheck.sglang_source import read_path
 
 TREES = Path(__file__).resolve().parent / "sglang_trees"

@@ -15,7 +15,7 @@ import ast
 
 import pytest
 
-from fencecheck.commands.reader_status import settle
+from fencecheck.decision.status import settle
 from fencecheck.sglang_source import read_path
 from fencecheck.sglang_source.capture_state import CaptureFact, graph_modes, local_value
 from fencecheck.sglang_source.declare import Modes

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from sglang_reader_trees import ATTN, build, validate
 
 from fencecheck.sglang_source import read_path, reads
-from fencecheck.commands.sglang import exit_code, render
+from fencecheck.commands.sglang import exit_code
+from fencecheck.render.tree_text import render
 
 ENDS = ("PRE_REPLAY", "IN_REPLAY", "POST_REPLAY", "UNKNOWN")
 COVERS_AFTER_MARKER = {"POST_REPLAY", "UNKNOWN"}  # vocab.COVERED_SITES: the ends that cover in_graph_after_marker

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.commands.reader_status import settle
+from fencecheck.decision.status import settle
 from fencecheck.sglang_source import read_path
 from fencecheck.sglang_source.host_syncs import HostSyncs
 from fencecheck.sglang_source.tree import Tree

@@ -148,7 +148,7 @@ def test_a_row_only_off_the_last_stage_or_never_meets_no_barrier_and_any_other_m
 @pytest.mark.slow
 @pytest.mark.usefixtures("release_root")
 def test_the_releases_eagle_reads_with_the_target_as_publisher_are_not_findings(release_extraction):
-    from fencecheck.commands.reader_workers import decide_worker_reads
+    from fencecheck.decision.workers import decide_worker_reads
 
     rows = {(w["worker"], tuple(w["conditions"])): w["why"] for w in release_extraction.facts["publishers_without_barrier"]}
     assert rows[("EAGLEWorkerV2", ("self._draft_worker is None",))].startswith("no barrier with this publisher")

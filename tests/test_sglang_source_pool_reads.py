@@ -79,7 +79,7 @@ def test_a_pool_method_that_reads_one_map_and_writes_none_is_taken_and_no_other(
 
 
 def test_a_worker_commit_through_a_pool_method_behind_its_own_mode_test_races(tmp_path):
-    from fencecheck.commands.reader_workers import decide_worker_reads
+    from fencecheck.decision.workers import decide_worker_reads
     from fencecheck.sglang_source import read_path
 
     root = _tree(tmp_path, "algorithms")

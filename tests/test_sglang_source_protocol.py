@@ -192,7 +192,7 @@ def test_the_configurations_are_generated_from_the_facts_and_decide_the_findings
     racing = {r["context"] for r in f["contexts"] if r["verdict"] == "counterexample"}
     assert racing == {"no-speculation-decode-cuda-overlap-0"}
     assert all("barrier-off" not in r["context"] for r in f["contexts"])
-    from fencecheck.commands.reader_findings import generated_contexts
+    from fencecheck.decision.findings import generated_contexts
     from fencecheck.files.scenario_io import scenario_from_dict
 
     for name, table in generated_contexts(read_path(root)):  # every generated table is a valid scenario (the schema holds)

@@ -210,7 +210,7 @@ def test_qsa_sparse_decode_races_in_the_generated_configurations_that_replay_dec
     marker (plain decode on CUDA), none where decode is eager, where no marker makes the release's POST_REPLAY
     fallback publish after the replay, where the barrier is coarse, where the loop has no barrier, or where the decode
     phase is EAGLE's draft (its runner never publishes)."""
-    from fencecheck.commands.reader_findings import decide_contexts, generated_contexts, scenario_dict, tree_rule
+    from fencecheck.decision.findings import decide_contexts, generated_contexts, scenario_dict, tree_rule
 
     backends = {b.at: b for b in extraction.backends}
     (f,) = [f for f in extraction.findings if (f.subject, f.mode) == ("QwenSparseAttnBackend", "DECODE")]
@@ -293,7 +293,7 @@ def test_the_release_summary_fits_one_screen_and_cuts_no_fix_or_configuration():
     import subprocess
     import sys
 
-    from fencecheck.commands.sglang_summary import WIDTH
+    from fencecheck.render.summary import WIDTH
 
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "fencecheck", "sglang", str(RELEASE)], cwd=root,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from fencecheck.commands.reader_status import settle
+from fencecheck.decision.status import settle
 from fencecheck.sglang_source import read_path
 from sglang_reader_trees import ATTN, BREAKABLE, HEAD, PRE_FALLBACK, build
 

@@ -15,7 +15,7 @@ import tomli_w
 from pr_pair import TREES, lay
 
 from fencecheck.commands.main import main
-from fencecheck.commands.verify_source import load
+from fencecheck.decision.backend_source import load
 from fencecheck.files.scenario_io import backend_from_dict
 from fencecheck.vocab import ReadSite
 
@@ -126,8 +126,8 @@ def test_verify_sglang_decides_the_tree_s_generated_configurations(tmp_path):
     """The late read races in the tree's plain CUDA decode configuration and not with an honest backend there (one
     the backend brings); the honest backend races in none; a configuration racing with an honest backend too is the
     configuration's own."""
-    from fencecheck.commands.verify_source import Source
-    from fencecheck.commands.verify_tree import tree_races
+    from fencecheck.decision.backend_source import Source
+    from fencecheck.decision.backend_contexts import tree_races
 
     head = lay(tmp_path / "head", "head")
     code, out, _ = run("--sglang", str(head), "PagedBackend")
@@ -163,8 +163,8 @@ def test_the_tree_s_configurations_are_decided_once_per_content_and_own_races_mo
     configuration's own race gets the model's verdict only with ``own_models`` (the text shows none), a race the
     backend brings always."""
     import fencecheck.model.decision as decision
-    from fencecheck.commands.verify_source import Source
-    from fencecheck.commands.verify_tree import tree_races
+    from fencecheck.decision.backend_source import Source
+    from fencecheck.decision.backend_contexts import tree_races
 
     asked = []
     real = decision.Decision
@@ -198,7 +198,7 @@ def test_the_model_s_answer_in_a_tree_s_configurations_is_the_solver_s(tmp_path)
     """``tree_races`` asks the model through its host program run on a configuration's values (``Decision``); in
     every configuration of a tree, each backend of it swapped in, that answer (verdict and racing reads) is the
     solver's for the pinned scenario (``model_check``), racing or not."""
-    from fencecheck.commands.verify_tree import _with
+    from fencecheck.decision.backend_contexts import _with
     from fencecheck.files.scenario_io import scenario_from_dict
     from fencecheck.model.check import model_check
     from fencecheck.model.decision import Decision
@@ -232,7 +232,7 @@ def test_the_tree_s_configurations_decided_beside_are_decided_as_here(tmp_path, 
     in any order asked; on one core they are decided here."""
     import os
 
-    from fencecheck.commands.verify_tree import decided_beside, tree_races
+    from fencecheck.decision.backend_contexts import decided_beside, tree_races
 
     head = lay(tmp_path / "head", "head")
     source, (paged,) = load(str(head), "PagedBackend")

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pr_pair import TREES, lay
 
-from fencecheck.commands import sglang_cache
-from fencecheck.commands import verify_source
+from fencecheck.decision import cache as sglang_cache
+from fencecheck.decision import backend_source as verify_source
 from fencecheck.commands.main import main
 from fencecheck.errors import FencecheckError
 from fencecheck.sglang_source.tree import Tree, find_package_root
@@ -176,7 +176,7 @@ def test_beside_gives_the_answer_or_computes_it_here_when_the_forked_process_fai
     independent review); one that raises raises here."""
     import os
 
-    from fencecheck.commands.common import beside
+    from fencecheck.decision.beside import beside
 
     with beside(_double, 21) as got:
         assert got is None or got() == 42
@@ -207,7 +207,7 @@ def test_beside_with_a_second_stage_gives_both_answers_or_computes_them_here():
     dies in the second stage, both stages are computed here with what was sent."""
     import os
 
-    from fencecheck.commands.common import beside
+    from fencecheck.decision.beside import beside
 
     with beside(_double, 21, then=_plus) as got:
         if got is not None:

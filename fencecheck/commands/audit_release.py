@@ -105,10 +105,8 @@ def reader_part(state: dict) -> Part:
     sources the part says so and the document says it was not run."""
     import importlib.metadata
 
-    from fencecheck.commands.reader_audit import markdown
-    from fencecheck.commands.reader_findings import decide
-    from fencecheck.commands.reader_workers import decide_worker_reads
-    from fencecheck.sglang_source import read_path
+    from fencecheck.render.release_markdown import markdown
+    from fencecheck.decision.pipeline import Plan, read_decided
 
     try:
         installed = importlib.metadata.version("sglang")
@@ -117,20 +115,7 @@ def reader_part(state: dict) -> Part:
     if installed != RELEASE_VERSION:
         have = f"sglang {installed} is installed" if installed else "sglang is not installed"
         return Part(READER_PART, True, f"not run: {have} (pip install --no-deps sglang=={RELEASE_VERSION})", 0.0)
-    from fencecheck.commands.reader_replay import demote_never_replayed
-
-    ex, _ = demote_never_replayed(read_path(None, installed=True))
-    from fencecheck.commands.reader_platform import demote_platform_bound
-
-    ex, _ = demote_platform_bound(ex)
-    ex, _ = decide(ex, witness=True)
-    ex, _ = decide_worker_reads(ex, model=True)
-    from fencecheck.commands.reader_fallback import decide_fallback
-
-    ex, _ = decide_fallback(ex)
-    from fencecheck.commands.reader_status import settle
-
-    ex = settle(ex)
+    ex = read_decided(None, True, Plan.audit()).extraction
     state["reader"] = markdown(ex, READER_COMMAND)
     f = ex.findings
     decisions = [x.decision for x in f if x.decision is not None]

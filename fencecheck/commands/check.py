@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from fencecheck.commands.common import PROGRESS_HELP, outputs, say, steps
+from fencecheck.commands.common import PROGRESS_HELP, outputs, steps
+from fencecheck.errors import say
 from fencecheck.errors import (
     EXIT_CODES_HELP,
     EXIT_OK,

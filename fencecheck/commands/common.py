@@ -1,13 +1,10 @@
-"""What the subcommands share: argument types, help texts, the outputs a command checks before its work, and the
-one line on stderr every message is."""
+"""What the subcommands share: argument types, help texts and the outputs a command checks before its work."""
 
 from __future__ import annotations
 
 import argparse
-from contextlib import contextmanager
-from typing import TextIO
 
-from fencecheck.errors import one_line, quote
+from fencecheck.errors import quote
 
 
 def positive(text: str) -> int:
@@ -37,95 +34,3 @@ def outputs(*specs: tuple[str, bool], inputs: tuple[tuple[str, str], ...] = ()) 
     and (attribute, kind) of each input it reads, so that no output replaces an input: kind ``file`` (a file, or
     several), ``corpus`` (a corpus folder: its corpus file is read) or ``tree`` (a source tree: its modules)."""
     return {"outputs": specs, "inputs": inputs}
-
-
-def say(err: TextIO, line: str) -> None:
-    """One line on stderr; a stderr that cannot take it is not worth a second error."""
-    try:
-        err.write(one_line(line, 2000) + "\n")
-        err.flush()
-    except (OSError, ValueError):
-        pass
-
-
-@contextmanager
-def beside(fn, *args, then=None):
-    """Yields ``result()``, ``fn(*args)`` computed in a forked process started now (it leaves Ctrl-C to this one,
-    which ends it at once, also on a failure here), while the caller goes on; or None when this machine has no second
-    core or cannot fork, for the caller to compute it itself. ``result()`` waits for it (once); where the process
-    failed (``fn`` raised, its answer could not come back, or it died: killed for memory, say), ``fn(*args)`` is
-    computed here instead, so the answer, or the error, is the one this process gives.
-
-    With ``then``, a second stage on what the caller learns meanwhile: ``result.send(x)`` (once, before
-    ``result()``) hands ``x`` to the process, which, once ``a = fn(*args)`` is done, computes ``then(a, x)``;
-    ``result()`` is then ``(a, then(a, x))``, computed here in the same way where the process failed."""
-    import multiprocessing
-    import os
-
-    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        yield None
-        return
-    ctx = multiprocessing.get_context("fork")
-    inbox, outbox = ctx.Pipe(duplex=False)
-    later_in, later_out = ctx.Pipe(duplex=False) if then is not None else (None, None)
-    proc = ctx.Process(target=_beside_child, args=(outbox, fn, args, then, later_in), daemon=True)
-    proc.start()
-    outbox.close()  # the child holds the only sending end: its death is an end of file here
-    if later_in is not None:
-        later_in.close()
-    try:
-        got: list = []
-        sent: list = []
-
-        def here():
-            value = fn(*args)
-            return value if then is None else (value, then(value, sent[0]))
-
-        def result():
-            if not got:
-                try:
-                    ok, value = inbox.recv()
-                except Exception:  # noqa: BLE001 - died (end of file), or an answer that cannot be read back
-                    ok, value = False, None
-                got.append(value if ok else here())
-            return got[0]
-
-        def send(x) -> None:
-            sent.append(x)
-            try:
-                later_out.send(x)
-            except (OSError, ValueError):  # the process is gone: result() computes it here
-                pass
-
-        result.send = send
-        yield result
-    finally:
-        inbox.close()
-        if later_out is not None:
-            later_out.close()
-        if proc.is_alive():
-            proc.terminate()
-        proc.join()
-
-
-def _beside_child(outbox, fn, args, then=None, later=None) -> None:
-    """``beside``'s forked process: ``(True, fn(*args))`` sent back (with ``then``: ``(True, (a, then(a, x)))``,
-    ``x`` received once ``a`` is computed), or ``(False, None)`` when it raised or its answer cannot be pickled."""
-    import pickle
-
-    from fencecheck.errors import worker_ignores_interrupts
-
-    worker_ignores_interrupts()
-    try:
-        value = fn(*args)
-        if then is not None:
-            value = (value, then(value, later.recv()))
-        data = pickle.dumps((True, value))
-    except BaseException:  # noqa: BLE001 - computed again by the parent, which reports what goes wrong
-        data = pickle.dumps((False, None))
-    try:
-        outbox.send_bytes(data)
-    except (OSError, ValueError):
-        pass
-    finally:
-        outbox.close()

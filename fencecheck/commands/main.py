@@ -31,7 +31,7 @@ from fencecheck.commands import (
     traces,
     verify,
 )
-from fencecheck.commands.common import say
+from fencecheck.errors import say
 from fencecheck.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_BUG,

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TextIO
 
 from fencecheck.commands.common import PROGRESS_HELP, outputs
-from fencecheck.commands.reader_audit import contexts_text
-from fencecheck.commands.sglang_output import decision_lines
-from fencecheck.errors import EXIT_BAD_INPUT, EXIT_NO_FENCE, EXIT_OK, EXIT_OLDER_FENCE, EXIT_RACE, EXIT_UNKNOWN
-from fencecheck.sglang_source.limits import limits_text
+from fencecheck.render.tree_text import render, to_json
+from fencecheck.errors import EXIT_NO_FENCE, EXIT_OK, EXIT_OLDER_FENCE, EXIT_RACE, EXIT_UNKNOWN
 
 HELP = """Read an SGLang source tree statically (Python's ast; SGLang is never imported) and report the shared-read
 fence's facts, each with file:line, all read from the tree given: which fence it has; the barrier, its gate per
@@ -132,16 +129,15 @@ def cmd_sglang(args, out: TextIO) -> int:
 
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
-    from fencecheck.commands.sglang_output import finish, resolve_format
+    from fencecheck.render.output import finish, resolve_format
 
     args.format = resolve_format(args)
     if args.baseline:
         from fencecheck.commands.sglang_pr import run
 
         return run(args, out)
-    from fencecheck.commands.reader_drift import drift as drift_of
-    from fencecheck.commands.reader_drift import record_document, record_text, write_record
-    from fencecheck.commands.reader_findings import decide
+    from fencecheck.decision.drift import drift as drift_of
+    from fencecheck.decision.drift import record_document, record_text, write_record
     from fencecheck.sglang_source.drift import load_release
     from fencecheck.sglang_source.tree import find_installed, find_package_root
 
@@ -172,29 +168,22 @@ def cmd_sglang(args, out: TextIO) -> int:
         from functools import partial
 
         return finish(args, ex, to_json(ex, drift), out, partial(render, drift=drift), partial(exit_code, drift=drift))
+    from fencecheck.decision.pipeline import Plan, decide_tree
+
+    def stage(name: str) -> None:
+        if name == "findings":
+            bar.set_postfix_str("deciding the findings")
+        elif name == "workers":
+            bar.update(1)
+            bar.set_postfix_str("deciding the worker reads")
+        else:
+            bar.update(1)
+
     try:
-        bar.set_postfix_str("deciding the findings")
-        from fencecheck.commands.reader_replay import demote_never_replayed
-
-        from fencecheck.commands.reader_platform import demote_platform_bound
-
-        ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
-        ex, scenarios = decide(ex, witness=args.witness, context_model="flagged" if args.cross_check else "none")
-        bar.update(1)
-        from fencecheck.commands.reader_workers import decide_worker_reads
-
-        bar.set_postfix_str("deciding the worker reads")
-        ex, more = decide_worker_reads(ex, model=args.cross_check)
-        from fencecheck.commands.reader_fallback import decide_fallback
-
-        ex, fallback = decide_fallback(ex)
-        from fencecheck.commands.reader_status import settle
-
-        ex = settle(ex)
-        bar.update(1)
+        decided = decide_tree(ex, Plan.one_tree(args.cross_check, args.witness), stage)
     finally:
         bar.close()
-    scenarios += fallback + more
+    ex, scenarios = decided.extraction, decided.scenarios
     if args.scenarios:
         from fencecheck.files.outputs import write_tree
         from fencecheck.files.scenario_io import dumps
@@ -206,142 +195,4 @@ def cmd_sglang(args, out: TextIO) -> int:
                   partial(render, drift=drift, details=args.details or args.witness), partial(exit_code, drift=drift))
 
 
-def to_json(ex, drift: dict | None = None) -> dict:
-    """The document of the decided extraction ``ex``, with ``drift`` when ``--against`` asked for it."""
-    return ex.to_json() | ({"drift": drift} if drift is not None else {})
-
-
-def _short(ex, drift, lines: list[str]) -> str:
-    from fencecheck.commands.sglang_summary import facts_line, root_causes, summary_lines
-
-    lines[-1] += f" in {len(root_causes(ex.findings))} root causes (the findings sharing their reads folded; " \
-                 "--details shows each with its evidence)"
-    lines += summary_lines(ex)
-    if drift is not None:
-        lines += _drift_lines(drift)
-    lines.append(_not_findings_line(ex))
-    lines.append(facts_line(ex))
-    from fencecheck.commands.sglang_summary import WIDTH
-
-    lines += limits_text(ex, WIDTH)
-    return "\n".join(lines) + "\n"
-
-
-def _not_findings_line(ex) -> str:
-    nf = ex.not_findings
-    sync = sum(1 for x in nf if x.why.startswith(("behind a capture-mode test", "no graph captures its path")))
-    device = sum(1 for x in nf if x.why.startswith(("never resolved on ", "runs only on ")))
-    start = sum(1 for x in nf if x.mode is None)
-    other = len(nf) - sync - device - start
-    worker = {(a.worker.cls, r.file, r.line, r.location): r for a in ex.algorithms if a.worker
-              for r in a.reads_after_publisher if r.outcome.status is None}  # once per worker class, as findings are
-    bound = sum(1 for r in worker.values() if r.outcome.why.startswith("runs only on "))
-    return (f"not findings: {sync} reads no graph replay runs (a capture-mode test, a host sync or a branch the "
-            f"capture rules out), {start} start-up reads, {device} "
-            f"reads on a device whose runners never publish, {other} decided otherwise (never replayed, bound to a "
-            "platform without the marker, a path that cannot run; --json lists them, with why)"
-            + (f"; {len(worker)} worker reads after the publisher's runner ({bound} on a device whose runners never "
-               "publish)" if worker else ""))
-
-
-def _drift_lines(drift: dict) -> list[str]:
-    from fencecheck.commands.reader_drift import drift_text
-
-    return drift_text(drift)
-
-
-def _decl_text(d) -> str:
-    if d.plain:
-        return d.rows[0].end
-    return "; ".join(f"{r.end} if {r.condition}" if r.condition else r.end for r in d.rows)
-
-
-def _algorithms_text(algorithms) -> list[str]:
-    if not algorithms:
-        return []
-    lines = ["speculative algorithms (worker; phases of one decode step; worker reads after the publisher's runner):"]
-    for a in algorithms:
-        cond = f" when {a.condition}" if a.conditions else ""
-        w = a.worker
-        lines.append(f"  {a.name}{cond}: " + (f"{w.cls} ({w.file}:{w.line})" if w else "no worker class"))
-        for p in a.phases:
-            lines.append(f"    {p.runner} {p.mode or 'publish'} ({p.file}:{p.line})"
-                         + (f" if {p.condition}" if p.conditions else "") + (" [loop]" if p.repeat else ""))
-        for r in a.reads_after_publisher:
-            o = r.outcome
-            finding = o.status is not None
-            lines.append(f"    {o.status.upper() if finding else 'not a finding'}: reads "
-                         f"{r.location} after the publisher's runner ({r.file}:{r.line})"
-                         + (f"; scenario {o.decision.scenario}: {o.decision.verdict}"
-                            if finding and o.decision else ""))
-        if a.unresolved:
-            lines.append(f"    unresolved: {len(a.unresolved)} (--json lists them)")
-    return lines
-
-
-def render(ex, drift: dict | None = None, details: bool = True) -> str:
-    """The human summary of the decided extraction ``ex`` (and its ``drift``): with ``details`` every finding with
-    its evidence and every fact table, else one line per root cause (``sglang_summary``)."""
-    from fencecheck.commands.reader_facts import facts_text, fence_text
-    from fencecheck.sglang_source.feasible import simplified
-
-    if ex.protocol is not None and ex.protocol.kind != "declaration":
-        return fence_text(to_json(ex, drift)) + ("\n".join(_drift_lines(drift)) + "\n" if drift else "")
-    lines = []
-    b, w, f = ex.backends, ex.workers, ex.findings
-    loops = sorted({c.event_loop for c in ex.barrier.calls})
-    version = ex.version or "(version unknown)"
-    lines.append(f"sglang {version} at {ex.root}: {len(b)} attention backends, "
-                 f"{len({x.cls for x in w})} workers, barrier applied in {len(loops)} event loops "
-                 f"({len(ex.barrier.calls)} call sites), {len(ex.runners)} runners")
-    from fencecheck.commands.reader_status import counted
-
-    lines.append(f"findings: {len(f)} ({counted(f)})")
-    if not details:
-        return _short(ex, drift, lines)
-    for x in f:
-        head = f"  {x.status.upper()} {x.subject} {x.mode}: "
-        if x.kind == "read_outside_declaration":
-            head += f"declares {x.declared}" + (f" when {simplified(x.conditions)}" if x.conditions else "") + \
-                " but reads outside it"
-        else:
-            head += x.kind.replace("_", " ")
-        lines.append(head)
-        if getattr(x, "status_why", None):
-            lines.append(f"    {x.status}: {x.status_why}")
-        for e in x.evidence:
-            lines.append(f"    {e.file}:{e.line}: {e.what}")
-        if x.decision is not None:
-            lines += decision_lines(x.decision)
-        elif x.kind == "read_outside_declaration" and x.why:
-            lines.append(f"    {x.why}")
-    if drift is not None:
-        lines += _drift_lines(drift)
-    lines.append(_not_findings_line(ex))
-    lines.append("declarations (backends that do not take the base rule unchanged):")
-    roots = {x.cls for x in b if x.kind == "base"}
-    for x in b:
-        if x.kind == "base" or (x.declared_in and x.declared_in.cls in roots):
-            continue
-        modes = ", ".join(f"{m} {_decl_text(v)}" for m, v in x.declares)
-        src = x.declared_in
-        where = f"declared in {src.cls} {src.file}:{src.line}" if src else "where it is declared is not known"
-        lines.append(f"  {x.cls} ({x.file}:{x.line}; {where}): {modes}")
-    lines.append("workers (last_shared_read_runner):")
-    for x in w:
-        cond = f" if {x.condition}" if x.conditions else ""
-        lines.append(f"  {x.cls}: {x.publisher}{cond} ({x.returns_at.file}:{x.returns_at.line})")
-    lines.append("barrier call sites:")
-    for c in ex.barrier.calls:
-        lines.append(f"  {c.event_loop} ({c.file}:{c.line})")
-    lines.append("runners that publish:")
-    for r in ex.runners:
-        if r.publish != "never":
-            lines.append(f"  {r.cls}: {r.publish} ({r.method.file}:{r.method.line})")
-    lines += _algorithms_text(ex.algorithms)
-    lines += facts_text(ex.facts)
-    lines += limits_text(ex)
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["add_parser", "cmd_sglang", "contexts_text", "exit_code", "render", "to_json", "EXIT_BAD_INPUT"]
+__all__ = ["add_parser", "cmd_sglang", "exit_code"]

@@ -130,12 +130,12 @@ def cmd_verify(args, out: TextIO) -> int:
     from fencecheck.files.scenario_io import load_backend
 
     if getattr(args, "sglang", None):
-        from fencecheck.commands.verify_source import loading
-
         import io
 
+        from fencecheck.decision.pipeline import backend_in_tree
+
         report = io.StringIO()  # written once whole: a read that fails late (the configurations) leaves no partial text
-        with loading(args.sglang, args.backend) as (source, found, later):
+        with backend_in_tree(args.sglang, args.backend) as (source, found, later):
             todo = [(v, v.backend) for v in found]
             code = _verify_all(args, report, todo, source, later)
         out.write(report.getvalue())
@@ -247,7 +247,7 @@ def _verify_one(args, backend, catalog, out: TextIO, tree=None, shared=None) -> 
     brought = report.verdict is Verdict.COUNTEREXAMPLE or any(c.brought and not c.safe for c in report.contexts)
     tree_brought = []
     if tree is not None:
-        from fencecheck.commands.verify_tree import tree_text
+        from fencecheck.decision.backend_contexts import tree_text
 
         got = tree()
         if got is not None:

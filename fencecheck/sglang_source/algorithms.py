@@ -14,7 +14,7 @@ whose data is copied to the host at once (``.tolist()``, ``.item()``, ``.cpu()``
 the worker returns, before the scheduler issues its next write: not a finding; nor is one whose path cannot run
 (``attributes.dead_path``), nor, once its scenario races, one whose path runs only on devices whose runners never
 publish (``device.PlatformPaths``, kept on the read as ``bound``). Every other read keeps the runner phases before it
-(what its scenario is built from) and stays ``unresolved``: the reader runs no oracle; ``fencecheck sglang`` decides it (``commands/reader_workers.py``).
+(what its scenario is built from) and stays ``unresolved``: the reader runs no oracle; ``fencecheck sglang`` decides it (``decision/workers.py``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from fencecheck.commands.reader_audit import contexts_text
+from fencecheck.render.release_markdown import contexts_text
 
 FORMATS = ("text", "json", "sarif")
 
@@ -59,7 +59,7 @@ def decision_lines(d, model: bool = True) -> list[str]:
     if d.contexts is not None:
         lines.append(f"    {contexts_text(d.contexts)}")
     if d.fix is not None:
-        from fencecheck.commands.sglang_summary import fix_text
+        from fencecheck.render.summary import fix_text
 
         lines.append(f"    {fix_text(d.fix)}")
     for wit in d.witness or ():
@@ -77,8 +77,8 @@ def finish(args, ex, doc: dict, out: TextIO, render: Callable[[object], str],
     findings."""
     from dataclasses import replace
 
-    from fencecheck.commands.sglang_identity import publish_points, root_causes
-    from fencecheck.commands.sglang_suppress import (
+    from fencecheck.decision.identity import publish_points, root_causes
+    from fencecheck.decision.suppress import (
         annotated,
         apply,
         scan,
@@ -93,7 +93,7 @@ def finish(args, ex, doc: dict, out: TextIO, render: Callable[[object], str],
     gone = silenced(causes, applied)
     view = replace(ex, findings=tuple(f for i, f in enumerate(ex.findings) if i not in gone)) if gone else ex
     if args.format == "sarif":
-        from fencecheck.commands.sglang_sarif import (
+        from fencecheck.render.sarif import (
             Item,
             repo_root_of,
             sarif,
@@ -121,7 +121,7 @@ def verdict_line(ex, code: int) -> str:
     """The last line of the one-tree summary: what the exit status says, with the findings that count."""
     from fencecheck.errors import EXIT_OK, EXIT_RACE
 
-    from fencecheck.commands.reader_status import STATUSES
+    from fencecheck.decision.status import STATUSES
 
     kinds = [f.status for f in ex.findings]
     counted = ", ".join(f"{kinds.count(s)} {s}" for s in STATUSES if s in kinds)

@@ -245,8 +245,8 @@ def load(tree_path: str, name: str) -> tuple[Source, list[Variant]]:
 def loading(tree_path: str, name: str):
     """Yields ``(source, variants, later)`` as soon as the backend is read: ``source`` without the tree's
     configurations, which ``later`` gives (``Later``), read meanwhile in a forked process when not kept."""
-    from fencecheck.commands.common import beside
-    from fencecheck.commands.sglang_cache import facts_load, folder
+    from fencecheck.decision.beside import beside
+    from fencecheck.decision.cache import facts_load, folder
     from fencecheck.sglang_source import reading
     from fencecheck.sglang_source.tree import Tree, find_package_root
     from fencecheck.sglang_source.tree_log import Log
@@ -256,7 +256,7 @@ def loading(tree_path: str, name: str):
     tree = Tree(root)
     tree.log = Log() if keep else None
     # the configurations are read on a tree of their own log (the same files, read once): what they ask is theirs
-    # alone; when not kept, in a forked process while the class is read and verified here (``common.beside``, a
+    # alone; when not kept, in a forked process while the class is read and verified here (``beside``, a
     # second core, which then decides the backend's files in them too: ``Later``)
     ctree = tree.sibling()
     ctree.log = Log() if keep else None
@@ -287,7 +287,7 @@ class Later:
     def start(self, tables: dict, own_models: bool) -> None:
         """The backend's files to decide (``tree_races``' ``tables`` and ``own_models``), decided from now on where a
         second core is free."""
-        from fencecheck.commands.verify_tree import decided_beside
+        from fencecheck.decision.backend_contexts import decided_beside
 
         self._tables, self._own = tables, own_models
         if self._pending is not None:
@@ -308,7 +308,7 @@ class Later:
 
     def tree_of(self, k):
         """(decided, races) of file ``k`` in the tree's configurations, or None for a tree without them."""
-        from fencecheck.commands.verify_tree import decided_beside
+        from fencecheck.decision.backend_contexts import decided_beside
 
         source = self.source()
         if source.configurations is None or k not in (self._tables or {}):
@@ -323,7 +323,7 @@ class Later:
 
 def _decided_later(conf: dict, job) -> dict:
     """In the forked process that read the configurations: ``{k: tree_races(...)}`` of the files ``job`` names."""
-    from fencecheck.commands.verify_tree import _all
+    from fencecheck.decision.backend_contexts import _all
 
     source, tables, own_models = job
     if conf["configurations"] is None or not tables:
@@ -333,7 +333,7 @@ def _decided_later(conf: dict, job) -> dict:
 
 def _read_backend(tree, tree_path: str, name: str, keep: bool) -> tuple[Source, list[Variant]]:
     """The backend's source and files: kept, or read here (and kept)."""
-    from fencecheck.commands.sglang_cache import facts_load, facts_store
+    from fencecheck.decision.cache import facts_load, facts_store
     from fencecheck.files.scenario_io import backend_from_dict
 
     kept = facts_load("backend", name, tree) if keep else None
@@ -352,7 +352,7 @@ def _read_backend(tree, tree_path: str, name: str, keep: bool) -> tuple[Source, 
 def _kept_configurations(ctree) -> dict:
     """``{"configurations": ...}`` of the tree, kept with the log of ``ctree`` (when it has one); read as the reader
     reads (``sglang_source.reading``), wherever it runs."""
-    from fencecheck.commands.sglang_cache import facts_store
+    from fencecheck.decision.cache import facts_store
     from fencecheck.sglang_source import reading
 
     with reading(ctree.root):

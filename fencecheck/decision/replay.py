@@ -29,7 +29,7 @@ def _eager(ex: Extraction) -> dict | None:
 def demote_never_replayed(ex: Extraction) -> tuple[Extraction, list]:
     """``ex`` with the graph-mode findings of the backends no decode graph replays moved to its not findings where
     their eager scenario is proved, and those scenarios."""
-    from fencecheck.commands.reader_findings import scenario_dict, tree_rule
+    from fencecheck.decision.findings import scenario_dict, tree_rule
 
     facts = ex.facts.get("graph_replay") or {}
     never = {f"{r['file']}:{r['line']}": r for r in facts.get("never_replayed", ())}

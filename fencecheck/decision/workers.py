@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fencecheck.commands.reader_findings import model_answer, slug, tree_rule
+from fencecheck.decision.findings import model_answer, slug, tree_rule
 from fencecheck.files.scenario_io import scenario_from_dict
 from fencecheck.sglang_source.algorithm_records import PENDING, Algorithm, Phase, Publisher, ReadOutcome, WorkerRead
 from fencecheck.sglang_source.extract import Extraction

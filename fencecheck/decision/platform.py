@@ -10,7 +10,7 @@ Runs before the findings are decided, as ``reader_replay`` does."""
 
 from __future__ import annotations
 
-from fencecheck.commands.reader_replay import not_findings_of, proved, with_not_findings
+from fencecheck.decision.replay import not_findings_of, proved, with_not_findings
 from fencecheck.files.scenario_io import scenario_from_dict
 from fencecheck.sglang_source.extract import Extraction
 
@@ -18,7 +18,7 @@ from fencecheck.sglang_source.extract import Extraction
 def demote_platform_bound(ex: Extraction) -> tuple[Extraction, list]:
     """``ex`` with the ``IN_REPLAY`` findings of the backends bound to a platform without the marker moved to its not
     findings where their scenario on that platform is proved, and those scenarios."""
-    from fencecheck.commands.reader_findings import scenario_dict, tree_rule
+    from fencecheck.decision.findings import scenario_dict, tree_rule
 
     bound = {f"{r['file']}:{r['line']}": r for r in ex.facts.get("backend_platforms") or ()}
     plats = {p["platform"]: p for p in (ex.facts.get("platforms") or {}).get("platforms", ())}

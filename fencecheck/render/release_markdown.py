@@ -42,7 +42,7 @@ def contexts_text(rows) -> str:
 def markdown(ex, command: str) -> list[str]:
     """Lines of the section for the decided extraction ``ex`` (decided with witnesses), produced by ``command``."""
     f = ex.findings
-    from fencecheck.commands.reader_status import counted
+    from fencecheck.decision.status import counted
 
     out = [
         "## What the static reader finds in the release's sources",
@@ -69,9 +69,12 @@ def markdown(ex, command: str) -> list[str]:
     for x in f:
         out += _finding(x)
     out += ["### Not findings", "",
-            "| file:line | location | why not a finding |", "| --- | --- | --- |"]
-    for x in ex.not_findings:
-        out.append(f"| `{x.file}:{x.line}` | {_cell(x.location)} | {_cell(x.why)} |")
+            "Each read once per backend and mode (the call chains that reach it are in `--json`; a start-up read has "
+            "no mode).", "",
+            "| backend | mode | file:line | location | why not a finding |", "| --- | --- | --- | --- | --- |"]
+    rows = dict.fromkeys(f"| {x.subject} | {x.mode or 'start-up'} | `{x.file}:{x.line}` | {_cell(x.location)} | "
+                         f"{_cell(x.why)} |" for x in ex.not_findings)
+    out += rows
     out += ["", "### Declarations that differ from the base rule", "",
             "| class | where | declared in | per mode |", "| --- | --- | --- | --- |"]
     roots = {x.cls for x in ex.backends if x.kind == "base"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fencecheck import __version__
-from fencecheck.commands.sglang_identity import KINDS, RootCause, Where
+from fencecheck.decision.identity import KINDS, RootCause, Where
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT = "fencecheckRootCause/v1"
@@ -148,6 +148,6 @@ def repo_root_of(path: str | None) -> Path | None:
     folder)."""
     if path is None:
         return None
-    from fencecheck.commands.sglang_baseline import repository_root
+    from fencecheck.decision.baseline import repository_root
 
     return repository_root(Path(os.path.abspath(path)))

@@ -121,9 +121,9 @@ def _all(source, tables: dict, own_models: bool) -> dict:
 @contextmanager
 def decided_beside(source, tables: dict, own_models: bool = True):
     """Yields ``get(k)``: ``tree_races(source, tables[k], own_models=own_models)``. The tables are decided in a forked process while the
-    caller verifies them against the catalog, when this machine has a second core (``common.beside``; else here, when
+    caller verifies them against the catalog, when this machine has a second core (``beside``; else here, when
     asked for); the answers are the same either way (each a function of the table and the tree's configurations)."""
-    from fencecheck.commands.common import beside
+    from fencecheck.decision.beside import beside
 
     with beside(_all, source, tables, own_models) if tables else nullcontext() as result:
         memo = _memo()

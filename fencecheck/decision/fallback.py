@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fencecheck.commands.reader_findings import _races, model_answer
+from fencecheck.decision.findings import _races, model_answer
 from fencecheck.files.scenario_io import scenario_from_dict
 from fencecheck.sglang_source.extract import Extraction
 from fencecheck.sglang_source.findings import Decision, NoMarkerFallback

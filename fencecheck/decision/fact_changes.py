@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fencecheck.commands.sglang_identity import without_lines
+from fencecheck.decision.identity import without_lines
 
 CATEGORIES = ("declarations", "runners", "phases", "publishers", "barrier")
 

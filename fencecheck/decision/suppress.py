@@ -16,7 +16,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from fencecheck.commands.sglang_identity import KIND_NAMES, RootCause
+from fencecheck.decision.identity import KIND_NAMES, RootCause
 from fencecheck.errors import InputError
 
 SYNTAX = "# fencecheck: ignore[KIND] REASON"
@@ -148,7 +148,7 @@ def annotated(doc: dict, causes: list[RootCause], applied: Applied) -> dict:
 
 def warn_unused(applied: Applied, err) -> None:
     """One warning line on stderr per unused suppression."""
-    from fencecheck.commands.common import say
+    from fencecheck.errors import say
 
     for s in applied.unused:
         say(err, f"fencecheck: warning: {s.file}:{s.line}: unused suppression ignore[{','.join(s.kinds)}] "

@@ -105,7 +105,7 @@ def load(k: str | None):
         return None
     try:
         data = json.loads((d / f"{k}.json").read_text(encoding="utf-8"))
-        from fencecheck.commands.sglang_suppress import Suppression
+        from fencecheck.decision.suppress import Suppression
 
         return data["document"], [Suppression(s["file"], s["line"], tuple(s["kinds"]), s["reason"])
                                   for s in data["suppressions"]]

@@ -1,0 +1,120 @@
+"""The decision layer's entry: from a tree's facts (the reader's ``Extraction``) to decided findings.
+
+Every command that decides what a tree shows comes through here: ``fencecheck sglang`` (``decide_tree``), pull-request
+mode (``read_decided`` for both trees, then ``decide_added`` for what the change adds), ``audit``'s reader part
+(``decide_tree`` with witnesses and the model everywhere) and ``verify --sglang`` (``backend_in_tree``). The steps run
+in one order, each on the extraction the step before returned:
+
+1. ``replay.demote_never_replayed``: graph-mode findings of backends no decode graph replays, decided eagerly;
+2. ``platform.demote_platform_bound``: ``IN_REPLAY`` findings of backends bound to a platform without the marker;
+3. ``findings.decide``: each read outside its declaration as a scenario, by the simulator and the model, and in the
+   configurations generated from the tree's facts (skipped by ``Plan.findings=False``: pull-request mode decides
+   only the findings a change adds, ``decide_added``);
+4. ``workers.decide_worker_reads``: the speculative workers' reads after the publisher's runner;
+5. ``fallback.decide_fallback``: the no-marker fallback on the platforms without the marker;
+6. ``status.settle``: each finding's status from what was decided about it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run decides, and which questions go to the SMT model besides the simulator.
+
+    ``findings``: decide the reads outside their declarations (step 3); ``witness``: replay each of their races under
+    its witness interleaving; ``context_model``: ``"flagged"`` asks the model about every generated configuration
+    where the simulator finds a race, ``"none"`` about none; ``worker_model`` and ``fallback_model``: the model's
+    answer beside the simulator's on the worker reads' and the fallback's scenarios."""
+
+    findings: bool = True
+    witness: bool = False
+    context_model: str = "none"
+    worker_model: bool = False
+    fallback_model: bool = True
+
+    @classmethod
+    def one_tree(cls, cross_check: bool = False, witness: bool = False) -> "Plan":
+        """``fencecheck sglang PATH``."""
+        return cls(True, witness, "flagged" if cross_check else "none", cross_check, True)
+
+    @classmethod
+    def pull_request(cls, cross_check: bool = False) -> "Plan":
+        """Each tree of pull-request mode: everything but the findings, which ``decide_added`` decides for HEAD."""
+        return cls(False, False, "flagged" if cross_check else "none", cross_check, cross_check)
+
+    @classmethod
+    def audit(cls) -> "Plan":
+        """``audit``'s reader part: witnesses, and the model on every question."""
+        return cls(True, True, "flagged", True, True)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decided extraction and the scenarios built for its findings (the findings' own, then the fallback's, then
+    the worker reads'), as ``--scenarios`` writes them."""
+
+    extraction: object
+    scenarios: tuple
+
+
+def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None) -> Decided:
+    """``ex`` (the reader's extraction of a tree with the declaration fence) decided by ``plan``. ``stage`` is told
+    ``"findings"`` before step 3, ``"workers"`` before step 4 and ``"settled"`` at the end (a progress bar's stages)."""
+    from fencecheck.decision.fallback import decide_fallback
+    from fencecheck.decision.findings import decide
+    from fencecheck.decision.platform import demote_platform_bound
+    from fencecheck.decision.replay import demote_never_replayed
+    from fencecheck.decision.status import settle
+    from fencecheck.decision.workers import decide_worker_reads
+
+    tell = stage or (lambda _: None)
+    ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
+    scenarios: list = []
+    if plan.findings:
+        tell("findings")
+        ex, scenarios = decide(ex, witness=plan.witness, context_model=plan.context_model)
+    tell("workers")
+    ex, workers = decide_worker_reads(ex, model=plan.worker_model)
+    ex, fallback = decide_fallback(ex, model=plan.fallback_model)
+    ex = settle(ex)
+    tell("settled")
+    return Decided(ex, tuple(scenarios) + tuple(fallback) + tuple(workers))
+
+
+def read_decided(path: str | None, installed: bool, plan: Plan, freeze: bool = False) -> Decided:
+    """The tree at ``path`` (or the installed ``sglang``) read and decided by ``plan``."""
+    from fencecheck.sglang_source import read_path
+
+    return decide_tree(read_path(path, installed=installed, freeze=freeze), plan)
+
+
+def decide_added(ex, doc: dict, wanted: set[int], plan: Plan) -> Decided:
+    """``ex`` (whose document is ``doc``, decided by a plan without ``findings``) with the findings at the indexes
+    ``wanted`` decided as ``decide_tree`` decides them (their scenarios, and the generated configurations), and their
+    scenarios. The findings of the same backend and mode are decided with them, so that each scenario keeps the name
+    it has in a run that decides every finding."""
+    from fencecheck.decision.findings import decide
+    from fencecheck.decision.status import settle
+
+    keys = {(doc["findings"][i]["subject"], doc["findings"][i]["mode"]) for i in wanted}
+    subset = [i for i, f in enumerate(ex.findings)
+              if f.kind == "read_outside_declaration" and (f.subject, f.mode) in keys]
+    sub, built = decide(replace(ex, findings=tuple(ex.findings[i] for i in subset)), witness=plan.witness,
+                        context_model=plan.context_model)
+    decided = dict(zip(subset, sub.findings))
+    names = {decided[i].decision.scenario for i in wanted if decided[i].decision is not None}
+    ex = settle(replace(ex, findings=tuple(decided.get(i, f) for i, f in enumerate(ex.findings))))
+    return Decided(ex, tuple(s for s in built if s.name in names))
+
+
+def backend_in_tree(tree_path: str, name: str):
+    """``verify --sglang TREE CLASS``: a context manager yielding ``(source, variants, later)`` as soon as the class is
+    read (``backend_source.loading``): its backend files, one per combination of its conditional rows, and the tree's
+    configurations with the files decided in them, computed meanwhile (``later``)."""
+    from fencecheck.decision.backend_source import loading
+
+    return loading(tree_path, name)

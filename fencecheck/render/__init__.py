@@ -1,0 +1,1 @@
+"""The renderers: text summary, JSON, SARIF and markdown of decided documents (docs/architecture.md)."""
