@@ -9,9 +9,9 @@
    trace whether it finds races or not.
 3. The whole catalog, a fresh process per run, start-up included. Budget: under 5 s.
 
-Figures are medians of several runs (these machines are noisy); budgets are shown as ratios measured/budget. The
-commands run the fencecheck this process imports: run the benchmark as ``python3 -m benchmarks.bench_check`` from a
-checkout to measure the checkout.
+Figures are medians of several runs (timings are noisy); budgets are shown as ratios measured/budget. The commands
+run the fencecheck this process imports: run the benchmark as ``python3 -m benchmarks.bench_check`` from a checkout to
+measure the checkout.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def _parse_only(module: str, args: list[str]) -> str:
 @functools.cache
 def _collects(argv: tuple[str, ...]) -> str:
     """"" when the pytest command line of the script selects at least one test, else why not (asked once per
-    command line in a session: the stale variants that leave the pytest line as it is share the answer)."""
+    command line per test process: the stale variants that leave the pytest line as it is share the answer)."""
     run = subprocess.run([sys.executable, *argv[1:], "--collect-only"], capture_output=True, text=True, cwd=ROOT,
                          timeout=120)
     tail = (run.stdout.strip().splitlines() or [""])[-1]

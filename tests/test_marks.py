@@ -175,7 +175,7 @@ def test_no_replacement_of_marks_hides_a_race_of_any_scenario(racy_traces, model
     _keeps_its_races(name, trace, _replace_marks(trace, data.draw), model_races[name])
 
 
-# -- the two edits of issue 19 ------------------------------------------------------------------------------------
+# -- two edits of the run_batch marks, each still a race --------------------------------------------------------------
 
 
 @pytest.fixture

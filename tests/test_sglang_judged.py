@@ -8,8 +8,8 @@ the configuration it needs and the reason with file:line cites. The fast tests c
 cite lies inside its file in the release's sources (a release not on this machine is fetched by a slow test). The slow
 test runs the reader on each release, checks that every judged item is still found in its output (as a finding, a
 not-finding, a read of its tables, or for a read in the model's own layers its unresolved note) unless it is marked
-missed, and prints the reader's current precision and
-recall against the set; it asserts no target.
+missed, prints the reader's current precision and recall against the set, and checks the table of them in
+docs/sglang-reader.md (between its ``judged-table`` markers); it asserts no target.
 """
 
 from __future__ import annotations
@@ -185,6 +185,36 @@ def score(doc: dict, items: list[dict]) -> dict:
                 real_reads=len(real), real_reported=found, recall=found / len(real) if real else None)
 
 
+#: The table of docs/sglang-reader.md ("Judged findings: precision and recall"), between these markers.
+DOC = ROOT / "docs" / "sglang-reader.md"
+TABLE = re.compile(r"<!-- judged-table: begin -->\n(.*?)<!-- judged-table: end -->", re.S)
+HEADER = ("| Release | Findings | Real | False | Undecidable | Unjudged | Precision | Real reads in the set | Reported "
+          "| Recall |")
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _table_row(release: str, s: dict) -> str:
+    """The doc table's row of ``release`` for the score ``s``."""
+    return (f"| {release} | {s['findings']} | {s['real']} | {s['false']} | {s['undecidable_statically']} | "
+            f"{s['unjudged']} | {_pct(s['precision'])} | {s['real_reads']} | {s['real_reported']} | "
+            f"{_pct(s['recall'])} |")
+
+
+def _doc_rows() -> dict[str, str]:
+    """The rows of the doc's judged table by release; the header and the separator checked."""
+    (block,) = TABLE.findall(DOC.read_text(encoding="utf-8"))
+    lines = block.strip().splitlines()
+    assert lines[0] == HEADER and set(lines[1]) <= set("|- "), lines[:2]
+    return {line.split("|")[1].strip(): line for line in lines[2:]}
+
+
+def test_the_doc_table_has_a_row_per_judged_release():
+    assert sorted(_doc_rows()) == sorted(RELEASES)
+
+
 def _read(root: Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "fencecheck", "sglang", str(root), "--json"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
@@ -213,13 +243,16 @@ def test_precision_and_recall_of_the_current_reader(release):
                f"{'reported' if reported(i) else 'not reported'}"
                for i in items if (i["reader_status"] in REPORTED) != reported(i)]
     s = score(doc, items)
-    pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    pct = _pct
     print(f"\nsglang {release}: {s['findings']} findings, {s['real']} real, {s['false']} false, "
           f"{s['undecidable_statically']} undecidable, {s['unjudged']} unjudged; precision {pct(s['precision'])}; "
           f"recall {s['real_reported']}/{s['real_reads']} = {pct(s['recall'])}; model-read notes: {s['notes_real']} "
           f"real, {s['notes_false']} false")
     for line in changed:
         print(f"  status changed since judged: {line}")
+    print(f"  doc table row: {_table_row(release, s)}")
+    assert _doc_rows()[release] == _table_row(release, s), \
+        f"docs/sglang-reader.md's judged table: write the row printed above for {release}"
     settled = [f for f in doc["findings"] if f["status"] in ("confirmed", "reachable")]
     wrong = sorted(f"{f['subject']} {f['mode']}: {f['status']}" for f in settled
                    if "real" not in {i["verdict"] for i in items if _matches(f, i)})
