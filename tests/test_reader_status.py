@@ -79,3 +79,89 @@ def test_the_status_follows_what_was_decided():
     assert status_of(WorkerReadFinding(**{**w.__dict__, "conditions": ("breadth == 1",)})) == (
         "unresolved", "not settled: breadth == 1")
     assert counted([w, _rod()]) == "2 confirmed, 0 reachable, 0 unresolved"
+
+
+def _questioned(root, late_too: bool = False):
+    """The head tree with PagedBackend's gather behind a flag the reader cannot settle (a question); with
+    ``late_too``, LateReadBackend's as well (nothing but questions left)."""
+    import glob
+
+    p = root / PAGED
+    p.write_text(p.read_text().replace(
+        "        pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]\n",
+        "        pages = q\n        if self.gather_late:\n"
+        "            pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]\n"))
+    if late_too:
+        (late,) = [x for x in glob.glob(str(root / "**" / "late_backend.py"), recursive=True)]
+        text = open(late).read()
+        assert "        pages = self.req_to_token[" in text
+        open(late, "w").write(text.replace(
+            "        pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]\n",
+            "        pages = q\n        if self.gather_late:\n"
+            "            pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]\n"))
+    return root
+
+
+def _text(*argv) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", *map(str, argv)], out, err)
+    return code, out.getvalue()
+
+
+def test_questions_come_after_the_findings_with_what_they_hang_on_and_no_fix(tmp_path):
+    code, text = _text(_questioned(lay(tmp_path / "head", "head")))
+    lines = text.splitlines()
+    assert code == 1 and lines[1].startswith("findings: 1 (1 confirmed, 0 reachable) in 1 root causes")
+    confirmed = next(i for i, x in enumerate(lines) if x.startswith("  CONFIRMED late_backend.py"))
+    asked = next(i for i, x in enumerate(lines) if x.startswith("questions: 1 (not findings"))
+    question = next(i for i, x in enumerate(lines) if x.startswith("  UNRESOLVED paged_backend.py"))
+    assert confirmed < asked < question
+    entry = " ".join(lines[question:question + 2])
+    assert "not settled: self.gather_late" in entry and "fix" not in entry
+    assert "fix (proved): declare POST_REPLAY" in lines[confirmed + 1]
+    assert lines[-1].endswith("1 finding(s) to review (1 confirmed), listed above; 1 question(s) listed after them "
+                              "(--details: each with its evidence)")
+
+
+def test_details_order_as_the_summary_and_show_no_fix_for_a_question(tmp_path):
+    root = _questioned(lay(tmp_path / "head", "head"))
+    _, text = _text(root, "--details")
+    heads = [x for x in text.splitlines() if x.startswith(("  CONFIRMED ", "  UNRESOLVED "))]
+    assert [h.split()[0] for h in heads] == ["CONFIRMED", "UNRESOLVED"], heads
+    block = text.split("  UNRESOLVED PagedBackend DECODE", 1)[1].split("\nnot findings:", 1)[0]
+    assert "unresolved: not settled: self.gather_late" in block and "scenario sglang-paged-backend-decode" in block
+    assert "fix:" not in block
+
+
+def test_a_tree_with_questions_alone_exits_3(tmp_path):
+    root = _questioned(lay(tmp_path / "head", "head"), late_too=True)
+    code, text = _text(root)
+    assert code == 3 and text.splitlines()[1].startswith("findings: 0 (0 confirmed, 0 reachable)")
+    assert text.splitlines()[-1].endswith("no finding, but 2 question(s) and facts left unresolved: nothing is "
+                                          "proved there until each is answered")
+    code, doc = _doc(root)
+    assert code == 3 and {f["status"] for f in doc["findings"]} == {"unresolved"}
+    assert all(f["verdict"] == "counterexample" for f in doc["findings"])  # each races if its flag is set
+
+
+def test_sarif_gives_each_status_one_level_and_codeql_s_precision(tmp_path):
+    root = _questioned(lay(tmp_path / "head", "head"))
+    out = io.StringIO()
+    assert main(["sglang", str(root), "--format", "sarif"], out, io.StringIO()) == 1
+    results = json.loads(out.getvalue())["runs"][0]["results"]
+    got = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].rsplit("/", 1)[-1]:
+           (r["level"], r["properties"]["precision"], r["properties"]["status"]) for r in results}
+    assert got == {"late_backend.py": ("error", "very-high", "confirmed"),
+                   "paged_backend.py": ("note", "medium", "unresolved")}
+    (question,) = [r for r in results if r["properties"]["status"] == "unresolved"]
+    assert "Question, not a finding: not settled: self.gather_late" in question["message"]["text"]
+    assert "Fix:" not in question["message"]["text"]
+
+
+def test_a_change_that_adds_only_a_question_exits_3_in_pull_request_mode_without_a_fix(tmp_path):
+    base = lay(tmp_path / "base", "base")
+    head = _questioned(lay(tmp_path / "head", "head"))
+    code, text = _text(head, "--baseline", base)
+    assert code == 3 and "  ADDED UNRESOLVED read_outside_declaration: PagedBackend DECODE" in text
+    added = text.split("  ADDED UNRESOLVED", 1)[1].split("\nprotocol facts:", 1)[0]
+    assert "scenario sglang-paged-backend-decode: counterexample" in added and "fix:" not in added

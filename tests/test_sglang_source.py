@@ -188,7 +188,7 @@ def test_not_sglang_is_a_bad_input_error():
 def test_help_names_every_option_and_the_exit_codes():
     code, out, _ = _run("--help")
     assert code == 0
-    for word in ("--installed", "--json", "PATH", "0  no finding", "3  unresolved facts", "or drift: with"):
+    for word in ("--installed", "--json", "PATH", "0  no finding", "3  questions (unresolved findings", "or drift: with"):
         assert word in out
 
 
@@ -456,7 +456,8 @@ def test_a_backend_bound_to_a_device_whose_runners_never_publish_is_not_a_findin
     assert "takes torch.ops.sgl_kernel.decode_attention_cpu (sglang/srt/layers/attention/cpu_late_backend.py:11)" \
         in cpu["why"] and "CPUGraphRunner.execute never publishes" in cpu["why"]
     code, out, _ = _run(root)
-    assert code == 1 and ("not findings: 0 reads no graph replay runs (a capture-mode test, a host sync or a branch "
+    # the CUDA backend's read races in its own scenario but in none of this small tree's configurations: a question
+    assert code == 3 and ("not findings: 0 reads no graph replay runs (a capture-mode test, a host sync or a branch "
                           "the capture rules out), 0 start-up reads, 2 reads on a device") in out
     runner = root / "srt" / "hardware_backend" / "npu" / "graph_runner" / "npu_graph_runner.py"
     runner.write_text(runner.read_text("utf-8").replace(

@@ -34,15 +34,16 @@ simulator on a scenario of the phases before it (the model too with --cross-chec
 
 EXIT_HELP = """exit codes:
   0  no finding
-  1  a finding (a read outside what its declaration covers, a worker read after the
-     publisher that races, a no-marker fallback that races), a race, or drift: with
+  1  a confirmed or reachable finding (a read outside what its declaration covers, a
+     worker read after the publisher, a no-marker fallback that races), or drift: with
      --against, a protocol fact that changed (a function or catalog entry that changed
      without one is listed for review and does not set the exit status)
   2  bad input (not an SGLang tree, an unreadable or unparsable file, a suppression
      without a reason or of an unknown kind, a baseline that is no folder nor revision):
      one line naming it
-  3  unresolved facts (a declaration or read path not evaluated, a module
-     not read) and nothing wrong
+  3  questions (unresolved findings: whether they race hangs on a fact fencecheck
+     could not settle, named) or unresolved facts (a declaration or read path not
+     evaluated, a module not read), and nothing wrong
   4  I/O failure
   5  a fence older than the SharedReadEnds declarations (a barrier waiting on a
      read-done event its runners publish without asking a backend): its facts are
@@ -52,7 +53,7 @@ EXIT_HELP = """exit codes:
   70 a bug in fencecheck (one line, please report it)
   A finding all of whose root causes a `# fencecheck: ignore[KIND] reason` comment
   silences counts for nothing. With --baseline, only what the change adds counts:
-  1 when it adds a finding or a race, 3 when it adds only unresolved ones, 0 when it
+  1 when it adds a confirmed or reachable finding, 3 when it adds only questions, 0 when it
   only fixes findings, changes facts or changes nothing."""
 
 
@@ -114,9 +115,12 @@ def exit_code(ex, drift: dict | None = None) -> int:
         return EXIT_OLDER_FENCE
     if fence == "none":
         return EXIT_NO_FENCE
+    from fencecheck.decision.status import shown
+
     kinds = [f.status for f in ex.findings]
+    settled = shown(ex.findings)  # a question (unresolved) races only where a value it hangs on is met: exit 3
     if any(s in ("confirmed", "reachable", "plausible") for s in kinds) or \
-            any(f.decision and f.decision.verdict == "counterexample" for f in ex.findings) or has_drift(drift):
+            any(f.decision and f.decision.verdict == "counterexample" for f in settled) or has_drift(drift):
         return EXIT_RACE
     if "unresolved" in kinds or any(n.unresolved for n in ex.notes):
         return EXIT_UNKNOWN

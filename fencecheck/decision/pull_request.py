@@ -122,7 +122,7 @@ def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple
     a limit it reached); 0 otherwise (it fixes some, or changes no finding)."""
     added = states["added"]
     if any(rc.status in ("confirmed", "reachable", "plausible")
-           or doc["findings"][rc.finding].get("verdict") == "counterexample"
+           or (rc.status != "unresolved" and doc["findings"][rc.finding].get("verdict") == "counterexample")
            for rc in added):
         return EXIT_RACE
     return EXIT_UNKNOWN if added or notes else EXIT_OK

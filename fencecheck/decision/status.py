@@ -118,8 +118,30 @@ def settle(ex):
 STATUSES = ("confirmed", "reachable", "plausible", "unresolved")
 
 
-def counted(findings) -> str:
+#: What the SARIF results carry as ``properties.precision`` per status (CodeQL's scale): a confirmed finding races in the
+#: default configuration, a reachable one in a configuration that needs what it names, a question hangs on a value.
+PRECISION = {"confirmed": "very-high", "reachable": "high", "plausible": "high", "unresolved": "medium"}
+
+
+def is_question(f) -> bool:
+    """Whether the decided finding ``f`` is a question rather than a finding: ``unresolved`` (its status hangs on a fact
+    fencecheck could not settle, which ``status_why`` names). Questions are listed after the findings, never show a
+    fix and never make the exit status 1."""
+    return f.status == "unresolved"
+
+
+def shown(findings) -> list:
+    """The findings that are not questions."""
+    return [f for f in findings if not is_question(f)]
+
+
+def questions(findings) -> list:
+    return [f for f in findings if is_question(f)]
+
+
+def counted(findings, asked: bool = True) -> str:
     """``3 confirmed, 4 reachable, 40 unresolved``: how many findings have each status (``plausible`` only when one
-    has it; the others always)."""
+    has it; the others always; ``unresolved`` only when ``asked``)."""
     kinds = [f.status for f in findings]
-    return ", ".join(f"{kinds.count(s)} {s}" for s in STATUSES if s != "plausible" or s in kinds)
+    return ", ".join(f"{kinds.count(s)} {s}" for s in STATUSES
+                     if (s != "plausible" or s in kinds) and (s != "unresolved" or asked))

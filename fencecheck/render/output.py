@@ -51,14 +51,15 @@ def _model_text(model) -> str:
     return "the model agrees" if model.agree else f"the model DIFFERS: {model.differ or ''}"
 
 
-def decision_lines(d, model: bool = True) -> list[str]:
+def decision_lines(d, model: bool = True, fix: bool = True) -> list[str]:
     """The summary's lines on a finding's decision ``d``: its scenario's verdict and races (and the model's answer,
-    when ``model``), its generated configurations, each witness."""
+    when ``model``), its generated configurations, its verified fix (when ``fix``: a question shows none), each
+    witness."""
     races = ", ".join(d.races) or "no race"
     lines = [f"    scenario {d.scenario}: {d.verdict} ({races})" + (f"; {_model_text(d.model)}" if model else "")]
     if d.contexts is not None:
         lines.append(f"    {contexts_text(d.contexts)}")
-    if d.fix is not None:
+    if d.fix is not None and fix:
         from fencecheck.render.summary import fix_text
 
         lines.append(f"    {fix_text(d.fix)}")
@@ -123,11 +124,17 @@ def verdict_line(ex, code: int) -> str:
 
     from fencecheck.decision.status import STATUSES
 
-    kinds = [f.status for f in ex.findings]
+    from fencecheck.decision.status import questions, shown
+
+    kinds = [f.status for f in shown(ex.findings)]
     counted = ", ".join(f"{kinds.count(s)} {s}" for s in STATUSES if s in kinds)
+    asked = len(questions(ex.findings))
+    also = f"; {asked} question(s) listed after them" if asked else ""
     head = f"sglang {ex.version or '(version unknown)'}:"
     if code == EXIT_OK:
         return f"{head} no finding"
     if code == EXIT_RACE:
-        return f"{head} {len(kinds)} finding(s) to review ({counted or 'drift'}), listed above (--details: each with its evidence)"
-    return f"{head} no finding, but facts left unresolved ({counted or 'see the notes'}): nothing is proved there"
+        return (f"{head} {len(kinds)} finding(s) to review ({counted or 'drift'}), listed above{also} (--details: "
+                "each with its evidence)")
+    return (f"{head} no finding, but {asked} question(s) and facts left unresolved: nothing is proved there until "
+            "each is answered")

@@ -21,7 +21,7 @@ def render(pr: dict, states, changes, head_ex) -> str:
             continue  # its finding's verdict is shown with its first root cause
         shown.add(rc.finding)
         if d is not None:
-            lines += decision_lines(d, model=False)
+            lines += decision_lines(d, model=False, fix=rc.status != "unresolved")
     for rc in states["fixed"]:
         lines.append(f"  FIXED {rc.kind}: {rc.text()}")
     for rc, row in zip(states["suppressed"], pr["findings"]["suppressed"]):

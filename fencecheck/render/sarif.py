@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fencecheck import __version__
 from fencecheck.decision.identity import KINDS, RootCause, Where
+from fencecheck.decision.status import PRECISION
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT = "fencecheckRootCause/v1"
@@ -87,7 +88,9 @@ def _message(item: Item) -> str:
     if f.get("why"):
         text += f" {f['why']}."
     fix = f.get("fix")
-    if fix:
+    if rc.status == "unresolved":  # a question: what it hangs on, and no fix to apply before it is answered
+        text += f" Question, not a finding: {f.get('status_why') or 'a fact the reader could not settle'}."
+    elif fix:
         text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "
                  "scenario")
         if fix.get("declares") is None:  # a change to the worker: no backend to verify in the configurations
@@ -101,11 +104,9 @@ def _message(item: Item) -> str:
     return text
 
 
-def _level(status: str, finding: dict) -> str:
-    """SARIF's level: an error for a confirmed finding, a warning for a reachable one and for an unresolved one whose
-    scenario races (what could not be settled is whether a real configuration runs it), else a note."""
-    if status == "unresolved" and finding.get("verdict") == "counterexample":
-        return "warning"
+def _level(status: str) -> str:
+    """SARIF's level, one per status in every mode: an error for a confirmed finding, a warning for a reachable one, a
+    note for a question (unresolved: whether it races hangs on a value fencecheck could not settle)."""
     return _LEVEL.get(status, "warning")
 
 
@@ -118,9 +119,10 @@ def _result(item: Item, prefix: str, rule_index: dict) -> dict:
     for p in item.publish:
         related.append(_location(p, prefix, f"the publish point: {p.what}", n))
         n += 1
-    out = {"ruleId": rc.kind, "ruleIndex": rule_index[rc.kind], "level": _level(rc.status, item.finding),
+    out = {"ruleId": rc.kind, "ruleIndex": rule_index[rc.kind], "level": _level(rc.status),
            "message": {"text": _message(item)}, "locations": [_location(rc.read, prefix)],
-           "partialFingerprints": {FINGERPRINT: rc.id}}
+           "partialFingerprints": {FINGERPRINT: rc.id},
+           "properties": {"precision": PRECISION.get(rc.status, "medium"), "status": rc.status}}
     if related:
         out["relatedLocations"] = related
     if item.state is not None:

@@ -190,14 +190,37 @@ def _entries(groups) -> list[tuple[str, str, tuple, list]]:
 _MIN_STATE = 50
 
 
+def ordered(findings) -> list:
+    """The findings in the summary's order (root causes by severity, then by how little their least demanding
+    configuration needs), the questions (``unresolved``) after the findings: what ``--details`` follows too."""
+    return [f for _, _, fs in root_causes(findings) for f in fs]
+
+
 def summary_lines(ex) -> list[str]:
     """The findings' part of the short summary: two lines of at most ``WIDTH`` columns per root cause (those that
     differ only in their read lines, and the root causes of one worker's reads with one fix, shown as one): where and
     what with the backends and modes (and the declared end where it fits); then what the status rests on and the
-    verified fix (the status's text cut first, to leave the fix whole; left out where too little room is left: the
-    status says it is not settled, and ``--details`` names the conditions)."""
+    verified fix (the status's text cut first, to leave the fix whole). The questions (``unresolved`` root causes)
+    come after the findings under a line of their own, each with what it hangs on and no fix: a fix is proved on a
+    scenario, and whether the tree ever runs that scenario is the question."""
+    from fencecheck.decision.status import is_question
+
     lines = []
-    for status, kind, reads, fs in _entries(root_causes(ex.findings)):
+    entries = _entries(root_causes(ex.findings))
+    asked = [e for e in entries if is_question(e[3][0])]
+    for status, kind, reads, fs in entries:
+        if asked and (status, kind, reads, fs) == asked[0]:
+            n = sum(len(e[3]) for e in asked)
+            lines.append(f"questions: {n} (not findings: each hangs on a fact the reader could not settle, named on "
+                         "its second line; --details gives each with its evidence)")
+        if is_question(fs[0]):
+            state = _state(status, fs)
+            head = f"  {status.upper()} {_what(kind, reads)}; {_affected(fs)}"
+            if len(head) + 2 + len(state) <= WIDTH:
+                lines.append(f"{head}; {state}")
+            else:
+                lines += [fit(head), fit(_INDENT + state)]
+            continue
         declared = sorted({getattr(f, "declared", None) for f in fs} - {None})
         head = f"  {status.upper()} {_what(kind, reads)}; {_affected(fs)}"
         decl = f"declares {', '.join(declared)}" if declared else ""

@@ -13,9 +13,10 @@ def to_json(ex, drift: dict | None = None) -> dict:
 
 
 def _short(ex, drift, lines: list[str]) -> str:
+    from fencecheck.decision.status import shown
     from fencecheck.render.summary import facts_line, root_causes, summary_lines
 
-    lines[-1] += f" in {len(root_causes(ex.findings))} root causes (the findings sharing their reads folded; " \
+    lines[-1] += f" in {len(root_causes(shown(ex.findings)))} root causes (the findings sharing their reads folded; " \
                  "--details shows each with its evidence)"
     lines += summary_lines(ex)
     if drift is not None:
@@ -95,12 +96,15 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
     lines.append(f"sglang {version} at {ex.root}: {len(b)} attention backends, "
                  f"{len({x.cls for x in w})} workers, barrier applied in {len(loops)} event loops "
                  f"({len(ex.barrier.calls)} call sites), {len(ex.runners)} runners")
-    from fencecheck.decision.status import counted
+    from fencecheck.decision.status import counted, questions, shown
+    from fencecheck.render.summary import ordered
 
-    lines.append(f"findings: {len(f)} ({counted(f)})")
+    found, asked = shown(f), questions(f)
+    lines.append(f"findings: {len(found)} ({counted(found, asked=False)})")
     if not details:
         return _short(ex, drift, lines)
-    for x in f:
+    lines[-1] += f"; questions: {len(asked)} (unresolved, listed after the findings)"
+    for x in ordered(f):
         head = f"  {x.status.upper()} {x.subject} {x.mode}: "
         if x.kind == "read_outside_declaration":
             head += f"declares {x.declared}" + (f" when {simplified(x.conditions)}" if x.conditions else "") + \
@@ -113,7 +117,7 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
         for e in x.evidence:
             lines.append(f"    {e.file}:{e.line}: {e.what}")
         if x.decision is not None:
-            lines += decision_lines(x.decision)
+            lines += decision_lines(x.decision, fix=x not in asked)
         elif x.kind == "read_outside_declaration" and x.why:
             lines.append(f"    {x.why}")
     if drift is not None:
