@@ -34,9 +34,12 @@ def _keys(rows):
     return {(r["kind"], r["subject"], r["mode"], r["location"], r["function"]) for r in rows}
 
 
-def test_the_release_adds_findings_so_it_exits_1(pr):
+def test_the_release_adds_only_questions_so_it_exits_3(pr):
     code, doc, head, base = pr
-    assert code == 1
+    # every root cause 0.5.23 adds is unresolved (a question: it races on its scenario, whether the release runs it
+    # hangs on a value the reader names), so the gate answers 3, not 1, and not 0
+    assert code == 3
+    assert doc["findings"]["added"] and {rc["status"] for rc in doc["findings"]["added"]} == {"unresolved"}
     jsonschema.validate(doc, PR_SCHEMA)
     assert (doc["head"]["sglang_version"], doc["baseline"]["sglang_version"]) == ("0.5.23", "0.5.22")
     cute = "srt/layers/attention/cutedsl_mla_backend.py"
