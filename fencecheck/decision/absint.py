@@ -1,0 +1,1087 @@
+"""An abstract interpreter of a tree's Python functions: one state per path, values tracked through object fields,
+path conditions in z3.
+
+A **value** is None, a constant, a reference to an abstract object (an instance of a class of the tree, or an object
+whose class is not known), or an unknown (``Sym``: one fixed value the interpreter knows nothing of; reading the same
+field twice with no store between gives the same symbol, so two tests of it are linked). Objects live on a heap:
+each has its class (or none) and the fields stored or read so far; a field never read nor stored is initialised on
+first read (a symbol), except on an object the interpretation made itself, whose missing field is looked up on its
+class (a dataclass default, a class attribute; no attribute anywhere on the class's MRO and no ``__getattr__``: the
+read raises). Each path carries its conditions: z3 terms over the symbols' predicates (truthy, is None, equal to a
+constant, an instance of a class), a fresh atom for a test the domain cannot express.
+
+A statement updates every path; an ``if`` whose test the state decides takes one branch, else both, each with the
+test (or its negation) added to its conditions; a path ends at a ``raise``, a failed ``assert``, an attribute of
+None, an attribute its object's class lacks, or a ``return`` (its returned value goes to the caller). A call of a
+method of a known class (the MRO, ``super()``), of a module function of the tree or of a class of the tree
+(constructing an object: a dataclass's fields, else its ``__init__``) is followed, within ``MAX_DEPTH`` calls and
+``MAX_STEPS`` statements; any other call, or one past a bound, is **opaque**: every object a reference to which it
+is given (receiver and arguments, and what they reach) has its fields forgotten, and its result is unknown. Loops
+forget what their bodies store, then run the body once; ``try`` runs its body and then each handler from the state
+before it with what the body stores forgotten; ``with`` runs its body. More than ``MAX_PATHS`` paths at one point are
+joined into one (fields that differ are forgotten, conditions dropped): a join only loses precision.
+
+What the interpretation assumes, and the analysis built on it must say: an opaque call changes only the objects it
+is handed references to; two distinct access paths that the interpretation resolves to distinct objects are distinct
+objects (no aliasing it did not see); a store through an object the interpretation cannot resolve may be to any
+object, so it forgets that field on every object. Every bound reached only makes more paths possible.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+from dataclasses import dataclass, field, replace
+
+import z3
+
+from fencecheck.sglang_source.reads import decided_test
+from fencecheck.sglang_source.tree import ClassInfo, Tree
+
+#: Calls followed below the interpreted function.
+MAX_DEPTH = 6
+#: Statements interpreted in one run (every path's statements counted), past which calls become opaque.
+MAX_STEPS = 20_000
+#: Paths kept at one program point; more are joined into one.
+MAX_PATHS = 24
+#: The z3 resource limit of one reachability query (deterministic, never wall-clock).
+RLIMIT = 2_000_000
+
+
+#: ``.attr = ...`` (also ``+=`` and the like) in a module's text; the receiver is read before the match.
+_STORE = re.compile(r"\.(\w+)[ \t]*(?:[-+*/|&%@^]|//|>>|<<|\*\*)?=(?!=)")
+#: ``setattr(x, "attr", ...)`` with a literal name.
+_SETATTR = re.compile(r"\bsetattr\([^,()]*,\s*[\"']([A-Za-z_]\w*)[\"']")
+
+
+def _non_self_stores(text: str) -> set[str]:
+    """The names ``text`` stores through a receiver other than a bare ``self``."""
+    out = set()
+    for m in _STORE.finditer(text):
+        s = m.start()
+        bare_self = text.endswith("self", 0, s) and (s < 5 or not (text[s - 5].isalnum() or text[s - 5] in "_."))
+        if not bare_self:
+            out.add(m.group(1))
+    return out
+
+
+def store_modules(tree: Tree) -> dict[str, frozenset]:
+    """attribute name -> the modules whose text stores it through a receiver other than a bare ``self``
+    (``runner.backend.X = ``, ``self.backend.X = ``, ``batch.X = ``) or names it to ``setattr``: every module's text
+    read once."""
+    memo = tree.__dict__.get("_absint_store_modules")
+    if memo is None:
+        found: dict[str, set] = {}
+        for m in tree.paths:
+            text = tree.raw_text(m)
+            if "=" not in text and "setattr" not in text:
+                continue
+            for a in _non_self_stores(text) | (set(_SETATTR.findall(text)) if "setattr" in text else set()):
+                found.setdefault(a, set()).add(m)
+        memo = tree.__dict__["_absint_store_modules"] = {a: frozenset(ms) for a, ms in found.items()}
+    return memo
+
+
+@dataclass(frozen=True)
+class Sym:
+    """An unknown value, fixed: the same symbol is the same value."""
+
+    n: int
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to the abstract object ``oid`` of the heap."""
+
+    oid: str
+
+
+NONE = ("none",)
+
+
+def const(v):
+    return ("const", v)
+
+
+@dataclass(frozen=True)
+class Obj:
+    """An abstract object: its class (None: not known), its fields, and whether a missing field is looked up on its
+    class (an object the interpretation constructed) or is an unknown met for the first time."""
+
+    cls: ClassInfo | None
+    fields: tuple = ()
+    made: bool = False
+    at: str = ""
+    #: names code the interpretation did not run may have stored on it (never absent)
+    maybe: frozenset = frozenset()
+
+    def get(self, attr: str):
+        return dict(self.fields).get(attr)
+
+    def set(self, attr: str, value) -> "Obj":
+        d = dict(self.fields)
+        d[attr] = value
+        return replace(self, fields=tuple(sorted(d.items(), key=lambda kv: kv[0])))
+
+
+@dataclass(frozen=True)
+class Died:
+    """Why a path ended before its goal: ``kind`` (``raise``, ``assert``, ``none``, ``absent``, ``return``,
+    ``false``), where, and what."""
+
+    kind: str
+    file: str
+    line: int
+    what: str
+
+
+@dataclass
+class Path:
+    """One path: the heap, the current frame's locals, its conditions (z3 terms) and, for the report, the tests
+    decided on it with the stores they rested on."""
+
+    heap: dict
+    local: dict
+    cond: tuple = ()
+    ret: object = None
+    notes: tuple = ()
+
+    def copy(self) -> "Path":
+        return Path(dict(self.heap), dict(self.local), self.cond, self.ret, self.notes)
+
+
+@dataclass
+class Fn:
+    """A function to interpret: its node, module and owning class (None for a module function)."""
+
+    node: ast.FunctionDef
+    module: object
+    owner: ClassInfo | None
+
+    @property
+    def file(self) -> str:
+        return self.module.rel
+
+
+class Budget:
+    def __init__(self):
+        self.steps = 0
+        self.syms = itertools.count()
+        self.objs = itertools.count()
+
+
+@dataclass
+class Outcome:
+    """What running a block gives: the paths that go on, those that returned, and why the others ended."""
+
+    live: list = field(default_factory=list)
+    returned: list = field(default_factory=list)
+    died: list = field(default_factory=list)
+
+
+class Interpreter:
+    """Interprets functions of ``tree`` with the forward mode ``mode`` (``modes``: the tree's ``ForwardMode``
+    predicates, which decide mode tests) and ``in_capture`` for a parameter of that name."""
+
+    def __init__(self, tree: Tree, modes, mode: str | None, in_capture: bool | None = None, own=()):
+        self.tree, self.modes, self.mode, self.in_capture = tree, modes, mode, in_capture
+        self.budget = Budget()
+        self.z3 = {}
+        #: the classes whose methods run only where the interpretation runs them (its subject's MRO)
+        self.own = list(own)
+        self._outside: dict[str, bool] = {}
+
+    def stored_outside(self, attr: str) -> bool:
+        """Whether code the interpretation does not run may store ``attr`` on its objects: a store of that name
+        through a receiver other than ``self`` (or a ``setattr`` naming it) anywhere in the tree but in a method of
+        one of ``own``'s classes."""
+        if attr not in self._outside:
+            mods = store_modules(self.tree).get(attr, frozenset())
+            own_mods = {c.module.name for c in self.own}
+            hit = any(m not in own_mods for m in mods)
+            if not hit:
+                for c in self.own:
+                    if c.module.name not in mods:
+                        continue
+                    inside = {id(n) for f in c.methods.values() for n in ast.walk(f)}
+                    for n in ast.walk(c.module.tree):
+                        if id(n) not in inside and _stores_name(n, attr):
+                            hit = True
+                            break
+            self._outside[attr] = hit
+        return self._outside[attr]
+
+    def forget_outside(self, p: Path) -> None:
+        """What code the interpretation does not run may have stored on ``p``'s objects, forgotten (before each step
+        of a sequence the caller runs: the runner's own code runs between them)."""
+        for oid, o in list(p.heap.items()):
+            gone = [k for k, _ in o.fields if self.stored_outside(k)]
+            if gone:
+                fields = {k: (self.fresh() if k in gone else v) for k, v in o.fields}
+                p.heap[oid] = replace(o, fields=tuple(sorted(fields.items(), key=lambda kv: kv[0])))
+
+    # -- values -----------------------------------------------------------------------------------------------------
+
+    def fresh(self) -> Sym:
+        return Sym(next(self.budget.syms))
+
+    def new_obj(self, p: Path, cls: ClassInfo | None, made: bool, at: str = "") -> Ref:
+        oid = f"o{next(self.budget.objs)}"
+        p.heap[oid] = Obj(cls, (), made, at)
+        return Ref(oid)
+
+    def materialise(self, p: Path, v: Sym) -> Ref:
+        """The object the unknown ``v`` is where an attribute of it is read or stored: on this path it is not None
+        (where it is None, the attribute raises and the path ends)."""
+        oid = f"s{v.n}"
+        if oid not in p.heap:
+            p.heap[oid] = Obj(None, (), False)
+        p.cond += (z3.Not(self.atom(f"none#{v.n}")),)
+        return Ref(oid)
+
+    @staticmethod
+    def _sym_of(v) -> int | None:
+        """The symbol an object materialised from an unknown stands for."""
+        return int(v.oid[1:]) if isinstance(v, Ref) and v.oid.startswith("s") else None
+
+    def truth(self, p: Path, v):
+        """True, False, or a z3 term over ``v``'s symbol (None: not expressible)."""
+        if v == NONE:
+            return False
+        if isinstance(v, tuple) and v[0] == "const":
+            return bool(v[1])
+        if isinstance(v, Ref):
+            o = p.heap.get(v.oid)
+            if o is not None and o.cls is not None and not self._defines(o.cls, ("__bool__", "__len__")):
+                return True
+            n = self._sym_of(v)
+            return None if n is None else self.atom(f"truthy#{n}")
+        if isinstance(v, Sym):
+            return z3.And(self.atom(f"truthy#{v.n}"), z3.Not(self.atom(f"none#{v.n}")))
+        return None
+
+    def is_none(self, p: Path, v):
+        if v == NONE:
+            return True
+        if isinstance(v, (Ref,)) or (isinstance(v, tuple) and v[0] == "const"):
+            return False
+        if isinstance(v, Sym):
+            return self.atom(f"none#{v.n}")
+        return None
+
+    def atom(self, key: str):
+        if key not in self.z3:
+            self.z3[key] = z3.Bool(key)
+        return self.z3[key]
+
+    def _defines(self, ci: ClassInfo, names) -> bool:
+        return any(n in c.methods or n in c.assigned for c in self.tree.mro(ci) for n in names)
+
+    # -- expressions ------------------------------------------------------------------------------------------------
+
+    def expr(self, fn: Fn, p: Path, e, out: list) -> list[tuple[Path, object]]:
+        """Every (path, value) ``e`` evaluates to on ``p``; paths that end in it go to ``out`` (``Died``)."""
+        if isinstance(e, ast.Constant):
+            return [(p, NONE if e.value is None else const(e.value))]
+        if isinstance(e, ast.Name):
+            if e.id in p.local:
+                return [(p, p.local[e.id])]
+            if e.id in ("True", "False"):
+                return [(p, const(e.id == "True"))]
+            r = self.tree.resolve(fn.module, e.id)
+            if isinstance(r, ClassInfo):
+                return [(p, ("class", r))]
+            if r is not None:
+                return [(p, ("func", r))]
+            return [(p, self.fresh())]
+        if isinstance(e, ast.Attribute):
+            got = []
+            for q, base in self.expr(fn, p, e.value, out):
+                got += self.attr(fn, q, base, e.attr, e, out)
+            return got
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr" \
+                and e.func.id not in p.local and len(e.args) in (2, 3) and isinstance(e.args[1], ast.Constant) \
+                and isinstance(e.args[1].value, str):
+            return self._getattr(fn, p, e, out)
+        if isinstance(e, ast.Call):
+            return self.call(fn, p, e, out)
+        if isinstance(e, ast.NamedExpr):
+            got = []
+            for q, v in self.expr(fn, p, e.value, out):
+                q.local[e.target.id] = v
+                got.append((q, v))
+            return got
+        if isinstance(e, ast.BoolOp):  # ``a or b`` is a's value where a is true, else b's
+            return self._boolop_value(fn, p, e, out)
+        if (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not)) or (isinstance(e, ast.Compare)
+                                                                            and len(e.ops) == 1):
+            return [(q, self._bool_value(t)) for q, t in self.test(fn, p, e, out)]
+        if isinstance(e, ast.IfExp):
+            got = []
+            for q, t in self.test(fn, p, e.test, out):
+                for r, tv in self._split(q, t):
+                    got += self.expr(fn, r, e.body if tv else e.orelse, out)
+            return got
+        got = [p]
+        for child in ast.iter_child_nodes(e):
+            if isinstance(child, ast.expr) and not isinstance(child, ast.Lambda):
+                nxt = []
+                for q in got:
+                    nxt += [r for r, _ in self.expr(fn, q, child, out)]
+                got = nxt
+            elif isinstance(child, ast.comprehension):
+                for q in got:
+                    self._forget_stores(fn, q, [ast.Expr(value=x) for x in [child.iter, *child.ifs]])
+        return [(q, self.fresh()) for q in got]
+
+    def _boolop_value(self, fn: Fn, p: Path, e: ast.BoolOp, out: list) -> list[tuple[Path, object]]:
+        and_ = isinstance(e.op, ast.And)
+        done, todo = [], [p]
+        for i, part in enumerate(e.values):
+            nxt = []
+            for q in todo:
+                for r, v in self.expr(fn, q, part, out):
+                    if i == len(e.values) - 1:
+                        done.append((r, v))
+                        continue
+                    t = self.truth(r, v) if not (isinstance(v, tuple) and v[0] == "bool") else v[1]
+                    t = self._fresh_atom() if t is None else t
+                    for s, tv in self._split(r, t):
+                        if tv == and_:
+                            nxt.append(s)  # goes on to the next operand
+                        else:
+                            done.append((s, v))
+            todo = nxt
+        return done
+
+    @staticmethod
+    def _bool_value(t):
+        return const(t) if isinstance(t, bool) else ("bool", t)
+
+    def attr(self, fn: Fn, p: Path, base, attr: str, node, out: list) -> list[tuple[Path, object]]:
+        if base == NONE:
+            out.append((p, Died("none", fn.file, node.lineno, f"`{ast.unparse(node)}`: an attribute of None")))
+            return []
+        if isinstance(base, Sym):
+            base = self.materialise(p, base)
+        if not isinstance(base, Ref) or base.oid not in p.heap:
+            return [(p, self.fresh())]
+        o = p.heap[base.oid]
+        v = o.get(attr)
+        if v is not None:
+            return [(p, v)]
+        if o.cls is not None and o.made and attr not in o.maybe and "*" not in o.maybe:
+            known = self.class_value(o.cls, attr)
+            v = self.fresh() if known == "absent" else known  # an attribute error is not taken to end a path
+        else:
+            v = self.fresh()
+        p.heap[base.oid] = o.set(attr, v)
+        return [(p, v)]
+
+    def _getattr(self, fn: Fn, p: Path, e: ast.Call, out: list):
+        attr = e.args[1].value
+        got = []
+        for q, base in self.expr(fn, p, e.args[0], out):
+            if isinstance(base, Ref) and base.oid in q.heap and self.absent(q.heap[base.oid], attr) \
+                    and len(e.args) == 3:
+                got += self.expr(fn, q, e.args[2], out)
+                continue
+            if base == NONE and len(e.args) == 3:
+                got += self.expr(fn, q, e.args[2], out)
+                continue
+            got += [(q, v) for q, v in self.attr(fn, q, base, attr, e, out)] if base != NONE else \
+                [(q, self.fresh())]
+        return got
+
+    def absent(self, o: Obj, attr: str) -> bool:
+        """Whether the object ``o`` has no attribute ``attr``: not stored on it, its class (known) and the classes on
+        its MRO have none, and nothing in the tree stores that name through another receiver."""
+        if o.get(attr) is not None or o.cls is None or attr in o.maybe or "*" in o.maybe:
+            return False
+        return self.class_value(o.cls, attr) == "absent" and not self.stored_outside(attr)
+
+    def class_value(self, ci: ClassInfo, attr: str):
+        """A field's value on a freshly made instance of ``ci`` where nothing stored it: the class attribute or
+        dataclass default; ``"absent"`` when no class on the MRO has it nor defines ``__getattr__``; else unknown."""
+        mro = self.tree.mro(ci)
+        if any("__getattr__" in c.methods or "__getattribute__" in c.methods for c in mro):
+            return self.fresh()
+        for c in mro:
+            for s in c.node.body:
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == attr:
+                    return self._literal(s.value) if s.value is not None else self.fresh()
+                if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in s.targets):
+                    return self._literal(s.value)
+            if attr in c.methods:
+                return self.fresh()
+            for m in c.methods.values():
+                for n in ast.walk(m):
+                    if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store):
+                        return self.fresh()
+        if not self._bases_all_known(ci):
+            return self.fresh()
+        return "absent"
+
+    def _bases_all_known(self, ci: ClassInfo) -> bool:
+        """Whether every base of every class on ``ci``'s MRO is a class of the tree (``object`` and ``Generic``
+        aside): a base outside the tree may have any attribute."""
+        for c in self.tree.mro(ci):
+            known = {b.name for b in self.tree.bases(c)}
+            for b in c.node.bases:
+                name = ast.unparse(b).split("[")[0].rsplit(".", 1)[-1]
+                if name not in known and name not in ("object", "Generic", "ABC", "Protocol"):
+                    return False
+        return True
+
+    def _literal(self, e):
+        if isinstance(e, ast.Constant):
+            return NONE if e.value is None else const(e.value)
+        return self.fresh()
+
+    def test(self, fn: Fn, p: Path, e, out: list) -> list[tuple[Path, object]]:
+        """Every (path, truth) of the test ``e``: True, False or a z3 term."""
+        decided, _ = decided_test(self.modes, self.mode, e, bool(self.in_capture)) if self.mode else (None, False)
+        if decided is not None:
+            return [(p, decided)]
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            return [(q, self._not(t)) for q, t in self.test(fn, p, e.operand, out)]
+        if isinstance(e, ast.BoolOp):
+            and_ = isinstance(e.op, ast.And)
+            got = [(p, True if and_ else False)]
+            for v in e.values:
+                nxt = []
+                for q, acc in got:
+                    if acc is (not and_):  # short-circuited: False for and, True for or
+                        nxt.append((q, acc))
+                        continue
+                    for r, t in self.test(fn, q, v, out):
+                        nxt.append((r, self._combine(acc, t, and_)))
+                got = nxt
+            return got
+        if isinstance(e, ast.Compare) and len(e.ops) == 1:
+            op, right = e.ops[0], e.comparators[0]
+            if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
+                got = []
+                for q, v in self.expr(fn, p, e.left, out):
+                    t = self.is_none(q, v)
+                    t = self._fresh_atom() if t is None else t
+                    got.append((q, t if isinstance(op, ast.Is) else self._not(t)))
+                return got
+            got = []
+            for q, a in self.expr(fn, p, e.left, out):
+                for r, b in self.expr(fn, q, right, out):
+                    got.append((r, self._compare(op, a, b)))
+            return got
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "isinstance" and len(e.args) == 2:
+            got = []
+            for q, v in self.expr(fn, p, e.args[0], out):
+                got.append((q, self._isinstance(fn, q, v, e.args[1])))
+            return got
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("hasattr", "getattr") \
+                and len(e.args) >= 2 and isinstance(e.args[1], ast.Constant) and e.func.id == "hasattr":
+            return [(q, self._fresh_atom()) for q, _ in self.expr(fn, p, e.args[0], out)]
+        if isinstance(e, ast.Compare):  # a chained comparison: its operands run, its truth unknown
+            got = [p]
+            for part in [e.left, *e.comparators]:
+                got = [r for q in got for r, _ in self.expr(fn, q, part, out)]
+            return [(q, self._fresh_atom()) for q in got]
+        got = []
+        for q, v in self.expr(fn, p, e, out):
+            if isinstance(v, tuple) and v[0] == "bool":
+                got.append((q, v[1]))
+                continue
+            t = self.truth(q, v)
+            got.append((q, self._fresh_atom() if t is None else t))
+        return got
+
+    def _fresh_atom(self):
+        return self.atom(f"t#{next(self.budget.syms)}")
+
+    @staticmethod
+    def _not(t):
+        return (not t) if isinstance(t, bool) else z3.Not(t)
+
+    @staticmethod
+    def _combine(acc, t, and_: bool):
+        if isinstance(acc, bool) and isinstance(t, bool):
+            return (acc and t) if and_ else (acc or t)
+        if isinstance(t, bool):
+            return (acc if t else False) if and_ else (True if t else acc)
+        if isinstance(acc, bool):
+            return (t if acc else False) if and_ else (True if acc else t)
+        return z3.And(acc, t) if and_ else z3.Or(acc, t)
+
+    def _compare(self, op, a, b):
+        if isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] == "const":
+            try:
+                return bool({ast.Eq: lambda x, y: x == y, ast.NotEq: lambda x, y: x != y,
+                             ast.Lt: lambda x, y: x < y, ast.LtE: lambda x, y: x <= y, ast.Gt: lambda x, y: x > y,
+                             ast.GtE: lambda x, y: x >= y}[type(op)](a[1], b[1]))
+            except (KeyError, TypeError):
+                return self._fresh_atom()
+        if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+            eq = None
+            if a == b and isinstance(a, (Sym, Ref)):
+                eq = True
+            elif isinstance(a, Sym) and isinstance(b, tuple) and b[0] == "const":
+                eq = self.atom(f"eq#{a.n}#{b[1]!r}")
+            elif isinstance(b, Sym) and isinstance(a, tuple) and a[0] == "const":
+                eq = self.atom(f"eq#{b.n}#{a[1]!r}")
+            if eq is not None:
+                return eq if isinstance(op, (ast.Eq, ast.Is)) else self._not(eq)
+        return self._fresh_atom()
+
+    def _isinstance(self, fn: Fn, p: Path, v, kinds):
+        names = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+        classes = [self.tree.resolve_expr(fn.module, k) for k in names]
+        if v == NONE or (isinstance(v, tuple) and v[0] == "const"):
+            return False if all(isinstance(c, ClassInfo) for c in classes) else self._fresh_atom()
+        if isinstance(v, Ref):
+            o = p.heap.get(v.oid)
+            if o is not None and o.cls is not None and all(isinstance(c, ClassInfo) for c in classes):
+                return any(c in self.tree.mro(o.cls) for c in classes)
+        n = v.n if isinstance(v, Sym) else self._sym_of(v)
+        if n is not None and all(isinstance(c, ClassInfo) for c in classes):
+            return z3.Or([self.atom(f"isa#{n}#{c.key}") for c in classes])
+        return self._fresh_atom()
+
+    def _split(self, p: Path, t) -> list[tuple[Path, bool]]:
+        if isinstance(t, bool):
+            return [(p, t)]
+        a, b = p.copy(), p.copy()
+        a.cond += (t,)
+        b.cond += (z3.Not(t),)
+        return [(a, True), (b, False)]
+
+    # -- calls ------------------------------------------------------------------------------------------------------
+
+    def call(self, fn: Fn, p: Path, c: ast.Call, out: list) -> list[tuple[Path, object]]:
+        if isinstance(c.func, ast.Name) and isinstance(p.local.get(c.func.id), tuple) \
+                and p.local[c.func.id][0] == "closure" and self.depth < MAX_DEPTH and self.budget.steps < MAX_STEPS:
+            return self._closure(fn, p, p.local[c.func.id][1], c, out)
+        self._closures_escape(fn, p, c)
+        target = self.callee(fn, p, c)
+        if target is None or self.depth >= MAX_DEPTH or self.budget.steps >= MAX_STEPS:
+            if target is not None and isinstance(target[0], ClassInfo) and target[1] is None:
+                return [(p, self.new_obj(p, target[0], True, f"{fn.file}:{c.lineno}"))]
+            for q, _ in [(p, None)]:
+                self._forget_passed(fn, q, [*c.args, *(k.value for k in c.keywords)]
+                                    + ([c.func.value] if isinstance(c.func, ast.Attribute) else []))
+            return [(p, self.fresh())]
+        kind, callee, receiver = target
+        got: list[tuple[Path, object]] = []
+        for q, args in self._args(fn, p, c, out):
+            if kind == "construct":
+                got += self.construct(fn, q, callee, c, args, out)
+            else:
+                got += self.invoke(callee, q, receiver, args, out)
+        return got
+
+    depth = 0
+
+    def callee(self, fn: Fn, p: Path, c: ast.Call):
+        """("method", Fn, receiver) of a call of a method of a known class, ("function", Fn, None) of a module
+        function of the tree, ("construct", ClassInfo, None) of a class of the tree; None when not known."""
+        f = c.func
+        if isinstance(f, ast.Attribute):
+            if isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and f.value.func.id == "super" \
+                    and fn.owner is not None and "self" in p.local:
+                me = p.local["self"]
+                o = p.heap.get(me.oid) if isinstance(me, Ref) else None
+                if o is not None and o.cls is not None:
+                    hit = self.tree.lookup(o.cls, f.attr, after=fn.owner)
+                    if hit is not None:
+                        return "method", Fn(hit[1], hit[0].module, hit[0]), me
+                return None
+            if isinstance(f.value, (ast.Name, ast.Attribute)):
+                vals = self.expr(fn, p.copy(), f.value, [])
+                if len(vals) == 1:
+                    v = vals[0][1]
+                    if isinstance(v, Ref):
+                        o = vals[0][0].heap.get(v.oid)
+                        if o is not None and o.cls is not None:
+                            hit = self.tree.lookup(o.cls, f.attr)
+                            if hit is not None and not _decorated(hit[1]):
+                                return "method", Fn(hit[1], hit[0].module, hit[0]), v
+                    if isinstance(v, tuple) and v[0] == "module":
+                        pass
+            r = self.tree.resolve_expr(fn.module, f) if isinstance(f.value, ast.Name) and \
+                f.value.id not in p.local else None
+            if isinstance(r, ClassInfo):
+                return "construct", r, None
+            if r is not None and hasattr(r, "node") and not _decorated(r.node):
+                return "function", Fn(r.node, r.module, None), None
+            return None
+        if isinstance(f, ast.Name) and f.id not in p.local:
+            r = self.tree.resolve(fn.module, f.id)
+            if isinstance(r, ClassInfo):
+                return "construct", r, None
+            if r is not None and hasattr(r, "node") and not _decorated(r.node):
+                return "function", Fn(r.node, r.module, None), None
+        return None
+
+    def _closure(self, fn: Fn, p: Path, node, c: ast.Call, out: list) -> list[tuple[Path, object]]:
+        """A nested function called where it was defined: run with the enclosing frame's locals (its stores to
+        them are its own)."""
+        got = []
+        for q, args in self._args(fn, p, c, out):
+            local = self.bind(Fn(node, fn.module, fn.owner), q, None, args)
+            if local is None:
+                self._forget_stores(fn, q, node.body)
+                got.append((q, self.fresh()))
+                continue
+            inner = Path(q.heap, {**q.local, **local}, q.cond, None, q.notes)
+            self.depth += 1
+            try:
+                res = self.block(Fn(node, fn.module, fn.owner), node.body, [inner])
+            finally:
+                self.depth -= 1
+            out += res.died
+            for r in res.live + res.returned:
+                got.append((Path(r.heap, dict(q.local), r.cond, None, r.notes), r.ret if r in res.returned else NONE))
+        return self._cap_values(got)
+
+    def _closures_escape(self, fn: Fn, p: Path, c: ast.Call) -> None:
+        """A nested function or lambda handed to a call: it may run there, so what its body stores is forgotten."""
+        for a in [*c.args, *(k.value for k in c.keywords)]:
+            if isinstance(a, ast.Name) and isinstance(p.local.get(a.id), tuple) and p.local[a.id][0] == "closure":
+                self._forget_stores(fn, p, p.local[a.id][1].body)
+            elif isinstance(a, ast.Lambda):
+                self._forget_stores(fn, p, [ast.Expr(value=a.body)])
+
+    def _args(self, fn: Fn, p: Path, c: ast.Call, out: list):
+        """Every (path, (positional values, keyword values)) of the call's arguments, evaluated in order. A ``*x``
+        argument ends the positional values known (the parameters after them are unknown); a ``**x`` argument binds
+        no name (the parameters it may fill are unknown where no other argument names them)."""
+        got = [(p, ([], {}))]
+        spread = False
+        for a in c.args:
+            nxt = []
+            for q, (pos, kw) in got:
+                if isinstance(a, ast.Starred) or spread:
+                    for r, _ in self.expr(fn, q, a.value if isinstance(a, ast.Starred) else a, out):
+                        nxt.append((r, (pos, {**kw, "*": True})))
+                    continue
+                for r, v in self.expr(fn, q, a, out):
+                    nxt.append((r, (pos + [v], kw)))
+            spread = spread or isinstance(a, ast.Starred)
+            got = nxt
+        for k in c.keywords:
+            nxt = []
+            for q, (pos, kw) in got:
+                for r, v in self.expr(fn, q, k.value, out):
+                    nxt.append((r, (pos, {**kw, "**": True} if k.arg is None else {**kw, k.arg: v})))
+            got = nxt
+        return got
+
+    def bind(self, callee: Fn, p: Path, receiver, args, defaults_apply: bool = True) -> dict | None:
+        """The callee's locals bound to ``args`` (positional, keywords), its defaults (unless ``defaults_apply`` is
+        false: a caller the interpretation does not see may pass anything) and unknowns; None when the arguments do
+        not bind."""
+        a = callee.node.args
+        params = [x.arg for x in a.posonlyargs + a.args]
+        local: dict = {}
+        if args is None:
+            return None
+        pos, kw = args
+        if "*" in kw or "**" in kw:  # a spread argument may fill any parameter not named: no default applies
+            defaults_apply = False
+            kw = {k: v for k, v in kw.items() if k not in ("*", "**")}
+        if receiver is not None and params:
+            local[params[0]] = receiver
+            params = params[1:]
+        defaults = dict(zip(params[len(params) - len(a.defaults):], a.defaults))
+        for name, v in zip(params, pos):
+            local[name] = v
+        for x, d in zip(a.kwonlyargs, a.kw_defaults):
+            if d is not None:
+                defaults[x.arg] = d
+        for name in params[len(pos):] + [x.arg for x in a.kwonlyargs]:
+            if name in kw:
+                local[name] = kw[name]
+            elif defaults_apply and name in defaults and isinstance(defaults[name], ast.Constant):
+                local[name] = self._literal(defaults[name])
+            else:
+                local[name] = self.fresh()
+        if a.vararg:
+            local[a.vararg.arg] = self.fresh()
+        if a.kwarg:
+            local[a.kwarg.arg] = self.fresh()
+        return local
+
+    def invoke(self, callee: Fn, p: Path, receiver, args, out: list) -> list[tuple[Path, object]]:
+        """``callee`` run on ``p`` with ``args``: every (path, returned value) back in the caller's frame."""
+        local = self.bind(callee, p, receiver, args)
+        if local is None:
+            self._forget_values(p, [receiver])
+            return [(p, self.fresh())]
+        caller = p.local
+        q = Path(p.heap, local, p.cond, None, p.notes)
+        self.depth += 1
+        try:
+            res = self.block(callee, callee.node.body, [q])
+        finally:
+            self.depth -= 1
+        got = []
+        for r in res.live + res.returned:
+            v = r.ret if r in res.returned else NONE
+            got.append((Path(r.heap, dict(caller), r.cond, None, r.notes), v))
+        out += res.died
+        return self._cap_values(got)
+
+    def construct(self, fn: Fn, p: Path, ci: ClassInfo, c: ast.Call, args, out: list):
+        ref = self.new_obj(p, ci, True, f"{fn.file}:{c.lineno}")
+        if args is None:
+            return [(p, ref)]
+        if _is_dataclass(ci):
+            o = p.heap[ref.oid]
+            names = _dataclass_fields(self.tree, ci)
+            pos, kw = args
+            for name, v in zip(names, pos):
+                o = o.set(name, v)
+            for name, v in kw.items():
+                o = o.set(name, v)
+            p.heap[ref.oid] = o
+            return [(p, ref)]
+        hit = self.tree.lookup(ci, "__init__")
+        if hit is None:
+            return [(p, ref)]
+        got = self.invoke(Fn(hit[1], hit[0].module, hit[0]), p, ref, args, out)
+        return [(q, ref) for q, _ in got]
+
+    def _cap_values(self, got):
+        if len(got) <= MAX_PATHS:
+            return got
+        merged = self.join([q for q, _ in got])
+        return [(merged, self.fresh())]
+
+    def _reachable_objs(self, p: Path, values) -> set[str]:
+        seen, todo = set(), [v.oid for v in values if isinstance(v, Ref)]
+        while todo:
+            oid = todo.pop()
+            if oid in seen or oid not in p.heap:
+                continue
+            seen.add(oid)
+            todo += [v.oid for _, v in p.heap[oid].fields if isinstance(v, Ref)]
+        return seen
+
+    def _forget_values(self, p: Path, values) -> None:
+        for oid in self._reachable_objs(p, values):
+            o = p.heap[oid]
+            p.heap[oid] = replace(o, fields=(), made=False, maybe=frozenset({"*"}))
+
+    def _forget_passed(self, fn: Fn, p: Path, exprs) -> None:
+        """What an opaque call handed: every object a reference to which the expressions give (an argument itself,
+        or an element of a list or tuple argument), and what it reaches, forgets its fields."""
+        values, todo = [], list(exprs)
+        while todo:
+            e = todo.pop()
+            if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
+                todo += e.elts
+            elif isinstance(e, ast.Starred):
+                todo.append(e.value)
+            elif isinstance(e, (ast.Name, ast.Attribute)):
+                q = p.copy()
+                values += [v for _, v in self.expr(fn, q, e, []) if isinstance(v, Ref) and v.oid in p.heap]
+        self._forget_values(p, values)
+
+    # -- statements -------------------------------------------------------------------------------------------------
+
+    def block(self, fn: Fn, stmts, paths: list[Path]) -> Outcome:
+        res = Outcome(live=list(paths))
+        for s in stmts:
+            if not res.live:
+                break
+            step = Outcome()
+            for p in res.live:
+                one = self.stmt(fn, s, p)
+                step.live += one.live
+                step.returned += one.returned
+                step.died += one.died
+            res = Outcome(self._capped(step.live), res.returned + step.returned, res.died + step.died)
+        return res
+
+    def _capped(self, paths: list[Path]) -> list[Path]:
+        return paths if len(paths) <= MAX_PATHS else [self.join(paths)]
+
+    def join(self, paths: list[Path]) -> Path:
+        """One path standing for ``paths``: fields and locals that differ forgotten, conditions dropped."""
+        first = paths[0]
+        heap = {}
+        for oid in set().union(*(q.heap for q in paths)):
+            objs = [q.heap.get(oid) for q in paths]
+            if all(o is objs[0] for o in objs):  # the same object on every path: nothing to join
+                heap[oid] = objs[0]
+                continue
+            if any(o is None for o in objs) or len({o.cls.key if o.cls else None for o in objs}) > 1:
+                heap[oid] = Obj(None, (), False)
+                continue
+            keys = set().union(*(dict(o.fields) for o in objs))
+            fields = {}
+            for k in keys:
+                vals = {dict(o.fields).get(k) for o in objs}
+                fields[k] = vals.pop() if len(vals) == 1 and None not in vals else self.fresh()
+            heap[oid] = Obj(objs[0].cls, tuple(sorted(fields.items(), key=lambda kv: kv[0])),
+                            all(o.made for o in objs), objs[0].at, frozenset().union(*(o.maybe for o in objs)))
+        local = {}
+        for k in set().union(*(q.local for q in paths)):
+            vals = [q.local.get(k) for q in paths]
+            local[k] = vals[0] if all(v == vals[0] for v in vals) and vals[0] is not None else self.fresh()
+        return Path(heap, local, (), first.ret, ())
+
+    def stmt(self, fn: Fn, s, p: Path) -> Outcome:
+        self.budget.steps += 1
+        out: list = []
+        res = Outcome()
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            value = s.value
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if value is None:
+                return Outcome(live=[p])
+            for q, v in self.expr(fn, p, value, out):
+                if isinstance(s, ast.AugAssign):
+                    v = self.fresh()
+                if all(self.store(fn, q, t, v, out) for t in targets):
+                    res.live.append(q)
+        elif isinstance(s, ast.Expr):
+            for q, _ in self.expr(fn, p, s.value, out):
+                res.live.append(q)
+        elif isinstance(s, ast.Return):
+            for q, v in (self.expr(fn, p, s.value, out) if s.value is not None else [(p, NONE)]):
+                q.ret = v
+                res.returned.append(q)
+        elif isinstance(s, ast.Raise):
+            out.append((p, Died("raise", fn.file, s.lineno, f"`{ast.unparse(s)}`")))
+        elif isinstance(s, ast.Assert):
+            for q, t in self.test(fn, p, s.test, out):
+                for r, tv in self._split(q, t):
+                    if tv:
+                        res.live.append(r)
+                    else:
+                        out.append((r, Died("assert", fn.file, s.lineno, f"`assert {ast.unparse(s.test)}` fails")))
+        elif isinstance(s, ast.If):
+            for q, t in self.test(fn, p, s.test, out):
+                for r, tv in self._split(q, t):
+                    sub = self.block(fn, s.body if tv else s.orelse, [r])
+                    res.live += sub.live
+                    res.returned += sub.returned
+                    res.died += sub.died
+        elif isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
+            self._forget_stores(fn, p, s.body + s.orelse)
+            if isinstance(s, (ast.For, ast.AsyncFor)):
+                self.store(fn, p, s.target, self.fresh())
+            sub = self.block(fn, s.body + s.orelse, [p.copy()])
+            self._forget_stores(fn, p, s.body + s.orelse)
+            res.live += [p] + sub.live  # zero or more iterations; a return in the body returns
+            res.returned += sub.returned
+            res.died += [d for d in sub.died if d[1].kind != "false"]
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            entered = [p]
+            for item in s.items:
+                nxt = []
+                for q in entered:
+                    for r, v in self.expr(fn, q, item.context_expr, out):
+                        self._forget_values(r, [v])  # its __enter__/__exit__ may change it
+                        if item.optional_vars is None or self.store(fn, r, item.optional_vars, self.fresh(), out):
+                            nxt.append(r)
+                entered = nxt
+            sub = self.block(fn, s.body, entered)
+            res.live += sub.live
+            res.returned += sub.returned
+            res.died += sub.died
+            if any(_swallows(self, fn, i.context_expr) for i in s.items):
+                res.live += [d[0] for d in sub.died]  # a context manager that may swallow the raise
+        elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            before = p.copy()
+            sub = self.block(fn, s.body, [p])
+            after_else = self.block(fn, s.orelse, sub.live) if s.orelse else sub
+            res.live += after_else.live
+            res.returned += sub.returned + (after_else.returned if s.orelse else [])
+            for h in s.handlers:
+                q = before.copy()
+                self._forget_stores(fn, q, s.body)
+                if h.name:
+                    q.local[h.name] = self.fresh()
+                hs = self.block(fn, h.body, [q])
+                res.live += hs.live
+                res.returned += hs.returned
+                res.died += hs.died
+            if not s.handlers:
+                res.died += sub.died
+            if s.finalbody:
+                fin = self.block(fn, s.finalbody, res.live)
+                res.live = fin.live
+                res.returned += fin.returned
+                res.died += fin.died
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            p.local[s.name] = ("closure", s)
+            res.live.append(p)
+        elif isinstance(s, ast.ClassDef):
+            p.local[s.name] = self.fresh()
+            res.live.append(p)
+        elif isinstance(s, (ast.Delete,)):
+            for t in s.targets:
+                self.store(fn, p, t, self.fresh())
+            res.live.append(p)
+        elif isinstance(s, (ast.Pass, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Break,
+                            ast.Continue)):
+            res.live.append(p)
+        elif isinstance(s, ast.Match):
+            self._forget_stores(fn, p, [s])
+            for case in s.cases:
+                sub = self.block(fn, case.body, [p.copy()])
+                res.live += sub.live
+                res.returned += sub.returned
+                res.died += sub.died
+        else:
+            self._forget_stores(fn, p, [s])
+            res.live.append(p)
+        res.died += out
+        return res
+
+    def store(self, fn: Fn, p: Path, t, v, out: list | None = None) -> bool:
+        """``v`` stored at ``t`` on ``p``; False where the store raises (an attribute of None: the path ends)."""
+        if isinstance(t, ast.Name):
+            p.local[t.id] = v
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            return all(self.store(fn, p, x.value if isinstance(x, ast.Starred) else x, self.fresh(), out)
+                       for x in t.elts)
+        elif isinstance(t, ast.Attribute) and isinstance(t.value, (ast.Name, ast.Attribute)):
+            died: list = []
+            bases = self.expr(fn, p, t.value, died)
+            if not bases:
+                if out is not None:
+                    out += died
+                return False
+            base = bases[0][1]
+            if isinstance(base, Sym):
+                base = self.materialise(p, base)
+            if base == NONE:
+                if out is not None:
+                    out.append((p, Died("none", fn.file, t.lineno, f"`{ast.unparse(t)}`: a store into None")))
+                return False
+            if isinstance(base, Ref) and base.oid in p.heap:
+                p.heap[base.oid] = p.heap[base.oid].set(t.attr, v)
+            else:
+                self._forget_attr(p, t.attr)
+        elif isinstance(t, ast.Attribute):  # a store the interpretation cannot place: any object's field may change
+            self._forget_attr(p, t.attr)
+        elif isinstance(t, ast.Subscript):
+            self._forget_passed(fn, p, [t.value])
+        return True
+
+    def _forget_attr(self, p: Path, attr: str) -> None:
+        for oid, o in list(p.heap.items()):
+            if o.get(attr) is not None:
+                p.heap[oid] = o.set(attr, self.fresh())
+            elif o.made:
+                p.heap[oid] = o.set(attr, self.fresh())
+
+    def _forget_stores(self, fn: Fn, p: Path, stmts) -> None:
+        """Forget what ``stmts`` may store: locals, fields (on every object, by name), and what calls in them may
+        change (the objects they are handed)."""
+        for s in stmts:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                    p.local[n.id] = self.fresh()
+                elif isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                    self._forget_attr(p, n.attr)
+                elif isinstance(n, ast.Call):
+                    self._forget_passed(fn, p, [*n.args, *(k.value for k in n.keywords)]
+                                        + ([n.func.value] if isinstance(n.func, ast.Attribute) else []))
+                    if self._may_follow(n):
+                        self._forget_objects_of(p, n)
+
+    def _may_follow(self, n: ast.Call) -> bool:
+        return isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
+
+    def _forget_objects_of(self, p: Path, n) -> None:
+        me = p.local.get("self")
+        if isinstance(me, Ref):
+            self._forget_values(p, [me])
+
+    # -- reachability -----------------------------------------------------------------------------------------------
+
+    def feasible(self, p: Path) -> bool | None:
+        """Whether ``p``'s conditions can hold (None: the solver did not say within ``RLIMIT``)."""
+        if not p.cond:
+            return True
+        s = z3.SimpleSolver()
+        s.set("random_seed", 0)
+        s.set("rlimit", RLIMIT)
+        s.add(*p.cond, *self._axioms(p.cond))
+        got = s.check()
+        return True if got == z3.sat else False if got == z3.unsat else None
+
+    def _axioms(self, cond) -> list:
+        """What the predicates of one symbol imply of each other: None is falsy and an instance of no class; a
+        constant other than None is not None."""
+        names = set()
+        for c in cond:
+            names |= {str(d) for d in _atoms(c)}
+        out = []
+        for key in names:
+            kind, _, rest = key.partition("#")
+            n = rest.split("#", 1)[0]
+            none = f"none#{n}"
+            if kind == "truthy" and none in names:
+                out.append(z3.Implies(self.atom(none), z3.Not(self.atom(key))))
+            elif kind in ("isa", "eq") and none in names and not key.endswith("#None"):
+                out.append(z3.Implies(self.atom(key), z3.Not(self.atom(none))))
+        return out
+
+
+def _stores_name(n, attr: str) -> bool:
+    """Whether the node ``n`` stores ``attr`` through an attribute or names it to ``setattr``."""
+    if isinstance(n, ast.Attribute):
+        return n.attr == attr and isinstance(n.ctx, (ast.Store, ast.Del))
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and len(n.args) >= 2 \
+        and isinstance(n.args[1], ast.Constant) and n.args[1].value == attr
+
+
+def _atoms(t) -> set:
+    out, todo = set(), [t]
+    while todo:
+        x = todo.pop()
+        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.add(x)
+        else:
+            todo += list(x.children())
+    return out
+
+
+def _decorated(node) -> bool:
+    """Whether a definition is decorated with anything but ``staticmethod``/``classmethod``-free plain names the
+    interpretation can follow (a decorator may replace the function)."""
+    return any(not (isinstance(d, ast.Name) and d.id in ("staticmethod",)) for d in node.decorator_list)
+
+
+def _is_dataclass(ci: ClassInfo) -> bool:
+    return any("dataclass" in ast.unparse(d) for d in ci.node.decorator_list)
+
+
+def _dataclass_fields(tree: Tree, ci: ClassInfo) -> list[str]:
+    names: list[str] = []
+    for c in reversed(tree.mro(ci)):
+        for s in c.node.body:
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id not in names \
+                    and "ClassVar" not in ast.unparse(s.annotation):
+                names.append(s.target.id)
+    return names
+
+
+def _swallows(interp: Interpreter, fn: Fn, e) -> bool:
+    """Whether a context manager may swallow an exception: ``suppress``, or one made by a class of the tree whose
+    ``__exit__`` may return something true. A context manager from outside the tree (``torch``'s) is taken not to:
+    an assumption the analyses built on this state."""
+    if "suppress" in ast.unparse(e):
+        return True
+    target = interp.tree.resolve_expr(fn.module, e.func) if isinstance(e, ast.Call) else None
+    if isinstance(target, ClassInfo):
+        hit = interp.tree.lookup(target, "__exit__")
+        if hit is None:
+            return False
+        return any(isinstance(n, ast.Return) and n.value is not None and not (
+            isinstance(n.value, ast.Constant) and not n.value.value) for n in ast.walk(hit[1]))
+    return False

@@ -1,0 +1,375 @@
+"""Whether the graph a runner captures runs a read: the captured path interpreted (``absint``) from the backend's
+start-up to the read.
+
+A CUDA graph records the one path its capture takes. For a backend of class ``C`` and a graph-replayed forward mode,
+the interpretation runs what SGLang runs on one abstract backend object, in its order:
+
+1. start-up: ``C.__init__`` and ``init_cuda_graph_state`` (``backend_reader.STARTUP_ENTRIES``), their parameters
+   unknown; then every field a method of ``C`` outside start-up stores is forgotten (captures of other sizes and other
+   modes may have run before this one);
+2. the capture call, ``init_forward_metadata_out_graph(forward_batch, ..., in_capture=True)``
+   (``capture_state.CAPTURE_ENTRY``), with a new forward batch of the tree's ``ForwardBatch`` whose fields are unknown
+   (a field that class does not have, which nothing outside the backend's methods stores, is absent:
+   ``getattr(batch, "x", None)`` is None);
+3. the warm-up runs, each the in-graph prep (``capture_state.IN_GRAPH_PREP``), the forward
+   (``forward(q, k, v, layer, forward_batch)``, the mode deciding its dispatch) and the warm-up hook
+   (``capture_state.WARMUP_HOOK``), repeated until the state no longer changes (at most ``ROUNDS`` times, then what
+   still changes is forgotten);
+4. the captured run: the in-graph prep, the forward of the layers before the read's (repeated in the same way) and
+   the read's own call chain (``Read.via``), each function from its start to the call of the next (its arguments
+   evaluated and bound), the last to the read's line.
+
+Before each step, a field the runner's own code may store (its name stored in the tree through another receiver than
+the backend's methods run, ``Interpreter.stored_outside``) is forgotten. The read is **not captured** when no path of
+the interpretation reaches its line with conditions z3 can satisfy; the reason names how the paths ended (a test
+false on the state, a ``raise``, a failed ``assert``, an attribute of None or one its object's class lacks). What the
+interpretation cannot follow (a line it cannot find, a call it cannot bind) leaves the answer open: every limit only
+keeps a read.
+
+Assumptions, besides ``absint``'s: the runner calls the backend's capture call, prep, forward and hook in this order
+during a capture and nothing else of the backend; graphs are captured before any batch is served.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from fencecheck.decision.absint import NONE, Died, Fn, Interpreter, Obj, Path, Ref, Sym
+from fencecheck.sglang_source.backend_reader import STARTUP_ENTRIES
+from fencecheck.sglang_source.capture_state import CAPTURE_ENTRY, IN_GRAPH_PREP, WARMUP_HOOK, read_hops
+from fencecheck.sglang_source.tree import ClassInfo, Tree
+
+#: The parameter name of the forward batch in the backend's methods.
+BATCH = "forward_batch"
+#: Repetitions of a step (warm-up runs, layers) interpreted before what still changes is forgotten.
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Captured:
+    """The answer for one read: ``captured`` False when no captured path reaches it (``why``: how the paths ended),
+    True when one may, None when the interpretation could not follow the chain (``why`` says where)."""
+
+    captured: bool | None
+    why: str = ""
+
+
+def captured(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> Captured:
+    """Whether the graph the runner captures for ``mode`` with a backend of class ``ci`` runs ``read`` (a
+    ``reads.Read`` of ``ci`` at an in-graph site)."""
+    got = read_hops(tree, ci, read)
+    if got is None or not read.via:
+        return Captured(None, "a function of its call chain is not found")
+    hops, lines = got
+    memo = tree.__dict__.setdefault("_captured_state", {})
+    key = (ci.key, mode)
+    if key not in memo:
+        memo[key] = _before_forward(tree, ci, modes, mode)
+    it, start = memo[key]
+    if isinstance(start, str):
+        return Captured(None, start)
+    paths = [_copy(start)]
+    it.budget.steps = 0  # each read's chain gets the whole budget
+    reached, died, lost = _chain(it, hops, lines, Ref("backend"), Ref("batch"), paths)
+    if lost:
+        return Captured(None, lost)
+    live = [q for q in reached if it.feasible(q) is not False]
+    if live:
+        return Captured(True)
+    return Captured(False, _reasons(died, reached))
+
+
+def _copy(p: Path) -> Path:
+    return Path(dict(p.heap), dict(p.local), p.cond, None, p.notes)
+
+
+def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
+    """(the interpreter, the one joined state at the entry of the forward that holds the read), or (it, None) when
+    the class has no capture call."""
+    it = Interpreter(tree, modes, mode, in_capture=True, own=tree.mro(ci))
+    me = Ref("backend")
+    p = Path({"backend": Obj(ci, (), True, f"{ci.file}:{ci.line}")}, {})
+    if it.tree.lookup(ci, CAPTURE_ENTRY) is None:
+        return it, f"{ci.name} has no {CAPTURE_ENTRY}"
+    batch = Ref("batch")
+    try:
+        for name in STARTUP_ENTRIES:
+            p = _step(it, ci, name, me, p, {})
+        _forget_fields(it, p, _stored_after_startup(tree, ci))
+        it.forget_outside(p)
+        p.heap["batch"] = Obj(_batch_class(tree), (), False, "the runner's capture batch")
+        p = _step(it, ci, CAPTURE_ENTRY, me, p, {BATCH: batch, "in_capture": ("const", True)})
+
+        def warm_up(q: Path) -> Path:
+            for name in (IN_GRAPH_PREP, "forward", WARMUP_HOOK):
+                it.forget_outside(q)
+                q = _step(it, ci, name, me, q, {BATCH: batch})
+            return q
+
+        p = _fixpoint(it, p, warm_up)
+        it.forget_outside(p)
+        p = _step(it, ci, IN_GRAPH_PREP, me, p, {BATCH: batch})
+        p = _fixpoint(it, p, lambda q: _step(it, ci, "forward", me, q, {BATCH: batch}))
+    except _NoPath as e:
+        return it, str(e)
+    p.local = {}
+    return it, p
+
+
+class _NoPath(Exception):
+    """A step of the sequence none of whose paths ends normally: the interpretation does not follow the capture."""
+
+
+def _step(it: Interpreter, ci: ClassInfo, name: str, me: Ref, p: Path, named: dict) -> Path:
+    """``p`` after ``ci``'s method ``name`` (``p`` itself where the class has none), its paths joined; ``_NoPath``
+    where every path of it raises."""
+    got = _run_method(it, ci, name, me, [p], named)
+    if got is None:
+        return p
+    if not got:
+        raise _NoPath(f"every path of {ci.name}.{name} ends ({_reasons(it.last_died, [])}): the capture is not "
+                      "followed")
+    return _one(it, got)
+
+
+def _fixpoint(it: Interpreter, p: Path, step) -> Path:
+    """``p`` joined with what repeating ``step`` on it gives, until the join no longer changes (``ROUNDS``), then
+    with what still changes forgotten. Objects are matched across the states by the fields that reach them from the
+    backend and the batch (``_aligned``): an object a step makes anew stands where the one it replaces stood."""
+    for _ in range(ROUNDS):
+        nxt = it.join([p, _aligned(p, step(_copy(p)))])
+        if _shape(nxt) == _shape(p):
+            return nxt
+        p = nxt
+    return it.join([p, _aligned(p, step(_copy(p))), _forgotten(it, p)])
+
+
+def _paths_to(p: Path) -> dict[str, str]:
+    """oid -> the first field path reaching it from the roots (``backend``, ``batch``), fields in name order."""
+    out, todo = {}, [("backend", "backend"), ("batch", "batch")]
+    while todo:
+        oid, path = todo.pop(0)
+        if oid in out or oid not in p.heap:
+            continue
+        out[oid] = path
+        todo += [(v.oid, f"{path}.{k}") for k, v in p.heap[oid].fields if isinstance(v, Ref)]
+    return out
+
+
+def _aligned(p: Path, q: Path) -> Path:
+    """``q`` with each object reached by the same field path as one of ``p``'s renamed to that object's id, and the
+    objects no root reaches dropped."""
+    mine = {path: oid for oid, path in _paths_to(p).items()}
+    theirs = _paths_to(q)
+    rename = {oid: mine.get(path, f"{oid}'") for oid, path in theirs.items()}
+
+    def ren(v):
+        return Ref(rename[v.oid]) if isinstance(v, Ref) and v.oid in rename else v
+
+    heap = {rename[oid]: Obj(o.cls, tuple((k, ren(v)) for k, v in o.fields), o.made, o.at, o.maybe)
+            for oid, o in q.heap.items() if oid in rename}
+    return Path(heap, {k: ren(v) for k, v in q.local.items()}, q.cond, q.ret, q.notes)
+
+
+def _forgotten(it: Interpreter, p: Path) -> Path:
+    q = _copy(p)
+    for oid, o in list(q.heap.items()):
+        q.heap[oid] = Obj(o.cls, (), False, o.at, frozenset({"*"}))
+    return q
+
+
+def _shape(p: Path):
+    """A state's fields with each unknown as one value, its objects named by the field paths reaching them: two states
+    of one shape know the same things."""
+    names = _paths_to(p)
+
+    def val(v):
+        return "?" if isinstance(v, Sym) else ("ref", names.get(v.oid)) if isinstance(v, Ref) else v
+
+    return {names[oid]: (tuple((k, val(v)) for k, v in o.fields), o.cls.key if o.cls else None, o.made, o.maybe)
+            for oid, o in p.heap.items() if oid in names}
+
+
+def _one(it: Interpreter, paths: list[Path]) -> Path:
+    return paths[0] if len(paths) == 1 else it.join(paths)
+
+
+def _batch_class(tree: Tree):
+    ks = tree.classes_named("ForwardBatch")
+    return ks[0] if len(ks) == 1 else None
+
+
+def _run_method(it: Interpreter, ci: ClassInfo, name: str, me: Ref, paths: list[Path], named: dict):
+    """The paths after ``ci``'s method ``name`` ran (to its end or a return) on each of ``paths`` (parameters by name
+    from ``named``, the rest unknown), or None when the class has no such method."""
+    hit = it.tree.lookup(ci, name)
+    if hit is None:
+        return None
+    fn = Fn(hit[1], hit[0].module, hit[0])
+    out = []
+    it.last_died = []
+    for p in paths:
+        local = it.bind(fn, p, me, ([], {}), defaults_apply=False)
+        for k, v in named.items():
+            if k in local:
+                local[k] = v
+        q = Path(p.heap, local, p.cond, None, p.notes)
+        res = it.block(fn, fn.node.body, [q])
+        out += [Path(r.heap, {}, r.cond) for r in res.live + res.returned]
+        it.last_died += res.died
+    return out
+
+
+def _forget_fields(it: Interpreter, p: Path, attrs: set[str]) -> None:
+    """``attrs`` forgotten on every object of ``p``'s heap: a field stored is unknown again, and one not stored may
+    have been."""
+    for oid, o in list(p.heap.items()):
+        fields = {k: (it.fresh() if k in attrs else v) for k, v in o.fields}
+        p.heap[oid] = Obj(o.cls, tuple(sorted(fields.items(), key=lambda kv: kv[0])), o.made, o.at,
+                          o.maybe | frozenset(attrs))
+
+
+def _stored_after_startup(tree: Tree, ci: ClassInfo) -> set[str]:
+    """What a method of ``ci``'s MRO outside start-up stores (any receiver) or names to ``setattr``."""
+    out = set()
+    for c in tree.mro(ci):
+        for name, node in c.methods.items():
+            if name in STARTUP_ENTRIES:
+                continue
+            for n in ast.walk(node):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                    out.add(n.attr)
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
+                        and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant):
+                    out.add(n.args[1].value)
+    return out
+
+
+def _chain(it: Interpreter, hops, lines: list[int], me: Ref, batch: Ref, paths: list[Path]):
+    """(paths at the read's line, why the others ended, what could not be followed or "") along the call chain."""
+    died: list = []
+    for i, h in enumerate(hops):
+        fn = Fn(h.node, h.module, h.owner)
+        if i == 0:
+            nxt = []
+            for p in paths:
+                local = it.bind(fn, p, me, ([], {}), defaults_apply=False)
+                if BATCH in local:
+                    local[BATCH] = batch
+                nxt.append(Path(p.heap, local, p.cond))
+            paths = nxt
+        arrived, lost = _towards(it, fn, fn.node.body, lines[i], paths, died)
+        if lost:
+            return [], died, lost
+        if i == len(hops) - 1:
+            return arrived, died, ""
+        callee = Fn(hops[i + 1].node, hops[i + 1].module, hops[i + 1].owner)
+        paths, lost = _enter(it, fn, callee, lines[i], arrived, me, died)
+        if lost:
+            return [], died, lost
+    return [], died, ""
+
+
+def _enter(it: Interpreter, fn: Fn, callee: Fn, line: int, paths: list[Path], me: Ref, died: list):
+    """The paths in ``callee`` called at ``line`` of ``fn`` from each of ``paths``: the call found there, its
+    arguments evaluated in the caller and bound."""
+    calls = []
+    for n in ast.walk(fn.node):
+        if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)
+            if name == callee.node.name:
+                calls.append(n)
+    if len(calls) != 1:
+        return [], f"{len(calls)} calls of {callee.node.name} at {fn.file}:{line}"
+    c = calls[0]
+    f = c.func
+    receiver = None
+    if callee.owner is not None:
+        if isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) and f.value.id == "self"
+                                             or isinstance(f.value, ast.Call)):
+            receiver = me
+        else:
+            return [], f"the receiver of {ast.unparse(f)} at {fn.file}:{line}"
+    out = []
+    for p in paths:
+        for q, args in it._args(fn, p, c, died):
+            local = it.bind(callee, q, receiver, args)
+            if local is None:
+                return [], f"the arguments of {ast.unparse(f)} at {fn.file}:{line}"
+            out.append(Path(q.heap, local, q.cond))
+    return it._capped(out), ""
+
+
+def _towards(it: Interpreter, fn: Fn, stmts, line: int, paths: list[Path], died: list):
+    """(the paths that reach the statement holding ``line``, "" or what could not be followed)."""
+    for s in stmts:
+        if not paths:
+            return [], ""
+        end = s.end_lineno or s.lineno
+        if line > end:
+            res = it.block(fn, [s], paths)
+            paths = res.live
+            died += res.died
+            died += [(r, Died("return", fn.file, s.lineno, "returns before it")) for r in res.returned]
+            continue
+        if line < s.lineno:
+            return [], f"line {line} is not in {fn.node.name} ({fn.file})"
+        if isinstance(s, ast.If):
+            if s.test.lineno <= line <= (s.test.end_lineno or s.test.lineno):
+                return paths, ""
+            in_body = bool(s.body) and s.body[0].lineno <= line <= (s.body[-1].end_lineno or line)
+            nxt = []
+            for p in paths:
+                for q, t in it.test(fn, p, s.test, died):
+                    for r, tv in it._split(q, t):
+                        if tv == in_body:
+                            nxt.append(r)
+                        else:
+                            died.append((r, Died("false", fn.file, s.lineno, f"`{ast.unparse(s.test)}` is "
+                                                 f"{'false' if in_body else 'true'} ({fn.owner.name + '.' if fn.owner else ''}"
+                                                 f"{fn.node.name})")))
+            return _towards(it, fn, s.body if in_body else s.orelse, line, it._capped(nxt), died)
+        if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
+            head_end = (s.iter if isinstance(s, (ast.For, ast.AsyncFor)) else s.test).end_lineno
+            if line <= head_end:
+                return paths, ""
+            for p in paths:
+                it._forget_stores(fn, p, s.body + s.orelse)
+            return _towards(it, fn, s.body + s.orelse, line, paths, died)
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            if line < s.body[0].lineno:
+                return paths, ""
+            return _towards(it, fn, s.body, line, paths, died)
+        if isinstance(s, ast.Try):
+            blocks = [s.body, *(h.body for h in s.handlers), s.orelse, s.finalbody]
+            for b in blocks:
+                if b and b[0].lineno <= line <= (b[-1].end_lineno or line):
+                    if b is not s.body:
+                        for p in paths:
+                            it._forget_stores(fn, p, s.body + [x for h in s.handlers for x in h.body])
+                    return _towards(it, fn, b, line, paths, died)
+            return paths, ""
+        return paths, ""  # the statement holding the line (or a compound one the interpretation does not enter)
+    return [], f"line {line} is not in {fn.node.name} ({fn.file})"
+
+
+def _reasons(died: list, reached: list[Path]) -> str:
+    """How the paths ended, each way once, at most three."""
+    seen = []
+    order = {"false": 0, "assert": 1, "none": 2, "absent": 3, "raise": 4}
+    for _, d in sorted(died, key=lambda x: order.get(x[1].kind, 5)):
+        if d.kind == "return":
+            continue
+        text = f"{d.what} at {d.file}:{d.line}"
+        if text not in seen:
+            seen.append(text)
+    if reached:
+        seen.append("the conditions of the paths that reach it cannot hold together")
+    if not seen:
+        return "no path reaches it"
+    more = f" (and {len(seen) - 3} more)" if len(seen) > 3 else ""
+    return "; ".join(seen[:3]) + more
+
+
+__all__ = ["Captured", "captured", "NONE"]

@@ -1,0 +1,247 @@
+"""Tests the captured path interpreted (``decision/captured.py`` over ``absint.py``) beside the rules it replaces.
+
+On the capture rule's own corpus (tests/sglang_trees/capture_metadata and every variant
+``test_sglang_source_capture_state.py`` keeps), with that rule and the binding rule switched off, the interpretation
+decides what the rule decides: the read the capture never reaches is not captured, naming the test that is false
+there, and each variant that breaks one link of the argument (a store the capture, a warm-up, the prep, a helper,
+another receiver or a call it cannot follow may make) leaves it captured. Then the interpretation's own semantics, on
+small backends: a store flows to the guard after it, a ``raise`` or a failed ``assert`` ends a path, ``getattr`` with
+a default on an attribute no object has, a spread ``**kwargs`` that may fill a parameter, a nested function.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import test_sglang_source_capture_state as CS
+from fencecheck.decision.captured import captured
+from fencecheck.sglang_source import capture_binding, capture_state, read_path
+from fencecheck.sglang_source.backend_reader import Reader
+from fencecheck.sglang_source.tree import Tree
+from fencecheck.vocab import ReadSite
+from sglang_reader_trees import ATTN, BREAKABLE, FB, FORWARD_BATCH, PRE_FALLBACK, build
+
+
+@pytest.fixture
+def rules_off(monkeypatch):
+    """The capture and binding rules switched off: their reads stay findings, with their ``Read`` records."""
+    monkeypatch.setattr(capture_state, "capture_fact", lambda *a, **k: None)
+    monkeypatch.setattr(capture_binding, "binding_fact", lambda *a, **k: None)
+
+
+def _answers(ex, subject: str) -> list:
+    """The interpretation's answer for each in-graph read of ``subject``'s findings."""
+    tree = Tree(__import__("pathlib").Path(ex.root))
+    modes = Reader(tree).modes
+    out = []
+    for f in ex.findings:
+        if f.subject != subject or f.kind != "read_outside_declaration":
+            continue
+        (ci,) = [c for c in tree.classes_named(f.subject) if f"{c.file}:{c.line}" == f.subject_at]
+        out += [captured(tree, ci, modes, f.mode, r) for s, r in f.uncovered
+                if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER)]
+    return out
+
+
+def test_the_read_the_capture_never_reaches_is_not_captured_naming_the_false_test(tmp_path, rules_off):
+    (a,) = _answers(CS._extraction(tmp_path), "ReplanBackend")
+    assert a.captured is False
+    assert a.why == ("`size is not None and size < forward_batch.batch_size` is false (ReplanBackend.forward_decode) "
+                     f"at {CS.AT}:36")
+
+
+def _broken_links():
+    marks = CS.test_each_broken_link_keeps_the_read_a_finding_on_its_conditions.pytestmark
+    (cases,) = [m.args[1] for m in marks if m.name == "parametrize"]
+    return cases
+
+
+@pytest.mark.parametrize("why,replace", _broken_links(), ids=[w for w, _ in _broken_links()])
+def test_each_broken_link_of_the_rule_s_argument_leaves_the_read_captured(tmp_path, rules_off, why, replace):
+    answers = _answers(CS._extraction(tmp_path, replace, {**BREAKABLE, **PRE_FALLBACK}), "ReplanBackend")
+    assert answers and all(a.captured is not False for a in answers), (why, answers)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("glue.py", "def reinstall(backend, runner, fb):\n    backend.forward_metadata = fb.spare\n"),
+    ("glue.py", "def reinstall(backend, runner, fb):\n    runner.attn_backend.forward_metadata = None\n"),
+    ("wrap.py", "class Wrap:\n    def install(self, fb):\n        self.backend.forward_metadata = fb.spare\n"),
+])
+def test_a_store_of_the_field_through_another_receiver_leaves_the_read_captured(tmp_path, rules_off, name, text):
+    ex = CS._extraction(tmp_path, (), {**BREAKABLE, **PRE_FALLBACK, f"sglang/srt/model_executor/runner/{name}": text})
+    answers = _answers(ex, "ReplanBackend")
+    assert answers and all(a.captured is True for a in answers)
+
+
+def test_the_field_stored_through_self_of_another_class_leaves_the_read_not_captured(tmp_path, rules_off):
+    other = "class Other:\n    def swap(self, fb):\n        self.forward_metadata = fb.spare\n"
+    ex = CS._extraction(tmp_path, (), {**BREAKABLE, **PRE_FALLBACK,
+                                       "sglang/srt/model_executor/runner/other.py": other})
+    (a,) = _answers(ex, "ReplanBackend")
+    assert a.captured is False
+
+
+# -- the interpretation's semantics on small backends ----------------------------------------------------------------
+
+HEAD = """\
+from dataclasses import dataclass
+
+from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+
+
+@dataclass
+class Meta:
+    ready: bool = False
+
+
+class TinyBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.forward_metadata = None
+        self.flag = model_runner.flag
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        if in_capture:
+            self.forward_metadata = Meta()
+            self.forward_metadata.ready = True
+
+"""
+
+
+def _tiny(tmp_path, body: str, extra: str = ""):
+    src = HEAD + textwrap.indent(textwrap.dedent(body), "    ") + textwrap.dedent(extra)
+    root = build(tmp_path, {f"{ATTN}/tiny_backend.py": src, FB: FORWARD_BATCH}, "capture_metadata")
+    return _answers(read_path(root), "TinyBackend")
+
+
+def test_a_store_of_the_capture_flows_to_the_guard_after_it(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if not self.forward_metadata.ready:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is False and "`not self.forward_metadata.ready` is false" in a.why
+
+
+def test_a_guard_on_a_field_the_capture_leaves_unknown_keeps_the_read(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if self.flag:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is True
+
+
+def test_a_warm_up_forward_that_may_clear_the_field_keeps_the_read(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if not self.forward_metadata.ready:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            if self.flag:
+                self.forward_metadata.ready = False
+            return q
+        """)
+    assert a.captured is True
+
+
+def test_a_raise_before_the_read_ends_every_path(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if layer.is_cross_attention:
+                if self.forward_metadata.ready:
+                    raise NotImplementedError("not in a graph")
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is False and "raise NotImplementedError" in a.why
+
+
+def test_a_failed_assert_ends_the_path(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if layer.is_cross_attention:
+                assert not self.forward_metadata.ready
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is False and "assert not self.forward_metadata.ready" in a.why
+
+
+def test_getattr_with_a_default_on_an_attribute_nothing_has_is_the_default(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if getattr(forward_batch, "plan", None) is not None:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is False
+
+
+def test_getattr_on_an_attribute_something_stores_is_unknown(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if getattr(forward_batch, "plan", None) is not None:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """, "\n\ndef attach(fb, plan):\n    fb.plan = plan\n")
+    assert a.captured is True
+
+
+def test_a_spread_keyword_argument_may_fill_a_parameter_with_a_default(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch, **kwargs):
+            return self._inner(forward_batch, **kwargs)
+
+        def _inner(self, forward_batch, indices=None):
+            if indices is None:
+                raise ValueError("needs indices")
+            return self.req_to_token[forward_batch.req_pool_indices]
+        """)
+    assert a.captured is True
+
+
+def test_a_nested_function_that_clears_the_field_is_followed(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def init_forward_metadata_in_graph(self, forward_batch):
+            def clear():
+                self.forward_metadata.ready = False
+            clear()
+
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if not self.forward_metadata.ready:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is True
+
+
+def test_the_mode_decides_a_test_in_the_prep_whose_store_the_guard_reads(tmp_path, rules_off):
+    """A test of the forward mode is decided by the mode the graph runs (the tree's ``ForwardMode`` predicates): the
+    prep clears the field only for verify batches, so the decode graph's guard is false."""
+    (a,) = _tiny(tmp_path, """\
+        def init_forward_metadata_in_graph(self, forward_batch):
+            if forward_batch.forward_mode.is_target_verify():
+                self.forward_metadata.ready = False
+
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if not self.forward_metadata.ready:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is False
+
+
+def test_a_capture_whose_every_warm_up_raises_is_not_followed(tmp_path, rules_off):
+    """Where every path of a step of the capture raises, the capture fails on that tree: the interpretation does not
+    follow it, and the answer stays open (None), never "not captured"."""
+    (a,) = _tiny(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if self.forward_metadata.ready:
+                raise NotImplementedError("not in a graph")
+            return self.req_to_token[forward_batch.req_pool_indices]
+        """)
+    assert a.captured is None and "the capture is not followed" in a.why
