@@ -178,7 +178,11 @@ def score(doc: dict, items: list[dict]) -> dict:
     found = sum(any(_matches(f, i) for f in doc["findings"]) or _noted(doc, i) for i in real)
     decided = judged["real"] + judged["false"]
     noted = [i for i in items if _noted(doc, i)]
+    shown = [f for f in doc["findings"] if f.get("status") in ("confirmed", "reachable")]
+    shown_real = sum("real" in {i["verdict"] for i in items if _matches(f, i)} for f in shown)
     return dict(findings=len(doc["findings"]), **judged,
+                shown=len(shown), shown_real=shown_real, shown_precision=shown_real / len(shown) if shown else None,
+                questions=sum(f.get("status") == "unresolved" for f in doc["findings"]),
                 notes_real=sum(i["verdict"] == "real" for i in noted),
                 notes_false=sum(i["verdict"] == "false" for i in noted),
                 precision=judged["real"] / decided if decided else None,
@@ -189,7 +193,7 @@ def score(doc: dict, items: list[dict]) -> dict:
 DOC = ROOT / "docs" / "sglang-reader.md"
 TABLE = re.compile(r"<!-- judged-table: begin -->\n(.*?)<!-- judged-table: end -->", re.S)
 HEADER = ("| Release | Findings | Real | False | Undecidable | Unjudged | Precision | Real reads in the set | Reported "
-          "| Recall |")
+          "| Recall | Shown as findings | Of them real | Precision of what is shown | Questions |")
 
 
 def _pct(x) -> str:
@@ -200,7 +204,8 @@ def _table_row(release: str, s: dict) -> str:
     """The doc table's row of ``release`` for the score ``s``."""
     return (f"| {release} | {s['findings']} | {s['real']} | {s['false']} | {s['undecidable_statically']} | "
             f"{s['unjudged']} | {_pct(s['precision'])} | {s['real_reads']} | {s['real_reported']} | "
-            f"{_pct(s['recall'])} |")
+            f"{_pct(s['recall'])} | {s['shown']} | {s['shown_real']} | {_pct(s['shown_precision'])} | "
+            f"{s['questions']} |")
 
 
 def _doc_rows() -> dict[str, str]:
