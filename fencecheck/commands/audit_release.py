@@ -122,8 +122,11 @@ def reader_part(state: dict) -> Part:
     differ = [d for d in decisions if (d.model and d.model.agree is False)
               or any(c.oracles_agree is False for c in d.contexts or ())]
     pairs = sum(len(d.contexts or ()) for d in decisions)
-    return Part(READER_PART, not differ, f"{len(f)} findings in {pairs} generated configurations, {len(f) - len(differ)} "
-                "decided alike by simulator and model", 0.0)
+    from fencecheck.decision.status import questions
+
+    asked = len(questions(f))
+    return Part(READER_PART, not differ, f"{len(f) - asked} findings and {asked} questions, in {pairs} generated "
+                f"configurations; {len(f) - len(differ)} of {len(f)} decided alike by simulator and model", 0.0)
 
 
 def release_document(part: Part, state: dict) -> str:

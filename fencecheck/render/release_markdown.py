@@ -42,17 +42,20 @@ def contexts_text(rows) -> str:
 def markdown(ex, command: str) -> list[str]:
     """Lines of the section for the decided extraction ``ex`` (decided with witnesses), produced by ``command``."""
     f = ex.findings
-    from fencecheck.decision.status import counted
+    from fencecheck.decision.status import counted, questions, shown
+    from fencecheck.render.summary import ordered
 
+    found, asked = shown(f), questions(f)
+    code = "1: it has findings" if found else "3: it has questions only" if asked else "0: it has none"
     out = [
         "## What the static reader finds in the release's sources",
         "",
-        f"`{command}` (exit status 1: it has findings) reads the release's Python sources statically (never importing "
+        f"`{command}` (exit status {code}) reads the release's Python sources statically (never importing "
         "them) and decides each finding "
         "with the simulator and the model (docs/sglang-reader.md). `confirmed`: it races in the default configuration "
         "of a supported platform; `reachable`: it races in a configuration that needs the named flags, environment "
-        "variables or platform; `unresolved`: a fact could not be settled (a condition on its path the reader "
-        "cannot decide, named). A finding is a read outside what the backend's declaration covers; its scenario "
+        "variables or platform; `unresolved`: a question, not a finding: a fact could not be settled (a condition on "
+        "its path the reader cannot decide, named), listed after the findings. A finding is a read outside what the backend's declaration covers; its scenario "
         "places the backend alone under one decode runner, so a counterexample there says the read is unordered "
         "with the next write when that path runs in a graph replay, not that a given deployment takes the path. "
         "Each finding is also decided in every configuration generated from the release's facts that runs a phase "
@@ -61,12 +64,17 @@ def markdown(ex, command: str) -> list[str]:
         "",
         f"SGLang {ex.version}: {len(ex.backends)} attention backends, "
         f"{len({w.cls for w in ex.workers})} workers, {len(ex.barrier.calls)} barrier call sites, "
-        f"{len(ex.runners)} runners; {len(f)} findings ({counted(f)}).",
+        f"{len(ex.runners)} runners; {len(found)} findings ({counted(found, asked=False)}) and {len(asked)} "
+        "questions.",
         "",
         "### Findings",
         "",
     ]
-    for x in f:
+    for x in ordered(found):
+        out += _finding(x)
+    out += ["### Questions", "", "Each hangs on the fact its `Unresolved:` line names; its scenario says what happens "
+            "if the path runs in a graph replay.", ""]
+    for x in ordered(asked):
         out += _finding(x)
     out += ["### Not findings", "",
             "Each read once per backend and mode (the call chains that reach it are in `--json`; a start-up read has "
