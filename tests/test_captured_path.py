@@ -245,3 +245,76 @@ def test_a_capture_whose_every_warm_up_raises_is_not_followed(tmp_path, rules_of
             return self.req_to_token[forward_batch.req_pool_indices]
         """)
     assert a.captured is None and "the capture is not followed" in a.why
+
+
+DICT_HEAD = """\
+from dataclasses import dataclass
+
+from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+
+
+@dataclass
+class Meta:
+    ready: bool = False
+
+
+class SizedBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.forward_metadata = None
+
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.graph_metadata = {}
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        bs = forward_batch.batch_size
+        if in_capture:
+            metadata = Meta()
+            self.graph_metadata[bs] = metadata
+        self.forward_metadata = self.graph_metadata[bs]
+
+    def init_forward_metadata(self, forward_batch):
+        self.forward_metadata = Meta()
+        self.forward_metadata.batch_size = forward_batch.batch_size
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        size = getattr(self.forward_metadata, "batch_size", None)
+        if size is not None and size < forward_batch.batch_size:
+            return self.req_to_token[forward_batch.req_pool_indices]
+        return q
+"""
+
+
+def _sized(tmp_path, replace=(), files=None):
+    src = DICT_HEAD
+    for old, new in replace:
+        assert old in src, old
+        src = src.replace(old, new)
+    root = build(tmp_path, {f"{ATTN}/sized_backend.py": src, FB: FORWARD_BATCH, **(files or {})}, "capture_metadata")
+    return _answers(read_path(root), "SizedBackend")
+
+
+def test_a_per_size_dict_of_objects_the_captures_make_is_followed(tmp_path, rules_off):
+    """TRTLLM-MLA's shape (0.5.23 trtllm_mla_backend.py:553, the per-size ``decode_cuda_graph_metadata``): every
+    capture of every size and mode stores a new object without ``batch_size`` in the dict, and the forward's metadata
+    is one of them, so the re-plan is in no captured graph."""
+    (a,) = _sized(tmp_path)
+    assert a.captured is False and "`size is not None and size < forward_batch.batch_size` is false" in a.why
+
+
+@pytest.mark.parametrize("why,replace,files", [
+    ("the capture stores the field on its object",
+     [("            self.graph_metadata[bs] = metadata\n",
+       "            metadata.batch_size = bs\n            self.graph_metadata[bs] = metadata\n")], {}),
+    ("an entry stored from outside", [], {"srt/model_executor/runner/fill.py":
+                                         "def fill(backend, bs, m):\n    backend.graph_metadata[bs] = m\n"}),
+    ("the dict handed to a call not followed",
+     [("        self.forward_metadata = self.graph_metadata[bs]\n",
+       "        register(self.graph_metadata)\n        self.forward_metadata = self.graph_metadata[bs]\n")], {}),
+    ("the dict not made by the backend",
+     [("        self.graph_metadata = {}\n", "        self.graph_metadata = max_bs.table\n")], {}),
+])
+def test_each_way_the_dict_may_hold_another_object_leaves_the_read_captured(tmp_path, rules_off, why, replace,
+                                                                            files):
+    answers = _sized(tmp_path, replace, files)
+    assert answers and all(a.captured is not False for a in answers), (why, answers)

@@ -51,6 +51,8 @@ RLIMIT = 2_000_000
 
 #: ``.attr = ...`` (also ``+=`` and the like) in a module's text; the receiver is read before the match.
 _STORE = re.compile(r"\.(\w+)[ \t]*(?:[-+*/|&%@^]|//|>>|<<|\*\*)?=(?!=)")
+#: ``.attr[key] = ...`` in a module's text: an entry stored into the container a field holds.
+_SUBSTORE = re.compile(r"\.(\w+)\[[^\]\n]*\][ \t]*(?:[-+*/|&%@^]|//|>>|<<|\*\*)?=(?!=)")
 #: ``setattr(x, "attr", ...)`` with a literal name.
 _SETATTR = re.compile(r"\bsetattr\([^,()]*,\s*[\"']([A-Za-z_]\w*)[\"']")
 
@@ -58,11 +60,12 @@ _SETATTR = re.compile(r"\bsetattr\([^,()]*,\s*[\"']([A-Za-z_]\w*)[\"']")
 def _non_self_stores(text: str) -> set[str]:
     """The names ``text`` stores through a receiver other than a bare ``self``."""
     out = set()
-    for m in _STORE.finditer(text):
-        s = m.start()
-        bare_self = text.endswith("self", 0, s) and (s < 5 or not (text[s - 5].isalnum() or text[s - 5] in "_."))
-        if not bare_self:
-            out.add(m.group(1))
+    for pattern, prefix in ((_STORE, ""), (_SUBSTORE, "[]")):
+        for m in pattern.finditer(text):
+            s = m.start()
+            bare_self = text.endswith("self", 0, s) and (s < 5 or not (text[s - 5].isalnum() or text[s - 5] in "_."))
+            if not bare_self:
+                out.add(prefix + m.group(1))
     return out
 
 
@@ -100,6 +103,20 @@ class Ref:
 NONE = ("none",)
 
 
+def alternatives(vals) -> tuple | None:
+    """One value standing for several references (or None): ``("alts", members)``, where a join meets paths whose
+    value is one object on one and another on the other; None when some are not references."""
+    members = []
+    for v in vals:
+        inner = v[1] if isinstance(v, tuple) and v[0] == "alts" else (v,)
+        for x in inner:
+            if not (isinstance(x, Ref) or x == NONE):
+                return None
+            if x not in members:
+                members.append(x)
+    return ("alts", tuple(sorted(members, key=str)))
+
+
 def const(v):
     return ("const", v)
 
@@ -115,6 +132,11 @@ class Obj:
     at: str = ""
     #: names code the interpretation did not run may have stored on it (never absent)
     maybe: frozenset = frozenset()
+    #: a dict the interpretation made: entries under literal keys are fields named ``[key]``; ``alts`` the values
+    #: stored under other keys (any of them may be read under such a key); ``opened``: it may hold entries not seen
+    box: bool = False
+    alts: tuple = ()
+    opened: bool = False
 
     def get(self, attr: str):
         return dict(self.fields).get(attr)
@@ -212,14 +234,22 @@ class Interpreter:
             self._outside[attr] = hit
         return self._outside[attr]
 
-    def forget_outside(self, p: Path) -> None:
+    def forget_outside(self, p: Path, roots=()) -> None:
         """What code the interpretation does not run may have stored on ``p``'s objects, forgotten (before each step
-        of a sequence the caller runs: the runner's own code runs between them)."""
+        of a sequence the caller runs: the runner's own code runs between them): on ``roots`` and on every object the
+        interpretation did not make. An object it made is changed only by code that is handed it: the code it runs,
+        or a call it cannot follow, which forgets it (the premise the capture rule took too)."""
         for oid, o in list(p.heap.items()):
+            if o.made and oid not in roots:
+                continue
             gone = [k for k, _ in o.fields if self.stored_outside(k)]
             if gone:
                 fields = {k: (self.fresh() if k in gone else v) for k, v in o.fields}
                 p.heap[oid] = replace(o, fields=tuple(sorted(fields.items(), key=lambda kv: kv[0])))
+            for k, v in o.fields:  # a container whose entries code the interpretation does not run may store
+                box = self._box_of(p, v)
+                if box is not None and not box.opened and self.stored_outside(f"[]{k}"):
+                    p.heap[v.oid] = replace(box, opened=True)
 
     # -- values -----------------------------------------------------------------------------------------------------
 
@@ -281,7 +311,20 @@ class Interpreter:
     # -- expressions ------------------------------------------------------------------------------------------------
 
     def expr(self, fn: Fn, p: Path, e, out: list) -> list[tuple[Path, object]]:
-        """Every (path, value) ``e`` evaluates to on ``p``; paths that end in it go to ``out`` (``Died``)."""
+        """Every (path, value) ``e`` evaluates to on ``p``; paths that end in it go to ``out`` (``Died``). A value
+        that stands for several references is one path each."""
+        got = self._expr(fn, p, e, out)
+        if not any(isinstance(v, tuple) and v[0] == "alts" for _, v in got):
+            return got
+        split = []
+        for q, v in got:
+            if isinstance(v, tuple) and v[0] == "alts":
+                split += [(q if i == 0 else q.copy(), m) for i, m in enumerate(v[1])]
+            else:
+                split.append((q, v))
+        return split
+
+    def _expr(self, fn: Fn, p: Path, e, out: list) -> list[tuple[Path, object]]:
         if isinstance(e, ast.Constant):
             return [(p, NONE if e.value is None else const(e.value))]
         if isinstance(e, ast.Name):
@@ -312,6 +355,10 @@ class Interpreter:
                 q.local[e.target.id] = v
                 got.append((q, v))
             return got
+        if isinstance(e, ast.Dict):
+            return self._dict_literal(fn, p, e, out)
+        if isinstance(e, ast.Subscript) and isinstance(e.ctx, ast.Load):
+            return self._subscript(fn, p, e, out)
         if isinstance(e, ast.BoolOp):  # ``a or b`` is a's value where a is true, else b's
             return self._boolop_value(fn, p, e, out)
         if (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not)) or (isinstance(e, ast.Compare)
@@ -334,6 +381,57 @@ class Interpreter:
                 for q in got:
                     self._forget_stores(fn, q, [ast.Expr(value=x) for x in [child.iter, *child.ifs]])
         return [(q, self.fresh()) for q in got]
+
+    def new_box(self, p: Path, at: str) -> Ref:
+        oid = f"o{next(self.budget.objs)}"
+        p.heap[oid] = Obj(None, (), True, at, frozenset(), True)
+        return Ref(oid)
+
+    def _dict_literal(self, fn: Fn, p: Path, e: ast.Dict, out: list):
+        got = [(p, [], [], False)]
+        for k, v in zip(e.keys, e.values):
+            nxt = []
+            for q, fields, alts, opened in got:
+                if k is None:  # ``**other``: entries not seen
+                    nxt += [(r, fields, alts, True) for r, _ in self.expr(fn, q, v, out)]
+                    continue
+                for r, val in self.expr(fn, q, v, out):
+                    if isinstance(k, ast.Constant):
+                        nxt.append((r, fields + [(f"[{k.value!r}]", val)], alts, opened))
+                    else:
+                        nxt += [(s, fields, alts + [val], opened) for s, _ in self.expr(fn, r, k, out)]
+            got = nxt
+        done = []
+        for q, fields, alts, opened in got:
+            ref = self.new_box(q, f"{fn.file}:{e.lineno}")
+            q.heap[ref.oid] = replace(q.heap[ref.oid], fields=tuple(sorted(dict(fields).items())), alts=tuple(alts),
+                                      opened=opened)
+            done.append((q, ref))
+        return done
+
+    def _box_of(self, p: Path, v) -> Obj | None:
+        return p.heap[v.oid] if isinstance(v, Ref) and v.oid in p.heap and p.heap[v.oid].box else None
+
+    def _subscript(self, fn: Fn, p: Path, e: ast.Subscript, out: list):
+        """``X[k]``: of a dict the interpretation made, the entry under a literal key, or any value stored under
+        another key (each its own path); else unknown."""
+        got = []
+        for q, base in self.expr(fn, p, e.value, out):
+            box = self._box_of(q, base)
+            if box is None:
+                got += [(r, self.fresh()) for r, _ in self.expr(fn, q, e.slice, out)]
+                continue
+            if isinstance(e.slice, ast.Constant):
+                hit = box.get(f"[{e.slice.value!r}]")
+                options = [hit] if hit is not None else list(box.alts) + ([self.fresh()] if box.opened else [])
+                got += [(q if i == 0 else q.copy(), v) for i, v in enumerate(options or [self.fresh()])]
+                continue
+            for r, _ in self.expr(fn, q, e.slice, out):
+                box = self._box_of(r, base)
+                options = list(dict.fromkeys(box.alts)) + [v for k, v in box.fields] + \
+                    ([self.fresh()] if box.opened else [])
+                got += [(r if i == 0 else r.copy(), v) for i, v in enumerate(options or [self.fresh()])]
+        return got
 
     def _boolop_value(self, fn: Fn, p: Path, e: ast.BoolOp, out: list) -> list[tuple[Path, object]]:
         and_ = isinstance(e.op, ast.And)
@@ -399,7 +497,7 @@ class Interpreter:
         its MRO have none, and nothing in the tree stores that name through another receiver."""
         if o.get(attr) is not None or o.cls is None or attr in o.maybe or "*" in o.maybe:
             return False
-        return self.class_value(o.cls, attr) == "absent" and not self.stored_outside(attr)
+        return self.class_value(o.cls, attr) == "absent" and (o.made or not self.stored_outside(attr))
 
     def class_value(self, ci: ClassInfo, attr: str):
         """A field's value on a freshly made instance of ``ci`` where nothing stored it: the class attribute or
@@ -557,6 +655,9 @@ class Interpreter:
     # -- calls ------------------------------------------------------------------------------------------------------
 
     def call(self, fn: Fn, p: Path, c: ast.Call, out: list) -> list[tuple[Path, object]]:
+        if isinstance(c.func, ast.Name) and c.func.id == "dict" and "dict" not in p.local and not c.args \
+                and not c.keywords and self.tree.resolve(fn.module, "dict") is None:
+            return [(p, self.new_box(p, f"{fn.file}:{c.lineno}"))]
         if isinstance(c.func, ast.Name) and isinstance(p.local.get(c.func.id), tuple) \
                 and p.local[c.func.id][0] == "closure" and self.depth < MAX_DEPTH and self.budget.steps < MAX_STEPS:
             return self._closure(fn, p, p.local[c.func.id][1], c, out)
@@ -763,13 +864,16 @@ class Interpreter:
             if oid in seen or oid not in p.heap:
                 continue
             seen.add(oid)
-            todo += [v.oid for _, v in p.heap[oid].fields if isinstance(v, Ref)]
+            o = p.heap[oid]
+            values = [v for _, v in o.fields] + list(o.alts)
+            values += [m for v in values if isinstance(v, tuple) and v[0] == "alts" for m in v[1]]
+            todo += [v.oid for v in values if isinstance(v, Ref)]
         return seen
 
     def _forget_values(self, p: Path, values) -> None:
         for oid in self._reachable_objs(p, values):
             o = p.heap[oid]
-            p.heap[oid] = replace(o, fields=(), made=False, maybe=frozenset({"*"}))
+            p.heap[oid] = replace(o, fields=(), made=False, maybe=frozenset({"*"}), opened=True)
 
     def _forget_passed(self, fn: Fn, p: Path, exprs) -> None:
         """What an opaque call handed: every object a reference to which the expressions give (an argument itself,
@@ -810,24 +914,32 @@ class Interpreter:
         first = paths[0]
         heap = {}
         for oid in set().union(*(q.heap for q in paths)):
-            objs = [q.heap.get(oid) for q in paths]
-            if all(o is objs[0] for o in objs):  # the same object on every path: nothing to join
+            objs = [o for o in (q.heap.get(oid) for q in paths) if o is not None]
+            if all(o is objs[0] for o in objs):  # the same object on every path that has it: nothing to join
                 heap[oid] = objs[0]
                 continue
-            if any(o is None for o in objs) or len({o.cls.key if o.cls else None for o in objs}) > 1:
+            if len({o.cls.key if o.cls else None for o in objs}) > 1:
                 heap[oid] = Obj(None, (), False)
                 continue
             keys = set().union(*(dict(o.fields) for o in objs))
             fields = {}
             for k in keys:
-                vals = {dict(o.fields).get(k) for o in objs}
-                fields[k] = vals.pop() if len(vals) == 1 and None not in vals else self.fresh()
+                vals = [dict(o.fields).get(k) for o in objs]
+                if None in vals:
+                    fields[k] = self.fresh()
+                elif all(v == vals[0] for v in vals):
+                    fields[k] = vals[0]
+                else:
+                    fields[k] = alternatives(vals) or self.fresh()
             heap[oid] = Obj(objs[0].cls, tuple(sorted(fields.items(), key=lambda kv: kv[0])),
-                            all(o.made for o in objs), objs[0].at, frozenset().union(*(o.maybe for o in objs)))
+                            all(o.made for o in objs), objs[0].at, frozenset().union(*(o.maybe for o in objs)),
+                            all(o.box for o in objs), tuple(dict.fromkeys(v for o in objs for v in o.alts)),
+                            any(o.opened for o in objs))
         local = {}
         for k in set().union(*(q.local for q in paths)):
             vals = [q.local.get(k) for q in paths]
-            local[k] = vals[0] if all(v == vals[0] for v in vals) and vals[0] is not None else self.fresh()
+            local[k] = vals[0] if all(v == vals[0] for v in vals) and vals[0] is not None else \
+                (None not in vals and alternatives(vals)) or self.fresh()
         return Path(heap, local, (), first.ret, ())
 
     def stmt(self, fn: Fn, s, p: Path) -> Outcome:
@@ -968,7 +1080,18 @@ class Interpreter:
         elif isinstance(t, ast.Attribute):  # a store the interpretation cannot place: any object's field may change
             self._forget_attr(p, t.attr)
         elif isinstance(t, ast.Subscript):
-            self._forget_passed(fn, p, [t.value])
+            died: list = []
+            bases = self.expr(fn, p, t.value, died) if isinstance(t.value, (ast.Name, ast.Attribute)) else []
+            box = self._box_of(p, bases[0][1]) if len(bases) == 1 else None
+            if box is None:
+                self._forget_passed(fn, p, [t.value])
+                return True
+            oid = bases[0][1].oid
+            if isinstance(t.slice, ast.Constant):
+                p.heap[oid] = box.set(f"[{t.slice.value!r}]", v)
+            else:
+                self.expr(fn, p, t.slice, died)
+                p.heap[oid] = replace(box, alts=tuple(dict.fromkeys(box.alts + (v,))))
         return True
 
     def _forget_attr(self, p: Path, attr: str) -> None:
@@ -1033,7 +1156,11 @@ class Interpreter:
 
 
 def _stores_name(n, attr: str) -> bool:
-    """Whether the node ``n`` stores ``attr`` through an attribute or names it to ``setattr``."""
+    """Whether the node ``n`` stores ``attr`` through an attribute or names it to ``setattr``; for ``[]attr``, an
+    entry into the container the field ``attr`` holds."""
+    if attr.startswith("[]"):
+        return isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)) \
+            and isinstance(n.value, ast.Attribute) and n.value.attr == attr[2:]
     if isinstance(n, ast.Attribute):
         return n.attr == attr and isinstance(n.ctx, (ast.Store, ast.Del))
     return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and len(n.args) >= 2 \

@@ -33,11 +33,11 @@ during a capture and nothing else of the backend; graphs are captured before any
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fencecheck.decision.absint import NONE, Died, Fn, Interpreter, Obj, Path, Ref, Sym
 from fencecheck.sglang_source.backend_reader import STARTUP_ENTRIES
-from fencecheck.sglang_source.capture_state import CAPTURE_ENTRY, IN_GRAPH_PREP, WARMUP_HOOK, read_hops
+from fencecheck.sglang_source.capture_state import CAPTURE_ENTRY, IN_GRAPH_PREP, WARMUP_HOOK, graph_modes, read_hops
 from fencecheck.sglang_source.tree import ClassInfo, Tree
 
 #: The parameter name of the forward batch in the backend's methods.
@@ -97,20 +97,38 @@ def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
         for name in STARTUP_ENTRIES:
             p = _step(it, ci, name, me, p, {})
         _forget_fields(it, p, _stored_after_startup(tree, ci))
-        it.forget_outside(p)
+        it.forget_outside(p, ("backend",))
         p.heap["batch"] = Obj(_batch_class(tree), (), False, "the runner's capture batch")
-        p = _step(it, ci, CAPTURE_ENTRY, me, p, {BATCH: batch, "in_capture": ("const", True)})
 
         def warm_up(q: Path) -> Path:
             for name in (IN_GRAPH_PREP, "forward", WARMUP_HOOK):
-                it.forget_outside(q)
+                it.forget_outside(q, ("backend",))
                 q = _step(it, ci, name, me, q, {BATCH: batch})
             return q
 
-        p = _fixpoint(it, p, warm_up)
-        it.forget_outside(p)
-        p = _step(it, ci, IN_GRAPH_PREP, me, p, {BATCH: batch})
-        p = _fixpoint(it, p, lambda q: _step(it, ci, "forward", me, q, {BATCH: batch}))
+        def capture(q: Path) -> Path:
+            """One capture: the capture call, the warm-ups, the prep and the layers, on a new batch."""
+            q.heap["batch"] = Obj(_batch_class(tree), (), False, "the runner's capture batch")
+            q = _step(it, ci, CAPTURE_ENTRY, me, q, {BATCH: batch, "in_capture": ("const", True)})
+            q = _fixpoint(it, q, warm_up)
+            it.forget_outside(q, ("backend",))
+            q = _step(it, ci, IN_GRAPH_PREP, me, q, {BATCH: batch})
+            return _fixpoint(it, q, lambda r: _step(it, ci, "forward", me, r, {BATCH: batch}))
+
+        def every_capture(q: Path) -> Path:
+            """The captures of the other sizes and graph modes, which may have run before this one."""
+            for m in graph_modes(modes):
+                it.mode = m
+                try:
+                    q = capture(q)
+                except _NoPath:  # a mode this backend cannot capture: no such capture runs before this one
+                    pass
+                finally:
+                    it.mode = mode
+            return q
+
+        p = _fixpoint(it, p, every_capture)
+        p = capture(p)
     except _NoPath as e:
         return it, str(e)
     p.local = {}
@@ -138,11 +156,11 @@ def _fixpoint(it: Interpreter, p: Path, step) -> Path:
     with what still changes forgotten. Objects are matched across the states by the fields that reach them from the
     backend and the batch (``_aligned``): an object a step makes anew stands where the one it replaces stood."""
     for _ in range(ROUNDS):
-        nxt = it.join([p, _aligned(p, step(_copy(p)))])
+        nxt = it.join([p, _aligned(p, step(_copy(p)), it)])
         if _shape(nxt) == _shape(p):
             return nxt
         p = nxt
-    return it.join([p, _aligned(p, step(_copy(p))), _forgotten(it, p)])
+    return it.join([p, _aligned(p, step(_copy(p)), it), _forgotten(it, p)])
 
 
 def _paths_to(p: Path) -> dict[str, str]:
@@ -153,29 +171,52 @@ def _paths_to(p: Path) -> dict[str, str]:
         if oid in out or oid not in p.heap:
             continue
         out[oid] = path
-        todo += [(v.oid, f"{path}.{k}") for k, v in p.heap[oid].fields if isinstance(v, Ref)]
+        o = p.heap[oid]
+        todo += [(v.oid, f"{path}.{k}") for k, v in o.fields if isinstance(v, Ref)]
+        todo += [(m.oid, f"{path}.{k}<{p.heap[m.oid].at if m.oid in p.heap else '?'}>") for k, v in o.fields
+                 if isinstance(v, tuple) and v[0] == "alts" for m in v[1] if isinstance(m, Ref)]
+        todo += [(v.oid, f"{path}[{p.heap[v.oid].at if v.oid in p.heap else '?'}]") for v in o.alts
+                 if isinstance(v, Ref)]
     return out
 
 
-def _aligned(p: Path, q: Path) -> Path:
-    """``q`` with each object reached by the same field path as one of ``p``'s renamed to that object's id, and the
+def _aligned(p: Path, q: Path, it: Interpreter | None = None) -> Path:
+    """``q`` with each object reached by the same field path as one of ``p``'s renamed to that object's id (objects
+    a dict holds are named by where they were made: those of one site are one object, their fields joined), and the
     objects no root reaches dropped."""
     mine = {path: oid for oid, path in _paths_to(p).items()}
     theirs = _paths_to(q)
-    rename = {oid: mine.get(path, f"{oid}'") for oid, path in theirs.items()}
+    names = {}
+    for oid, path in theirs.items():
+        names.setdefault(path, []).append(oid)
+    rename = {}
+    for path, oids in names.items():
+        target = mine.get(path, f"{oids[0]}'")
+        for oid in oids:
+            rename[oid] = target
 
     def ren(v):
+        if isinstance(v, tuple) and v[0] == "alts":
+            return ("alts", tuple(sorted(dict.fromkeys(map(ren, v[1])), key=str)))
         return Ref(rename[v.oid]) if isinstance(v, Ref) and v.oid in rename else v
 
-    heap = {rename[oid]: Obj(o.cls, tuple((k, ren(v)) for k, v in o.fields), o.made, o.at, o.maybe)
-            for oid, o in q.heap.items() if oid in rename}
+    heap: dict = {}
+    for oid, o in q.heap.items():
+        if oid not in rename:
+            continue
+        o = replace(o, fields=tuple((k, ren(v)) for k, v in o.fields), alts=tuple(dict.fromkeys(map(ren, o.alts))))
+        new = rename[oid]
+        if new in heap and heap[new] != o and it is not None:  # several objects of one site: one, joined
+            heap[new] = it.join([Path({new: heap[new]}, {}), Path({new: o}, {})]).heap[new]
+        else:
+            heap[new] = o
     return Path(heap, {k: ren(v) for k, v in q.local.items()}, q.cond, q.ret, q.notes)
 
 
 def _forgotten(it: Interpreter, p: Path) -> Path:
     q = _copy(p)
     for oid, o in list(q.heap.items()):
-        q.heap[oid] = Obj(o.cls, (), False, o.at, frozenset({"*"}))
+        q.heap[oid] = replace(o, fields=(), made=False, maybe=frozenset({"*"}), opened=True)
     return q
 
 
@@ -185,9 +226,12 @@ def _shape(p: Path):
     names = _paths_to(p)
 
     def val(v):
+        if isinstance(v, tuple) and v[0] == "alts":
+            return ("alts", tuple(sorted(str(val(m)) for m in v[1])))
         return "?" if isinstance(v, Sym) else ("ref", names.get(v.oid)) if isinstance(v, Ref) else v
 
-    return {names[oid]: (tuple((k, val(v)) for k, v in o.fields), o.cls.key if o.cls else None, o.made, o.maybe)
+    return {names[oid]: (tuple((k, val(v)) for k, v in o.fields), o.cls.key if o.cls else None, o.made, o.maybe,
+                         o.box, tuple(sorted({str(val(v)) for v in o.alts})), o.opened)
             for oid, o in p.heap.items() if oid in names}
 
 
@@ -209,6 +253,7 @@ def _run_method(it: Interpreter, ci: ClassInfo, name: str, me: Ref, paths: list[
     fn = Fn(hit[1], hit[0].module, hit[0])
     out = []
     it.last_died = []
+    it.budget.steps = 0  # each step of the sequence gets the whole statement budget
     for p in paths:
         local = it.bind(fn, p, me, ([], {}), defaults_apply=False)
         for k, v in named.items():
@@ -226,8 +271,8 @@ def _forget_fields(it: Interpreter, p: Path, attrs: set[str]) -> None:
     have been."""
     for oid, o in list(p.heap.items()):
         fields = {k: (it.fresh() if k in attrs else v) for k, v in o.fields}
-        p.heap[oid] = Obj(o.cls, tuple(sorted(fields.items(), key=lambda kv: kv[0])), o.made, o.at,
-                          o.maybe | frozenset(attrs))
+        p.heap[oid] = replace(o, fields=tuple(sorted(fields.items(), key=lambda kv: kv[0])),
+                              maybe=o.maybe | frozenset(attrs))
 
 
 def _stored_after_startup(tree: Tree, ci: ClassInfo) -> set[str]:
