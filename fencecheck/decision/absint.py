@@ -21,10 +21,17 @@ forget what their bodies store, then run the body once; ``try`` runs its body an
 before it with what the body stores forgotten; ``with`` runs its body. More than ``MAX_PATHS`` paths at one point are
 joined into one (fields that differ are forgotten, conditions dropped): a join only loses precision.
 
+A dict the interpretation makes (a literal, ``dict()``) keeps its entries under literal keys as fields and the values
+stored under other keys as alternatives: a read under such a key is one path per value (and an unknown where the
+dict may hold entries not seen). Where joined paths hold different objects in one field, the field holds the
+alternatives, split again into one path each where it is read.
+
 What the interpretation assumes, and the analysis built on it must say: an opaque call changes only the objects it
 is handed references to; two distinct access paths that the interpretation resolves to distinct objects are distinct
 objects (no aliasing it did not see); a store through an object the interpretation cannot resolve may be to any
-object, so it forgets that field on every object. Every bound reached only makes more paths possible.
+object, so it forgets that field on every object; code it does not run changes an object the interpretation made
+only where it is handed it (``forget_outside`` forgets the fields of the roots and of objects it did not make). Every
+bound reached only makes more paths possible.
 """
 
 from __future__ import annotations
