@@ -156,8 +156,8 @@ class Obj:
 
 @dataclass(frozen=True)
 class Died:
-    """Why a path ended before its goal: ``kind`` (``raise``, ``assert``, ``none``, ``absent``, ``return``,
-    ``false``), where, and what."""
+    """Why a path ended before its goal: ``kind`` (``raise``, ``assert``, ``none``, ``return``, ``false``), where,
+    and what."""
 
     kind: str
     file: str
@@ -167,17 +167,15 @@ class Died:
 
 @dataclass
 class Path:
-    """One path: the heap, the current frame's locals, its conditions (z3 terms) and, for the report, the tests
-    decided on it with the stores they rested on."""
+    """One path: the heap, the current frame's locals, its conditions (z3 terms) and, once it returned, its value."""
 
     heap: dict
     local: dict
     cond: tuple = ()
     ret: object = None
-    notes: tuple = ()
 
     def copy(self) -> "Path":
-        return Path(dict(self.heap), dict(self.local), self.cond, self.ret, self.notes)
+        return Path(dict(self.heap), dict(self.local), self.cond, self.ret)
 
 
 @dataclass
@@ -220,6 +218,8 @@ class Interpreter:
         #: the classes whose methods run only where the interpretation runs them (its subject's MRO)
         self.own = list(own)
         self._outside: dict[str, bool] = {}
+        self.depth = 0  # calls followed below the function run first
+        self.last_died: list = []  # why the paths of the last method a caller ran ended
 
     def stored_outside(self, attr: str) -> bool:
         """Whether code the interpretation does not run may store ``attr`` on its objects: a store of that name
@@ -495,8 +495,7 @@ class Interpreter:
             if base == NONE and len(e.args) == 3:
                 got += self.expr(fn, q, e.args[2], out)
                 continue
-            got += [(q, v) for q, v in self.attr(fn, q, base, attr, e, out)] if base != NONE else \
-                [(q, self.fresh())]
+            got += self.attr(fn, q, base, attr, e, out) if base != NONE else [(q, self.fresh())]
         return got
 
     def absent(self, o: Obj, attr: str) -> bool:
@@ -583,8 +582,7 @@ class Interpreter:
             for q, v in self.expr(fn, p, e.args[0], out):
                 got.append((q, self._isinstance(fn, q, v, e.args[1])))
             return got
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("hasattr", "getattr") \
-                and len(e.args) >= 2 and isinstance(e.args[1], ast.Constant) and e.func.id == "hasattr":
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "hasattr" and len(e.args) == 2:
             return [(q, self._fresh_atom()) for q, _ in self.expr(fn, p, e.args[0], out)]
         if isinstance(e, ast.Compare):  # a chained comparison: its operands run, its truth unknown
             got = [p]
@@ -671,11 +669,7 @@ class Interpreter:
         self._closures_escape(fn, p, c)
         target = self.callee(fn, p, c)
         if target is None or self.depth >= MAX_DEPTH or self.budget.steps >= MAX_STEPS:
-            if target is not None and isinstance(target[0], ClassInfo) and target[1] is None:
-                return [(p, self.new_obj(p, target[0], True, f"{fn.file}:{c.lineno}"))]
-            for q, _ in [(p, None)]:
-                self._forget_passed(fn, q, [*c.args, *(k.value for k in c.keywords)]
-                                    + ([c.func.value] if isinstance(c.func, ast.Attribute) else []))
+            self._forget_passed(fn, p, _handed(c))
             return [(p, self.fresh())]
         kind, callee, receiver = target
         got: list[tuple[Path, object]] = []
@@ -685,8 +679,6 @@ class Interpreter:
             else:
                 got += self.invoke(callee, q, receiver, args, out)
         return got
-
-    depth = 0
 
     def callee(self, fn: Fn, p: Path, c: ast.Call):
         """("method", Fn, receiver) of a call of a method of a known class, ("function", Fn, None) of a module
@@ -712,8 +704,6 @@ class Interpreter:
                             hit = self.tree.lookup(o.cls, f.attr)
                             if hit is not None and not _decorated(hit[1]):
                                 return "method", Fn(hit[1], hit[0].module, hit[0]), v
-                    if isinstance(v, tuple) and v[0] == "module":
-                        pass
             r = self.tree.resolve_expr(fn.module, f) if isinstance(f.value, ast.Name) and \
                 f.value.id not in p.local else None
             if isinstance(r, ClassInfo):
@@ -739,7 +729,7 @@ class Interpreter:
                 self._forget_stores(fn, q, node.body)
                 got.append((q, self.fresh()))
                 continue
-            inner = Path(q.heap, {**q.local, **local}, q.cond, None, q.notes)
+            inner = Path(q.heap, {**q.local, **local}, q.cond)
             self.depth += 1
             try:
                 res = self.block(Fn(node, fn.module, fn.owner), node.body, [inner])
@@ -747,7 +737,7 @@ class Interpreter:
                 self.depth -= 1
             out += res.died
             for r in res.live + res.returned:
-                got.append((Path(r.heap, dict(q.local), r.cond, None, r.notes), r.ret if r in res.returned else NONE))
+                got.append((Path(r.heap, dict(q.local), r.cond), r.ret if r in res.returned else NONE))
         return self._cap_values(got)
 
     def _closures_escape(self, fn: Fn, p: Path, c: ast.Call) -> None:
@@ -825,7 +815,7 @@ class Interpreter:
             self._forget_values(p, [receiver])
             return [(p, self.fresh())]
         caller = p.local
-        q = Path(p.heap, local, p.cond, None, p.notes)
+        q = Path(p.heap, local, p.cond)
         self.depth += 1
         try:
             res = self.block(callee, callee.node.body, [q])
@@ -834,7 +824,7 @@ class Interpreter:
         got = []
         for r in res.live + res.returned:
             v = r.ret if r in res.returned else NONE
-            got.append((Path(r.heap, dict(caller), r.cond, None, r.notes), v))
+            got.append((Path(r.heap, dict(caller), r.cond), v))
         out += res.died
         return self._cap_values(got)
 
@@ -947,7 +937,7 @@ class Interpreter:
             vals = [q.local.get(k) for q in paths]
             local[k] = vals[0] if all(v == vals[0] for v in vals) and vals[0] is not None else \
                 (None not in vals and alternatives(vals)) or self.fresh()
-        return Path(heap, local, (), first.ret, ())
+        return Path(heap, local, (), first.ret)
 
     def stmt(self, fn: Fn, s, p: Path) -> Outcome:
         self.budget.steps += 1
@@ -1118,18 +1108,7 @@ class Interpreter:
                 elif isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)):
                     self._forget_attr(p, n.attr)
                 elif isinstance(n, ast.Call):
-                    self._forget_passed(fn, p, [*n.args, *(k.value for k in n.keywords)]
-                                        + ([n.func.value] if isinstance(n.func, ast.Attribute) else []))
-                    if self._may_follow(n):
-                        self._forget_objects_of(p, n)
-
-    def _may_follow(self, n: ast.Call) -> bool:
-        return isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
-
-    def _forget_objects_of(self, p: Path, n) -> None:
-        me = p.local.get("self")
-        if isinstance(me, Ref):
-            self._forget_values(p, [me])
+                    self._forget_passed(fn, p, _handed(n))
 
     # -- reachability -----------------------------------------------------------------------------------------------
 
@@ -1160,6 +1139,11 @@ class Interpreter:
             elif kind in ("isa", "eq") and none in names and not key.endswith("#None"):
                 out.append(z3.Implies(self.atom(key), z3.Not(self.atom(none))))
         return out
+
+
+def _handed(c: ast.Call) -> list:
+    """What a call hands its callee: its arguments and its receiver."""
+    return [*c.args, *(k.value for k in c.keywords)] + ([c.func.value] if isinstance(c.func, ast.Attribute) else [])
 
 
 def _stores_name(n, attr: str) -> bool:

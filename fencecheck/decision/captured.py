@@ -81,7 +81,7 @@ def captured(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> Captured:
 
 
 def _copy(p: Path) -> Path:
-    return Path(dict(p.heap), dict(p.local), p.cond, None, p.notes)
+    return Path(dict(p.heap), dict(p.local), p.cond)
 
 
 def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
@@ -210,13 +210,12 @@ def _aligned(p: Path, q: Path, it: Interpreter | None = None) -> Path:
             heap[new] = it.join([Path({new: heap[new]}, {}), Path({new: o}, {})]).heap[new]
         else:
             heap[new] = o
-    return Path(heap, {k: ren(v) for k, v in q.local.items()}, q.cond, q.ret, q.notes)
+    return Path(heap, {k: ren(v) for k, v in q.local.items()}, q.cond, q.ret)
 
 
 def _forgotten(it: Interpreter, p: Path) -> Path:
     q = _copy(p)
-    for oid, o in list(q.heap.items()):
-        q.heap[oid] = replace(o, fields=(), made=False, maybe=frozenset({"*"}), opened=True)
+    it._forget_values(q, [Ref(oid) for oid in q.heap])
     return q
 
 
@@ -252,14 +251,14 @@ def _run_method(it: Interpreter, ci: ClassInfo, name: str, me: Ref, paths: list[
         return None
     fn = Fn(hit[1], hit[0].module, hit[0])
     out = []
-    it.last_died = []
+    it.last_died.clear()
     it.budget.steps = 0  # each step of the sequence gets the whole statement budget
     for p in paths:
         local = it.bind(fn, p, me, ([], {}), defaults_apply=False)
         for k, v in named.items():
             if k in local:
                 local[k] = v
-        q = Path(p.heap, local, p.cond, None, p.notes)
+        q = Path(p.heap, local, p.cond)
         res = it.block(fn, fn.node.body, [q])
         out += [Path(r.heap, {}, r.cond) for r in res.live + res.returned]
         it.last_died += res.died
@@ -402,7 +401,7 @@ def _towards(it: Interpreter, fn: Fn, stmts, line: int, paths: list[Path], died:
 def _reasons(died: list, reached: list[Path]) -> str:
     """How the paths ended, each way once, at most three."""
     seen = []
-    order = {"false": 0, "assert": 1, "none": 2, "absent": 3, "raise": 4}
+    order = {"false": 0, "assert": 1, "none": 2, "raise": 3}
     for _, d in sorted(died, key=lambda x: order.get(x[1].kind, 5)):
         if d.kind == "return":
             continue

@@ -13,6 +13,7 @@ configurations), so the check costs two reads and the change. The protocol facts
 from __future__ import annotations
 
 from fencecheck.decision.identity import RootCause, root_causes
+from fencecheck.decision.status import is_question
 from fencecheck.errors import EXIT_OK, EXIT_RACE, EXIT_UNKNOWN, FencecheckError
 
 
@@ -122,7 +123,7 @@ def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple
     a limit it reached); 0 otherwise (it fixes some, or changes no finding)."""
     added = states["added"]
     if any(rc.status in ("confirmed", "reachable", "plausible")
-           or (rc.status != "unresolved" and doc["findings"][rc.finding].get("verdict") == "counterexample")
+           or (not is_question(rc) and doc["findings"][rc.finding].get("verdict") == "counterexample")
            for rc in added):
         return EXIT_RACE
     return EXIT_UNKNOWN if added or notes else EXIT_OK

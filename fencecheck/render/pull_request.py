@@ -5,6 +5,7 @@ from __future__ import annotations
 
 def render(pr: dict, states, changes, head_ex) -> str:
     """The pull-request report as text (each added finding's verdict from ``head_ex``, the decided extraction)."""
+    from fencecheck.decision.status import is_question
     from fencecheck.render.output import decision_lines
 
     h, b, c = pr["head"], pr["baseline"], pr["counts"]
@@ -21,7 +22,7 @@ def render(pr: dict, states, changes, head_ex) -> str:
             continue  # its finding's verdict is shown with its first root cause
         shown.add(rc.finding)
         if d is not None:
-            lines += decision_lines(d, model=False, fix=rc.status != "unresolved")
+            lines += decision_lines(d, model=False, fix=not is_question(rc))
     for rc in states["fixed"]:
         lines.append(f"  FIXED {rc.kind}: {rc.text()}")
     for rc, row in zip(states["suppressed"], pr["findings"]["suppressed"]):

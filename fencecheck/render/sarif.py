@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fencecheck import __version__
 from fencecheck.decision.identity import KINDS, RootCause, Where
-from fencecheck.decision.status import PRECISION
+from fencecheck.decision.status import PRECISION, is_question
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT = "fencecheckRootCause/v1"
@@ -88,7 +88,7 @@ def _message(item: Item) -> str:
     if f.get("why"):
         text += f" {f['why']}."
     fix = f.get("fix")
-    if rc.status == "unresolved":  # a question: what it hangs on, and no fix to apply before it is answered
+    if is_question(rc):  # a question: what it hangs on, and no fix to apply before it is answered
         text += f" Question, not a finding: {f.get('status_why') or 'a fact the reader could not settle'}."
     elif fix:
         text += (f" Fix: {fix['change']} (verified: simulator {fix['verdict']}, model {fix['model_verdict']} on its "

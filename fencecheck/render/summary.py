@@ -186,7 +186,7 @@ def _entries(groups) -> list[tuple[str, str, tuple, list]]:
     return out
 
 
-#: Less room than this for what an unresolved root cause's status rests on, and the summary names where it is instead.
+#: The least room kept for what a root cause's status rests on beside its fix.
 _MIN_STATE = 50
 
 
@@ -207,21 +207,14 @@ def summary_lines(ex) -> list[str]:
 
     lines = []
     entries = _entries(root_causes(ex.findings))
-    asked = [e for e in entries if is_question(e[3][0])]
+    asked = sum(len(fs) for _, _, _, fs in entries if is_question(fs[0]))
     for status, kind, reads, fs in entries:
-        if asked and (status, kind, reads, fs) == asked[0]:
-            n = sum(len(e[3]) for e in asked)
-            lines.append(f"questions: {n} (not findings: each hangs on a fact the reader could not settle, named on "
-                         "its second line; --details gives each with its evidence)")
-        if is_question(fs[0]):
-            state = _state(status, fs)
-            head = f"  {status.upper()} {_what(kind, reads)}; {_affected(fs)}"
-            if len(head) + 2 + len(state) <= WIDTH:
-                lines.append(f"{head}; {state}")
-            else:
-                lines += [fit(head), fit(_INDENT + state)]
-            continue
-        declared = sorted({getattr(f, "declared", None) for f in fs} - {None})
+        question = is_question(fs[0])
+        if question and asked:
+            lines.append(f"questions: {asked} (not findings: each hangs on a fact the reader could not settle, named "
+                         "on its second line; --details gives each with its evidence)")
+            asked = 0  # the line once, before the first question
+        declared = [] if question else sorted({getattr(f, "declared", None) for f in fs} - {None})
         head = f"  {status.upper()} {_what(kind, reads)}; {_affected(fs)}"
         decl = f"declares {', '.join(declared)}" if declared else ""
         parts = []
@@ -229,7 +222,7 @@ def summary_lines(ex) -> list[str]:
             head += f", {decl}"
         elif decl:
             parts.append(decl)
-        fix = _short_fix(fs)
+        fix = "" if question else _short_fix(fs)
         state = _state(status, fs)
         if not fix and not parts and len(head) + 2 + len(state) <= WIDTH:
             lines.append(f"{head}; {state}")  # nothing more to say: one line
@@ -237,11 +230,8 @@ def summary_lines(ex) -> list[str]:
         lines.append(fit(head))
         if fix:
             room = WIDTH - len(_INDENT) - sum(len(p) + 2 for p in parts) - len(fix) - 2
-            if len(state) > room and room < _MIN_STATE and status == "unresolved":
-                state = None  # UNRESOLVED says it; --details names the conditions
-            else:
-                state = fit(state, max(room, _MIN_STATE))
-        lines.append(fit(_INDENT + "; ".join(parts + ([state] if state else []) + ([fix] if fix else []))))
+            state = fit(state, max(room, _MIN_STATE))
+        lines.append(fit(_INDENT + "; ".join(parts + [state] + ([fix] if fix else []))))
     return lines
 
 

@@ -96,7 +96,7 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
     lines.append(f"sglang {version} at {ex.root}: {len(b)} attention backends, "
                  f"{len({x.cls for x in w})} workers, barrier applied in {len(loops)} event loops "
                  f"({len(ex.barrier.calls)} call sites), {len(ex.runners)} runners")
-    from fencecheck.decision.status import counted, questions, shown
+    from fencecheck.decision.status import counted, is_question, questions, shown
     from fencecheck.render.summary import ordered
 
     found, asked = shown(f), questions(f)
@@ -117,7 +117,7 @@ def render(ex, drift: dict | None = None, details: bool = True) -> str:
         for e in x.evidence:
             lines.append(f"    {e.file}:{e.line}: {e.what}")
         if x.decision is not None:
-            lines += decision_lines(x.decision, fix=x not in asked)
+            lines += decision_lines(x.decision, fix=not is_question(x))
         elif x.kind == "read_outside_declaration" and x.why:
             lines.append(f"    {x.why}")
     if drift is not None:
