@@ -85,7 +85,7 @@ def test_the_field_stored_through_self_of_another_class_leaves_the_read_not_capt
 
 # -- the interpretation's semantics on small backends ----------------------------------------------------------------
 
-HEAD = """\
+PREAMBLE = """\
 from dataclasses import dataclass
 
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
@@ -96,6 +96,8 @@ class Meta:
     ready: bool = False
 
 
+"""
+HEAD = PREAMBLE + """\
 class TinyBackend(AttentionBackend):
     def __init__(self, model_runner):
         self.req_to_token = model_runner.req_to_token_pool.req_to_token
@@ -110,10 +112,15 @@ class TinyBackend(AttentionBackend):
 """
 
 
+def _built(tmp_path, module: str, src: str, subject: str, files=None) -> list:
+    """The interpretation's answers for ``subject``'s reads in the capture tree with ``src`` as ``module``."""
+    root = build(tmp_path, {f"{ATTN}/{module}": src, FB: FORWARD_BATCH, **(files or {})}, "capture_metadata")
+    return _answers(read_path(root), subject)
+
+
 def _tiny(tmp_path, body: str, extra: str = ""):
     src = HEAD + textwrap.indent(textwrap.dedent(body), "    ") + textwrap.dedent(extra)
-    root = build(tmp_path, {f"{ATTN}/tiny_backend.py": src, FB: FORWARD_BATCH}, "capture_metadata")
-    return _answers(read_path(root), "TinyBackend")
+    return _built(tmp_path, "tiny_backend.py", src, "TinyBackend")
 
 
 def test_a_store_of_the_capture_flows_to_the_guard_after_it(tmp_path, rules_off):
@@ -247,17 +254,7 @@ def test_a_capture_whose_every_warm_up_raises_is_not_followed(tmp_path, rules_of
     assert a.captured is None and "the capture is not followed" in a.why
 
 
-DICT_HEAD = """\
-from dataclasses import dataclass
-
-from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
-
-
-@dataclass
-class Meta:
-    ready: bool = False
-
-
+DICT_HEAD = PREAMBLE + """\
 class SizedBackend(AttentionBackend):
     def __init__(self, model_runner):
         self.req_to_token = model_runner.req_to_token_pool.req_to_token
@@ -290,8 +287,7 @@ def _sized(tmp_path, replace=(), files=None):
     for old, new in replace:
         assert old in src, old
         src = src.replace(old, new)
-    root = build(tmp_path, {f"{ATTN}/sized_backend.py": src, FB: FORWARD_BATCH, **(files or {})}, "capture_metadata")
-    return _answers(read_path(root), "SizedBackend")
+    return _built(tmp_path, "sized_backend.py", src, "SizedBackend", files)
 
 
 def test_a_per_size_dict_of_objects_the_captures_make_is_followed(tmp_path, rules_off):
