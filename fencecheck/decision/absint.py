@@ -910,7 +910,7 @@ class Interpreter:
         """One path standing for ``paths``: fields and locals that differ forgotten, conditions dropped."""
         first = paths[0]
         heap = {}
-        for oid in set().union(*(q.heap for q in paths)):
+        for oid in sorted(set().union(*(q.heap for q in paths))):  # sorted: symbols numbered alike on every run
             objs = [o for o in (q.heap.get(oid) for q in paths) if o is not None]
             if all(o is objs[0] for o in objs):  # the same object on every path that has it: nothing to join
                 heap[oid] = objs[0]
@@ -918,7 +918,7 @@ class Interpreter:
             if len({o.cls.key if o.cls else None for o in objs}) > 1:
                 heap[oid] = Obj(None, (), False)
                 continue
-            keys = set().union(*(dict(o.fields) for o in objs))
+            keys = sorted(set().union(*(dict(o.fields) for o in objs)))
             fields = {}
             for k in keys:
                 vals = [dict(o.fields).get(k) for o in objs]
@@ -933,7 +933,7 @@ class Interpreter:
                             all(o.box for o in objs), tuple(dict.fromkeys(v for o in objs for v in o.alts)),
                             any(o.opened for o in objs))
         local = {}
-        for k in set().union(*(q.local for q in paths)):
+        for k in sorted(set().union(*(q.local for q in paths))):
             vals = [q.local.get(k) for q in paths]
             local[k] = vals[0] if all(v == vals[0] for v in vals) and vals[0] is not None else \
                 (None not in vals and alternatives(vals)) or self.fresh()
@@ -1130,7 +1130,7 @@ class Interpreter:
         for c in cond:
             names |= {str(d) for d in _atoms(c)}
         out = []
-        for key in names:
+        for key in sorted(names):
             kind, _, rest = key.partition("#")
             n = rest.split("#", 1)[0]
             none = f"none#{n}"
