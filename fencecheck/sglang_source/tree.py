@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,7 +154,8 @@ class Tree:
         t.__dict__.update(root=self.root, base=self.base, max_module_bytes=self.max_module_bytes, paths=self.paths,
                           texts=self.texts, _modules=self._modules, _class_index=self._class_index,
                           notes=self.notes, parsed=0, log=None, digests=self.digests,
-                          _containing=self.__dict__.setdefault("_containing", {}))
+                          _containing=self.__dict__.setdefault("_containing", {}),
+                          _words=self.__dict__.setdefault("_words", {}))
         return t
 
     def forget(self) -> None:
@@ -227,16 +230,36 @@ class Tree:
         return list(memo[key])
 
     def raw_search(self, needles: tuple[str, ...], under: str) -> list[str]:
-        """``modules_containing`` computed again, neither kept nor recorded."""
-        folders = self.__dict__.setdefault("_folders", {})
-        pairs = folders.get(under)
-        if pairs is None:  # (module, text) of each module below ``under``: the texts read once
-            text = self.raw_text
-            pairs = folders[under] = [(m, text(m)) for m in self.paths if in_folder(m, under)]
-        if len(needles) == 1:
-            (n,) = needles
-            return [m for m, t in pairs if n in t]
-        return [m for m, t in pairs if any(n in t for n in needles)]
+        """``modules_containing`` computed again, neither kept nor recorded. Through the word index (``word_index``):
+        a needle's longest word (``\\w+`` run) lies inside a word of every text that holds the needle, so only the
+        modules of the index's words that contain it are searched; a needle of no word character searches them all."""
+        index = self.word_index()
+        mods, text = index["modules"], self.raw_text
+        found: set[int] = set()
+        for n in needles:
+            words = _WORD.findall(n)
+            if not words:
+                found.update([i for i, m in enumerate(mods) if i not in found and in_folder(m, under) and n in text(m)])
+                continue
+            longest = max(words, key=len)  # the first of the longest
+            cands = index_candidates(index, longest) - found
+            if under:
+                cands = {i for i in cands if in_folder(mods[i], under)}
+            if longest != n:  # a needle of one word is in every text of a word holding it
+                cands = {i for i in cands if n in text(mods[i])}
+            found |= cands
+        return [mods[i] for i in sorted(found)]
+
+    def word_index(self) -> dict:
+        """The words of every module's text, built once on the first search (shared with a sibling, dropped by
+        ``forget``): ``modules`` (the tree's order), ``words`` (the distinct words of the texts, as
+        ``build_word_index`` takes them, UTF-8, each followed by ``\\n``), ``starts`` (where each word begins in
+        ``words``) and ``postings`` (per word, the ascending positions in ``modules`` of the texts holding it: an
+        ``int`` for one, else an ``array``)."""
+        index = self.__dict__.setdefault("_words", {})
+        if not index:
+            index.update(build_word_index(list(self.paths), self.raw_text))
+        return index
 
     def class_index(self) -> dict[str, list[tuple[str, str]]]:
         """base name (last dotted part) -> [(module, class name)] of every class statement, from the text."""
@@ -555,6 +578,55 @@ def walk_nodes(node: ast.AST) -> list[ast.AST]:
                 out.append(v)
             elif isinstance(v, list):
                 out += [x for x in v if isinstance(x, AST)]
+    return out
+
+
+_WORD = re.compile(r"\w+")
+#: UTF-8 bytes -> themselves for an ASCII word character (letters, digits, ``_``) or a byte of a non-ASCII character,
+#: else a space: a text's words are then its maximal runs of word and non-ASCII characters, each ``\w+`` run inside one
+_WORD_BYTES = bytes(c if c >= 128 or chr(c).isalnum() or c == 95 else 32 for c in range(256))
+
+
+def build_word_index(mods: list[str], text) -> dict:
+    """``Tree.word_index`` of the modules ``mods`` whose texts ``text(module)`` gives (read in order). A word found
+    holding a needle's bytes (UTF-8: a needle is in a text exactly where its bytes are) is in the text, so the needle
+    is; every ``\\w+`` run of a text is inside one of its words, so no text holding a needle is missed."""
+    code = "H" if len(mods) <= 1 << 16 else "I"
+    postings: dict[bytes, int | array] = {}
+    get = postings.get
+    for i, m in enumerate(mods):
+        for w in set(text(m).encode("utf-8", "surrogatepass").translate(_WORD_BYTES).split()):
+            p = get(w)
+            if p is None:
+                postings[w] = i
+            elif type(p) is int:
+                postings[w] = array(code, (p, i))
+            else:
+                p.append(i)
+    starts, at = array("I"), 0
+    for w in postings:
+        starts.append(at)
+        at += len(w) + 1
+    joined = b"\n".join(postings) + b"\n" if postings else b""
+    return {"modules": mods, "words": joined, "starts": starts, "postings": list(postings.values())}
+
+
+def index_candidates(index: dict, word: str) -> set[int]:
+    """The positions of the modules whose text has a word that contains ``word`` (a ``\\w+`` run: no ``\\n``)."""
+    joined, starts, postings = index["words"], index["starts"], index["postings"]
+    needle = word.encode("utf-8", "surrogatepass")
+    out: set[int] = set()
+    at = joined.find(needle)
+    while at >= 0:
+        k = bisect_right(starts, at) - 1
+        p = postings[k]
+        if type(p) is int:
+            out.add(p)
+        else:
+            out.update(p)
+        if k + 1 >= len(starts):
+            break
+        at = joined.find(needle, starts[k + 1])
     return out
 
 
