@@ -314,3 +314,30 @@ def test_each_way_the_dict_may_hold_another_object_leaves_the_read_captured(tmp_
                                                                             files):
     answers = _sized(tmp_path, replace, files)
     assert answers and all(a.captured is not False for a in answers), (why, answers)
+
+
+def _many_ways(n: int) -> str:
+    """A dict literal whose ``n`` entries each take one of two values: 2**n paths inside one expression."""
+    return ", ".join(f'"k{i}": (layer.a{i} if layer.b{i} else None)' for i in range(n))
+
+
+def test_paths_that_multiply_inside_one_expression_are_joined_and_the_guard_still_decided(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, f"""\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            options = {{{_many_ways(16)}}}
+            if not self.forward_metadata.ready:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return options
+        """)
+    assert a.captured is False and "`not self.forward_metadata.ready` is false" in a.why
+
+
+def test_a_value_joined_from_paths_that_differ_is_unknown_and_keeps_the_read(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, f"""\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            options = {{{_many_ways(16)}, "last": (None if layer.c else self.forward_metadata)}}
+            if options["last"] is None:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return options
+        """)
+    assert a.captured is True

@@ -52,6 +52,8 @@ MAX_DEPTH = 6
 MAX_STEPS = 20_000
 #: Paths kept at one program point; more are joined into one.
 MAX_PATHS = 24
+#: Heap objects that count as one statement of work (``Budget.total``).
+WORK_OBJECTS = 100
 #: The z3 resource limit of one reachability query (deterministic, never wall-clock).
 RLIMIT = 2_000_000
 
@@ -194,6 +196,9 @@ class Fn:
 class Budget:
     def __init__(self):
         self.steps = 0
+        #: work of every run, never reset (``captured.MAX_TOTAL``): a statement, and one more for each
+        #: ``WORK_OBJECTS`` objects of its path's heap (what a path's copies and joins cost grows with its heap)
+        self.total = 0
         self.syms = itertools.count()
         self.objs = itertools.count()
 
@@ -322,14 +327,14 @@ class Interpreter:
         that stands for several references is one path each."""
         got = self._expr(fn, p, e, out)
         if not any(isinstance(v, tuple) and v[0] == "alts" for _, v in got):
-            return got
+            return self._cap(got)
         split = []
         for q, v in got:
             if isinstance(v, tuple) and v[0] == "alts":
                 split += [(q if i == 0 else q.copy(), m) for i, m in enumerate(v[1])]
             else:
                 split.append((q, v))
-        return split
+        return self._cap(split)
 
     def _expr(self, fn: Fn, p: Path, e, out: list) -> list[tuple[Path, object]]:
         if isinstance(e, ast.Constant):
@@ -383,7 +388,7 @@ class Interpreter:
                 nxt = []
                 for q in got:
                     nxt += [r for r, _ in self.expr(fn, q, child, out)]
-                got = nxt
+                got = self._cap_paths(nxt)
             elif isinstance(child, ast.comprehension):
                 for q in got:
                     self._forget_stores(fn, q, [ast.Expr(value=x) for x in [child.iter, *child.ifs]])
@@ -407,7 +412,8 @@ class Interpreter:
                         nxt.append((r, fields + [(f"[{k.value!r}]", val)], alts, opened))
                     else:
                         nxt += [(s, fields, alts + [val], opened) for s, _ in self.expr(fn, r, k, out)]
-            got = nxt
+            got = nxt if len(nxt) <= MAX_PATHS else [(q, *x) for q, x in self._cap(
+                [(q, (fields, alts, opened)) for q, fields, alts, opened in nxt], self._merge_entries)]
         done = []
         for q, fields, alts, opened in got:
             ref = self.new_box(q, f"{fn.file}:{e.lineno}")
@@ -457,8 +463,8 @@ class Interpreter:
                             nxt.append(s)  # goes on to the next operand
                         else:
                             done.append((s, v))
-            todo = nxt
-        return done
+            todo = self._cap_paths(nxt)
+        return self._cap(done)
 
     @staticmethod
     def _bool_value(t):
@@ -561,7 +567,7 @@ class Interpreter:
                         continue
                     for r, t in self.test(fn, q, v, out):
                         nxt.append((r, self._combine(acc, t, and_)))
-                got = nxt
+                got = self._cap(nxt, self._merge_truths)
             return got
         if isinstance(e, ast.Compare) and len(e.ops) == 1:
             op, right = e.ops[0], e.comparators[0]
@@ -576,7 +582,7 @@ class Interpreter:
             for q, a in self.expr(fn, p, e.left, out):
                 for r, b in self.expr(fn, q, right, out):
                     got.append((r, self._compare(op, a, b)))
-            return got
+            return self._cap(got, self._merge_truths)
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "isinstance" and len(e.args) == 2:
             got = []
             for q, v in self.expr(fn, p, e.args[0], out):
@@ -587,7 +593,7 @@ class Interpreter:
         if isinstance(e, ast.Compare):  # a chained comparison: its operands run, its truth unknown
             got = [p]
             for part in [e.left, *e.comparators]:
-                got = [r for q in got for r, _ in self.expr(fn, q, part, out)]
+                got = self._cap_paths([r for q in got for r, _ in self.expr(fn, q, part, out)])
             return [(q, self._fresh_atom()) for q in got]
         got = []
         for q, v in self.expr(fn, p, e, out):
@@ -650,9 +656,10 @@ class Interpreter:
         return self._fresh_atom()
 
     def _split(self, p: Path, t) -> list[tuple[Path, bool]]:
+        """``p`` on the true side of ``t`` and a copy on the false side (``p`` is not used after by the caller)."""
         if isinstance(t, bool):
             return [(p, t)]
-        a, b = p.copy(), p.copy()
+        a, b = p, p.copy()
         a.cond += (t,)
         b.cond += (z3.Not(t),)
         return [(a, True), (b, False)]
@@ -764,13 +771,13 @@ class Interpreter:
                 for r, v in self.expr(fn, q, a, out):
                     nxt.append((r, (pos + [v], kw)))
             spread = spread or isinstance(a, ast.Starred)
-            got = nxt
+            got = self._cap(nxt, self._merge_args)
         for k in c.keywords:
             nxt = []
             for q, (pos, kw) in got:
                 for r, v in self.expr(fn, q, k.value, out):
                     nxt.append((r, (pos, {**kw, "**": True} if k.arg is None else {**kw, k.arg: v})))
-            got = nxt
+            got = self._cap(nxt, self._merge_args)
         return got
 
     def bind(self, callee: Fn, p: Path, receiver, args, defaults_apply: bool = True) -> dict | None:
@@ -854,6 +861,49 @@ class Interpreter:
         merged = self.join([q for q, _ in got])
         return [(merged, self.fresh())]
 
+    def _cap(self, pairs: list, merge=None) -> list:
+        """``pairs`` of (path, what was computed on it); more than ``MAX_PATHS`` of them are one joined path with what
+        was computed merged (``merge``, by default ``_merge_value``). Every point where one path becomes several
+        inside an expression (its operands, a call's arguments, a dict's entries) is capped so."""
+        if len(pairs) <= MAX_PATHS:
+            return pairs
+        return [(self.join([q for q, _ in pairs]), (merge or self._merge_value)([x for _, x in pairs]))]
+
+    def _cap_paths(self, paths: list[Path]) -> list[Path]:
+        return paths if len(paths) <= MAX_PATHS else [self.join(paths)]
+
+    def _merge_value(self, vals):
+        """One value for ``vals`` computed on joined paths: the value where all agree, else unknown."""
+        return vals[0] if all(v == vals[0] for v in vals) else self.fresh()
+
+    def _merge_truths(self, truths):
+        return truths[0] if all(t is truths[0] or (not isinstance(t, bool) and not isinstance(truths[0], bool)
+                                                   and t.eq(truths[0])) for t in truths) else self._fresh_atom()
+
+    def _merge_args(self, args):
+        """(positional, keyword) values of one call's arguments on joined paths, each merged as ``_merge_value``;
+        positions or names not on every path unknown."""
+        n = min(len(pos) for pos, _ in args)
+        pos = [self._merge_value([p[i] for p, _ in args]) for i in range(n)]
+        kw = {}
+        for name in dict.fromkeys(k for _, w in args for k in w):
+            vals = [w.get(name) for _, w in args]
+            kw[name] = True if name in ("*", "**") else \
+                self._merge_value(vals) if None not in vals else self.fresh()
+        if any(len(p) != n for p, _ in args):
+            kw["*"] = True  # a position past the shortest may be filled on some path: the rest are not known
+        return pos, kw
+
+    def _merge_entries(self, entries):
+        """(literal-key entries, other values, opened) of one dict literal on joined paths."""
+        keys = list(dict.fromkeys(k for fields, _, _ in entries for k, _ in fields))
+        fields = []
+        for k in keys:
+            vals = [dict(f).get(k) for f, _, _ in entries]
+            fields.append((k, self._merge_value(vals) if None not in vals else self.fresh()))
+        alts = list(dict.fromkeys(v for _, a, _ in entries for v in a))
+        return fields, alts, any(o for _, _, o in entries)
+
     def _reachable_objs(self, p: Path, values) -> set[str]:
         seen, todo = set(), [v.oid for v in values if isinstance(v, Ref)]
         while todo:
@@ -909,8 +959,17 @@ class Interpreter:
     def join(self, paths: list[Path]) -> Path:
         """One path standing for ``paths``: fields and locals that differ forgotten, conditions dropped."""
         first = paths[0]
+        h0 = first.heap
+        differ: set = set()  # objects not the same on every path (copied heaps share the objects not changed)
+        for q in paths[1:]:
+            if q.heap is not h0:
+                differ.update([k for k, v in q.heap.items() if h0.get(k) is not v])
+                differ.update(h0.keys() - q.heap.keys())
         heap = {}
         for oid in sorted(set().union(*(q.heap for q in paths))):  # sorted: symbols numbered alike on every run
+            if oid not in differ:
+                heap[oid] = h0[oid]
+                continue
             objs = [o for o in (q.heap.get(oid) for q in paths) if o is not None]
             if all(o is objs[0] for o in objs):  # the same object on every path that has it: nothing to join
                 heap[oid] = objs[0]
@@ -941,6 +1000,7 @@ class Interpreter:
 
     def stmt(self, fn: Fn, s, p: Path) -> Outcome:
         self.budget.steps += 1
+        self.budget.total += 1 + len(p.heap) // WORK_OBJECTS
         out: list = []
         res = Outcome()
         if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):

@@ -19,6 +19,10 @@ the interpretation runs what SGLang runs on one abstract backend object, in its 
    the read's own call chain (``Read.via``), each function from its start to the call of the next (its arguments
    evaluated and bound), the last to the read's line.
 
+Steps 1 and 2-3 for the other captures are the same for every mode: they are interpreted once per class, each mode's
+own capture on a copy of their state. The work of one class's start-up and captures is bounded (``MAX_TOTAL``, in
+statements weighted by their heaps' sizes): past it, the answer stays open.
+
 Before each step, a field the runner's own code may store (its name stored in the tree through another receiver than
 the backend's methods run, ``Interpreter.stored_outside``) is forgotten. The read is **not captured** when no path of
 the interpretation reaches its line with conditions z3 can satisfy; the reason names how the paths ended (a test
@@ -33,6 +37,7 @@ during a capture and nothing else of the backend; graphs are captured before any
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass, replace
 
 from fencecheck.decision.absint import NONE, Died, Fn, Interpreter, Obj, Path, Ref, Sym
@@ -44,6 +49,10 @@ from fencecheck.sglang_source.tree import ClassInfo, Tree
 BATCH = "forward_batch"
 #: Repetitions of a step (warm-up runs, layers) interpreted before what still changes is forgotten.
 ROUNDS = 3
+#: Work (statements interpreted, weighted by the size of their heaps: ``absint.Budget.total``) for one class's
+#: start-up and captures, every step together, past which its captured paths are not followed (the answer stays
+#: open): a deterministic bound on the whole interpretation.
+MAX_TOTAL = 600_000
 
 
 @dataclass(frozen=True)
@@ -65,10 +74,13 @@ def captured(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> Captured:
     memo = tree.__dict__.setdefault("_captured_state", {})
     key = (ci.key, mode)
     if key not in memo:
-        memo[key] = _before_forward(tree, ci, modes, mode)
-    it, start = memo[key]
+        it, start = _before_forward(tree, ci, modes, mode)
+        memo[key] = it, start, (next(it.budget.syms), next(it.budget.objs))
+    it, start, (syms, objs) = memo[key]
     if isinstance(start, str):
         return Captured(None, start)
+    it.mode = mode  # one interpreter serves every mode of the class, and each read starts from the same numbering
+    it.budget.syms, it.budget.objs = itertools.count(syms), itertools.count(objs)
     paths = [_copy(start)]
     it.budget.steps = 0  # each read's chain gets the whole budget
     reached, died, lost = _chain(it, hops, lines, Ref("backend"), Ref("batch"), paths)
@@ -85,14 +97,36 @@ def _copy(p: Path) -> Path:
 
 
 def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
-    """(the interpreter, the one joined state at the entry of the forward that holds the read), or (it, None) when
-    the class has no capture call."""
-    it = Interpreter(tree, modes, mode, in_capture=True, own=tree.mro(ci))
+    """(the interpreter, the one joined state at the entry of the forward that holds the read), or (it, why) when the
+    capture is not followed. The start-up and the captures before this one are the same for every mode: interpreted
+    once per class (``_startup_and_captures``), then this mode's capture on a copy."""
+    outer = tree.__dict__.setdefault("_captured_outer", {})
+    if ci.key not in outer:
+        it, p = _startup_and_captures(tree, ci, modes)
+        outer[ci.key] = it, p, (it.budget.total, next(it.budget.syms), next(it.budget.objs))
+    it, p, (spent, syms, objs) = outer[ci.key]
+    if isinstance(p, str):
+        return it, p
+    it.mode = mode
+    # each mode's capture starts where the shared part ended (budget left, symbols and objects numbered), whatever
+    # was asked before it
+    it.budget.total, it.budget.syms, it.budget.objs = spent, itertools.count(syms), itertools.count(objs)
+    try:
+        p = _capture(it, ci, _copy(p))
+    except (_NoPath, _Spent) as e:
+        return it, str(e)
+    p.local = {}
+    return it, p
+
+
+def _startup_and_captures(tree: Tree, ci: ClassInfo, modes):
+    """(the interpreter, the joined state after start-up and the captures of every size and graph mode, which may
+    have run before any one capture), or (it, why) when they are not followed. Start-up runs with no forward mode."""
+    it = Interpreter(tree, modes, None, in_capture=True, own=tree.mro(ci))
     me = Ref("backend")
     p = Path({"backend": Obj(ci, (), True, f"{ci.file}:{ci.line}")}, {})
     if it.tree.lookup(ci, CAPTURE_ENTRY) is None:
         return it, f"{ci.name} has no {CAPTURE_ENTRY}"
-    batch = Ref("batch")
     try:
         for name in STARTUP_ENTRIES:
             p = _step(it, ci, name, me, p, {})
@@ -100,48 +134,56 @@ def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
         it.forget_outside(p, ("backend",))
         p.heap["batch"] = Obj(_batch_class(tree), (), False, "the runner's capture batch")
 
-        def warm_up(q: Path) -> Path:
-            for name in (IN_GRAPH_PREP, "forward", WARMUP_HOOK):
-                it.forget_outside(q, ("backend",))
-                q = _step(it, ci, name, me, q, {BATCH: batch})
-            return q
-
-        def capture(q: Path) -> Path:
-            """One capture: the capture call, the warm-ups, the prep and the layers, on a new batch."""
-            q.heap["batch"] = Obj(_batch_class(tree), (), False, "the runner's capture batch")
-            q = _step(it, ci, CAPTURE_ENTRY, me, q, {BATCH: batch, "in_capture": ("const", True)})
-            q = _fixpoint(it, q, warm_up)
-            it.forget_outside(q, ("backend",))
-            q = _step(it, ci, IN_GRAPH_PREP, me, q, {BATCH: batch})
-            return _fixpoint(it, q, lambda r: _step(it, ci, "forward", me, r, {BATCH: batch}))
-
         def every_capture(q: Path) -> Path:
-            """The captures of the other sizes and graph modes, which may have run before this one."""
             for m in graph_modes(modes):
                 it.mode = m
                 try:
-                    q = capture(q)
+                    q = _capture(it, ci, q)
                 except _NoPath:  # a mode this backend cannot capture: no such capture runs before this one
                     pass
-                finally:
-                    it.mode = mode
             return q
 
         p = _fixpoint(it, p, every_capture)
-        p = capture(p)
-    except _NoPath as e:
+    except (_NoPath, _Spent) as e:
         return it, str(e)
-    p.local = {}
+    finally:
+        it.mode = None
     return it, p
+
+
+def _capture(it: Interpreter, ci: ClassInfo, q: Path) -> Path:
+    """One capture in the interpreter's mode: the capture call, the warm-ups, the prep and the layers, on a new
+    batch."""
+    me, batch = Ref("backend"), Ref("batch")
+
+    def warm_up(r: Path) -> Path:
+        for name in (IN_GRAPH_PREP, "forward", WARMUP_HOOK):
+            it.forget_outside(r, ("backend",))
+            r = _step(it, ci, name, me, r, {BATCH: batch})
+        return r
+
+    q.heap["batch"] = Obj(_batch_class(it.tree), (), False, "the runner's capture batch")
+    q = _step(it, ci, CAPTURE_ENTRY, me, q, {BATCH: batch, "in_capture": ("const", True)})
+    q = _fixpoint(it, q, warm_up)
+    it.forget_outside(q, ("backend",))
+    q = _step(it, ci, IN_GRAPH_PREP, me, q, {BATCH: batch})
+    return _fixpoint(it, q, lambda r: _step(it, ci, "forward", me, r, {BATCH: batch}))
 
 
 class _NoPath(Exception):
     """A step of the sequence none of whose paths ends normally: the interpretation does not follow the capture."""
 
 
+class _Spent(Exception):
+    """The class's statement budget (``MAX_TOTAL``) is spent: the interpretation does not follow the capture."""
+
+
 def _step(it: Interpreter, ci: ClassInfo, name: str, me: Ref, p: Path, named: dict) -> Path:
     """``p`` after ``ci``'s method ``name`` (``p`` itself where the class has none), its paths joined; ``_NoPath``
     where every path of it raises."""
+    if it.budget.total > MAX_TOTAL:
+        raise _Spent(f"its start-up and captures need more than {MAX_TOTAL:,} units of interpretation "
+                     "(captured.MAX_TOTAL): the capture is not followed")
     got = _run_method(it, ci, name, me, [p], named)
     if got is None:
         return p
