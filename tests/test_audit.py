@@ -386,3 +386,36 @@ def test_a_not_finding_row_names_its_backend_and_mode_and_no_two_rows_are_the_sa
     body = rows[1:]
     assert body and len(body) == len(set(body))
     assert all(row.split(" | ")[1] for row in body)
+
+
+def test_a_part_that_did_not_run_is_reported_skipped_not_ok(tmp_path, monkeypatch):
+    """The reader's part without the release's sources installed: ``skipped`` in the progress, the table, the JSON
+    and the documents' summary, never ``ok``; it fails nothing."""
+    import importlib.metadata
+    import json
+
+    from fencecheck.commands import audit as AU
+    from fencecheck.commands.audit_parts import Part
+
+    real = importlib.metadata.version
+
+    def version(name):
+        if name == "sglang":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    part = A.reader_part({})
+    assert part.skipped and part.status() == "skipped" and part.summary.startswith("not run: sglang is not installed")
+    parts = [Part("catalog", True, "1 of 1", 0.0), part]
+    assert f"| {A.READER_PART} | skipped | not run:" in AU.audit_documents(parts, {})["audit/README.md"]
+    assert AU.exit_code(parts) == 0
+    monkeypatch.setattr(AU, "run_audit", lambda *a, **k: parts)
+    out = io.StringIO()
+    assert main(["audit", "--docs", str(tmp_path / "docs"), "--corpus", str(tmp_path / "c")], out, io.StringIO()) == 0
+    assert re.search(rf"^{re.escape(A.READER_PART)} +skipped +not run:", out.getvalue(), re.M)
+    assert re.search(r"^catalog +ok ", out.getvalue(), re.M)
+    out = io.StringIO()
+    assert main(["audit", "--json", "--docs", str(tmp_path / "docs"), "--corpus", str(tmp_path / "c")], out,
+                io.StringIO()) == 0
+    assert [p["status"] for p in json.loads(out.getvalue())["parts"]] == ["ok", "skipped"]

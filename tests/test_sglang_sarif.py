@@ -179,3 +179,29 @@ def test_a_read_path_a_limit_cut_is_a_note_at_the_call_not_followed_and_its_supp
     assert main(["sglang", str(quiet)], out=out, err=io.StringIO()) == 0
     assert "SUPPRESSED unresolved_read_path X DECODE" in out.getvalue()
     assert r["partialFingerprints"] == sarif(str(quiet))["runs"][0]["results"][0]["partialFingerprints"]
+
+
+def test_every_uri_is_percent_encoded_and_the_log_stays_valid(tmp_path, monkeypatch):
+    """A space, '#', '%', '?' or a non-ASCII character in a path is percent-encoded (RFC 3986) in every uri written:
+    the result's location, its related locations and a suppression's location; '/' is kept."""
+    from urllib.parse import unquote
+
+    odd = "we ird#1 %25?é"
+    head = lay(tmp_path / odd, "head")
+    paged = head / "sglang/srt/layers/attention/paged_backend.py"
+    lines = paged.read_text().split("\n")
+    lines[15] += "  # fencecheck: ignore[read_outside_declaration] the gather runs only in eager mode"
+    paged.write_text("\n".join(lines))
+    monkeypatch.chdir(tmp_path)  # outside git the uris are relative to the current folder: the odd name is in them
+    log = sarif(str(head))
+    _validate(log)
+    enc = "we%20ird%231%20%2525%3F%C3%A9/"
+    uris = []
+    for r in log["runs"][0]["results"]:
+        for loc in r["locations"] + r.get("relatedLocations", []) + [s["location"] for s in r.get("suppressions", [])]:
+            uris.append(loc["physicalLocation"]["artifactLocation"]["uri"])
+    assert len(uris) > 3 and all(u.startswith(enc) and u.isascii() and " " not in u for u in uris), uris
+    assert any(r.get("suppressions") for r in log["runs"][0]["results"])
+    assert "relatedLocations" in log["runs"][0]["results"][0]
+    assert all((tmp_path / unquote(u)).is_file() for u in uris)
+    assert github_problems(log) == []

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 from pr_pair import lay
 
 from fencecheck.commands.main import main
@@ -112,3 +113,53 @@ def test_removing_a_baseline_suppression_adds_the_finding(tmp_path):
     annotate(base, PAGED, 16, OK)
     code, out, _ = run(str(head), "--baseline", str(base))
     assert code == 1 and "findings: 1 added, 0 fixed, 1 unchanged, 0 suppressed" in out
+
+
+def test_a_reason_is_shown_escaped_on_one_line_of_at_most_200_characters(tmp_path):
+    from fencecheck.decision.suppress import MAX_REASON, shown_reason
+
+    assert shown_reason("ok \x1b[31mred\x1b[0m \u202egnp.exe\u202c \u2066x\u2069 a\u200bb") == \
+        "ok \\x1b[31mred\\x1b[0m \\u202egnp.exe\\u202c \\u2066x\\u2069 a\\u200bb"
+    long = shown_reason("why " * 200)
+    assert len(long) == MAX_REASON and long.endswith("...") and long.startswith("why why")
+    assert len(shown_reason("\x1b" * 150)) == MAX_REASON  # cut after escaping: the shown text is what is bounded
+    head = lay(tmp_path / "head", "head")
+    annotate(head, PAGED, 16, "  # fencecheck: ignore[read_outside_declaration] eager \x1b[2J only \u202ereversed")
+    code, out, err = run(str(head))
+    assert code == 1 and err == ""
+    (line,) = [x for x in out.splitlines() if "SUPPRESSED" in x]
+    assert "eager \\x1b[2J only \\u202ereversed" in line and "\x1b" not in out and "\u202e" not in out
+    log = json.loads(run(str(head), "--format", "sarif")[1])
+    (r,) = [r for r in log["runs"][0]["results"] if r.get("suppressions")]
+    assert r["suppressions"][0]["justification"] == "eager \\x1b[2J only \\u202ereversed"
+    annotate(head, PAGED, 16, " " + "x" * 400)
+    line = next(x for x in run(str(head))[1].splitlines() if "SUPPRESSED" in x)
+    assert "x" * (MAX_REASON - 3 - len("eager \\x1b[2J only \\u202ereversed ")) + "... (" in line
+
+
+@pytest.mark.parametrize("reason", ["\u200b\u200c\u200d", "\u2060\ufeff", " \u202e\u202c\u2066\u2069 ", "\u200e\u200f\t"])
+def test_a_reason_of_invisible_characters_is_no_reason(tmp_path, reason):
+    head = lay(tmp_path / "head", "head")
+    annotate(head, PAGED, 16, f"  # fencecheck: ignore[read_outside_declaration] {reason}")
+    code, out, err = run(str(head))
+    assert code == 2 and out == "" and err.count("\n") == 1 and "needs a reason" in err and ":16" in err
+
+
+def test_two_suppressions_on_one_line_are_each_parsed_on_their_own(tmp_path):
+    from fencecheck.decision.suppress import scan
+
+    head = lay(tmp_path / "head", "head")
+    annotate(head, LATE, 13, "  # fencecheck: ignore[worker_read_after_publish] first why "
+                             "# fencecheck: ignore[read_outside_declaration] second why")
+    (a, b) = [s for s in scan(head / "sglang") if s.line == 13]
+    assert (a.kinds, a.reason) == (("worker_read_after_publish",), "first why")
+    assert (b.kinds, b.reason) == (("read_outside_declaration",), "second why")
+    code, out, err = run(str(head))
+    # the declaration's line: its read_outside_declaration root cause is silenced by the second alone; the first
+    # silences nothing there and is the one unused
+    assert "SUPPRESSED read_outside_declaration LateReadBackend" in out and "; second why (" in out
+    assert err.count("unused suppression") == 1 and "ignore[worker_read_after_publish]" in err
+    head2 = lay(tmp_path / "head2", "head")
+    annotate(head2, LATE, 13, "  # fencecheck: ignore[read_outside_declaration] fine # fencecheck: ignore[race] x")
+    code, _, err = run(str(head2))
+    assert code == 2 and "'race'" in err

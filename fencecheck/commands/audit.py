@@ -2,7 +2,9 @@
 write docs/audit/.
 
 Each part is run whatever the others did, and its outcome is reported in the summary table: a failing part fails the
-audit (exit 1; 3 when the only shortfall is an unknown verdict), it is never left out.
+audit (exit 1; 3 when the only shortfall is an unknown verdict), it is never left out. A part that did not run (the
+reader's part without the release's sources installed) is reported as ``skipped``, never as ``ok``; it fails
+nothing.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def run_audit(docs: Path, corpus_dir: Path, err: TextIO, progress: bool, timings
         except Exception as exc:  # a part that breaks is reported as failed, with what broke it
             part = Part(name, False, f"failed: {exc.__class__.__name__}: {one_line(exc)}", 0.0)
         part.seconds = time.perf_counter() - t
-        err.write(f"[{n}/{stages}] {name}: {'ok' if part.ok else 'FAILED'} - {part.summary} ({part.seconds:.1f} s)\n")
+        err.write(f"[{n}/{stages}] {name}: {part.status()} - {part.summary} ({part.seconds:.1f} s)\n")
         parts.append(part)
 
     state: dict = {}
@@ -184,7 +186,7 @@ def audit_documents(parts: list[Part], state: dict) -> dict[str, str]:
         "| part | result | summary |",
         "| --- | --- | --- |",
     ]
-    index += [f"| {p.name} | {'ok' if p.ok else ('unknown' if p.unknown else 'FAILED')} | {p.summary} |" for p in parts]
+    index += [f"| {p.name} | {p.status()} | {p.summary} |" for p in parts]
     index += ["", "Times and the machine of a run are in its timings file (`fencecheck audit --docs docs --timings "
               "build/timings.json`), not here: these documents are the same bytes on every machine.", "",
               "- [Proof obligations and their assumptions](obligations.md) (full statements: [../proofs.md](../proofs.md))",
@@ -292,13 +294,13 @@ def cmd_audit(args, out: TextIO) -> int:
     if args.json:
         json.dump({"passed": exit_code(parts) == 0, "exit_code": exit_code(parts),
                    "documents": str(Path(args.docs) / "audit"),
-                   "parts": [{"name": p.name, "status": "ok" if p.ok else ("unknown" if p.unknown else "failed"),
+                   "parts": [{"name": p.name, "status": p.status().lower(),
                               "summary": p.summary, "seconds": round(p.seconds, 3)} for p in parts]}, out, indent=2)
         out.write("\n")
         return exit_code(parts)
     width = max(len(p.name) for p in parts)
     for p in parts:
-        status = "ok" if p.ok else ("unknown" if p.unknown else "FAILED")
+        status = p.status()
         out.write(f"{p.name.ljust(width)}  {status:7}  {p.summary}  ({p.seconds:.1f} s)\n")
     out.write(f"audit {'passed' if exit_code(parts) == 0 else 'FAILED'} in {sum(p.seconds for p in parts):.1f} s; "
               f"documents in {Path(args.docs) / 'audit'}\n")

@@ -12,12 +12,22 @@ from fencecheck.verdict import Race
 
 @dataclass
 class Part:
+    """A part's outcome: ``ok`` (it passed, or was skipped: it fails nothing), ``unknown`` (its only shortfall is an
+    unknown verdict), ``skipped`` (it did not run: an input it needs is missing; ``summary`` says which)."""
+
     name: str
     ok: bool
     summary: str
     seconds: float
     unknown: bool = False
     lines: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+    def status(self) -> str:
+        """``ok``, ``skipped``, ``unknown`` or ``FAILED``, as the summary table and the progress lines show it."""
+        if self.ok:
+            return "skipped" if self.skipped else "ok"
+        return "unknown" if self.unknown else "FAILED"
 
 
 #: Characters written as Mermaid entity codes inside a quoted label: '#' (an entity starts with it), the quote that

@@ -114,7 +114,8 @@ def reader_part(state: dict) -> Part:
         installed = None
     if installed != RELEASE_VERSION:
         have = f"sglang {installed} is installed" if installed else "sglang is not installed"
-        return Part(READER_PART, True, f"not run: {have} (pip install --no-deps sglang=={RELEASE_VERSION})", 0.0)
+        return Part(READER_PART, True, f"not run: {have} (pip install --no-deps sglang=={RELEASE_VERSION})", 0.0,
+                    skipped=True)
     ex = read_decided(None, True, Plan.audit()).extraction
     state["reader"] = markdown(ex, READER_COMMAND)
     f = ex.findings

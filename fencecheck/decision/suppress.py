@@ -5,7 +5,16 @@ required. A comment that starts ``# fencecheck:`` and is not such a suppression 
 file:line, exit 2). A suppression that silences nothing is reported as unused.
 
 Comments are found with ``tokenize`` (a ``# fencecheck:`` inside a string is no comment), in every module of the
-package the reader reads that mentions ``fencecheck:``.
+package the reader reads that mentions ``fencecheck:``. Several suppressions on one line (one comment token holding
+``# fencecheck: ignore[A] why # fencecheck: ignore[B] why``) are each parsed on their own: the comment is split
+where each ``# fencecheck:`` starts (``_split``), and each is matched and reported as unused on its own.
+
+A reason is kept and shown as ``shown_reason`` makes it, the one place of these rules (every output, text, JSON,
+SARIF and the warnings, prints ``Suppression.reason``): control characters (ANSI escapes' ESC included) and the
+Unicode bidi overrides and isolates (U+202A-U+202E, U+2066-U+2069) and other invisible format characters are
+escaped (``\\x1b``, ``\\u202e``), the reason is one line of at most ``MAX_REASON`` characters, a longer one cut with
+``...``. A reason made only of invisible characters (``is_blank``: whitespace, zero-width U+200B-U+200D, U+2060,
+U+FEFF, bidi marks, overrides and isolates) is no reason: the suppression is malformed, like one without a reason.
 """
 
 from __future__ import annotations
@@ -20,8 +29,49 @@ from fencecheck.decision.identity import KIND_NAMES, RootCause
 from fencecheck.errors import InputError
 
 SYNTAX = "# fencecheck: ignore[KIND] REASON"
-_HEAD = re.compile(r"^#\s*fencecheck\s*:(?P<rest>.*)$")
-_IGNORE = re.compile(r"^\s*ignore\[(?P<kinds>[^\]]*)\](?P<reason>.*)$")
+_HEAD = re.compile(r"^#\s*fencecheck\s*:(?P<rest>.*)$", re.S)
+_HEADS = re.compile(r"#\s*fencecheck\s*:")
+#: At most this many characters of a reason are shown (a longer one is cut, ending in ``...``).
+MAX_REASON = 200
+#: Characters that show nothing: a reason made only of these (and whitespace) is no reason.
+_INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u200e\u200f\u061c"
+                       "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(ch: str) -> str:
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    if ch == " " or (ch.isprintable() and ch not in _INVISIBLE):
+        return ch
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+
+
+def is_blank(reason: str) -> bool:
+    """Whether ``reason`` shows nothing: only whitespace, zero-width characters and bidi marks or controls."""
+    return all(ch.isspace() or ch in _INVISIBLE for ch in reason)
+
+
+def shown_reason(reason: str) -> str:
+    """``reason`` as it is kept and shown: stripped, each control, bidi or other invisible format character escaped,
+    one line of at most ``MAX_REASON`` characters (a longer one cut, ending in ``...``)."""
+    text = "".join(_escaped(ch) for ch in reason.strip()[: MAX_REASON + 1])  # bounded by MAX_REASON, not the input
+    if len(text) > MAX_REASON or len(reason.strip()) > MAX_REASON:
+        text = text[: MAX_REASON - 3] + "..."
+    return text
+
+
+def _split(comment: str) -> list[str]:
+    """A comment starting ``# fencecheck:`` cut where each ``# fencecheck:`` in it starts (one part per
+    suppression); any other comment whole."""
+    if _HEAD.match(comment) is None:
+        return [comment]
+    starts = [m.start() for m in _HEADS.finditer(comment)]
+    return [comment[a:b] for a, b in zip(starts, starts[1:] + [len(comment)])]
+
+
+_IGNORE = re.compile(r"^\s*ignore\[(?P<kinds>[^\]]*)\](?P<reason>.*)$", re.S)
 
 
 @dataclass(frozen=True)
@@ -50,9 +100,9 @@ def _parse(comment: str, where: str) -> Suppression | None | str:
     bad = [k for k in kinds if k not in KIND_NAMES]
     if bad:
         return f"expected finding kinds ({', '.join(KIND_NAMES)}) in ignore[...], got {bad[0]!r}"
-    if not ig["reason"].strip():
-        return f"a suppression needs a reason: expected {SYNTAX}"
-    return Suppression(where, 0, kinds, ig["reason"].strip())
+    if is_blank(ig["reason"]):
+        return f"a suppression needs a reason (one that shows: not only invisible characters): expected {SYNTAX}"
+    return Suppression(where, 0, kinds, shown_reason(ig["reason"]))
 
 
 def scan(package: Path, strict: bool = True) -> list[Suppression]:
@@ -79,13 +129,14 @@ def scan(package: Path, strict: bool = True) -> list[Suppression]:
         for tok in tokens:
             if tok.type != tokenize.COMMENT:
                 continue
-            got = _parse(tok.string, rel)
-            if isinstance(got, str):
-                if strict:
-                    raise InputError(f"{path}:{tok.start[0]}", "", got)
-                continue
-            if got is not None:
-                out.append(Suppression(rel, tok.start[0], got.kinds, got.reason))
+            for part in _split(tok.string):
+                got = _parse(part, rel)
+                if isinstance(got, str):
+                    if strict:
+                        raise InputError(f"{path}:{tok.start[0]}", "", got)
+                    continue
+                if got is not None:
+                    out.append(Suppression(rel, tok.start[0], got.kinds, got.reason))
     return out
 
 
@@ -103,7 +154,7 @@ def apply(suppressions: list[Suppression], causes: list[RootCause]) -> Applied:
     at: dict[tuple, list[Suppression]] = {}
     for s in suppressions:
         at.setdefault((s.file, s.line), []).append(s)
-    by_id, used = {}, set()
+    by_id, used = {}, set()  # used: the suppressions' ids (several may share a line)
     for rc in causes:
         lines = [(rc.read.file, rc.read.line)]
         if rc.declaration is not None:
@@ -112,9 +163,9 @@ def apply(suppressions: list[Suppression], causes: list[RootCause]) -> Applied:
             hit = next((s for s in at.get(key, ()) if rc.kind in s.kinds), None)
             if hit is not None:
                 by_id[rc.id] = hit
-                used.add((hit.file, hit.line))
+                used.add(id(hit))
                 break
-    return Applied(by_id, tuple(s for s in suppressions if (s.file, s.line) not in used))
+    return Applied(by_id, tuple(s for s in suppressions if id(s) not in used))
 
 
 def silenced(causes: list[RootCause], applied: Applied) -> set[int]:
@@ -136,7 +187,8 @@ def annotated(doc: dict, causes: list[RootCause], applied: Applied) -> dict:
     def marked(i: int, f: dict) -> dict:
         if i not in gone:
             return f
-        hits = {(s.file, s.line): s for s in (applied.by_id[rc.id] for rc in causes if rc.finding == i)}
+        hits = {(s.file, s.line, s.kinds, s.reason): s
+                for s in (applied.by_id[rc.id] for rc in causes if rc.finding == i)}
         return {**f, "suppressed": [hits[k].to_json() for k in sorted(hits)]}
 
     return {**doc, "findings": [marked(i, f) for i, f in enumerate(doc["findings"])],

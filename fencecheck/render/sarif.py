@@ -5,7 +5,9 @@ declaration and the publish point as related locations, the scenario's verdict a
 the root cause's id as a partial fingerprint (stable when lines move). In pull-request mode each result has a
 ``baselineState``: ``new`` (the change adds it), ``unchanged``, or ``absent`` (the change fixes it; at its place in
 the baseline). A suppressed root cause carries an ``inSource`` suppression with its reason. File names are relative
-to the repository root (``uri_prefix`` + the document's ``sglang/...`` names).
+to the repository root (``uri_prefix`` + the document's ``sglang/...`` names), and every ``uri`` written (a result's
+location, its related locations, a suppression's location) is percent-encoded as RFC 3986 asks (``artifact_uri``:
+a space, ``#``, ``%``, ``?``, ``:`` and every non-ASCII character as ``%XX`` of its UTF-8 bytes; ``/`` kept).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from fencecheck import __version__
 from fencecheck.decision.identity import KINDS, RootCause, Where
@@ -59,8 +62,15 @@ def _rules() -> list[dict]:
             for kind, short, full in KINDS]
 
 
+def artifact_uri(path: str) -> str:
+    """``path`` (a relative POSIX path) as a relative URI reference: each byte of its UTF-8 encoding other than an
+    ASCII letter, digit, ``-._~`` or ``/`` percent-encoded (RFC 3986), so a space, ``#``, ``%`` or ``?`` in a name
+    stays part of the path and a ``:`` in its first segment is never read as a scheme."""
+    return quote(path, safe="/", errors="surrogateescape")
+
+
 def _location(w: Where, prefix: str, message: str | None = None, ident: int | None = None) -> dict:
-    loc = {"physicalLocation": {"artifactLocation": {"uri": prefix + w.file}, "region": {"startLine": max(1, w.line)}}}
+    loc = {"physicalLocation": {"artifactLocation": {"uri": artifact_uri(prefix + w.file)}, "region": {"startLine": max(1, w.line)}}}
     if ident is not None:
         loc = {"id": ident, **loc}
     if message is not None:
