@@ -53,8 +53,10 @@ EXIT_HELP = """exit codes:
   70 a bug in fencecheck (one line, please report it)
   A finding all of whose root causes a `# fencecheck: ignore[KIND] reason` comment
   silences counts for nothing. With --baseline, only what the change adds counts:
-  1 when it adds a confirmed or reachable finding, 3 when it adds only questions, 0 when it
-  only fixes findings, changes facts or changes nothing."""
+  1 when it adds a confirmed or reachable finding or weakens the fence (HEAD has the older
+  fence or none where the baseline has the declarations, or lost a declaration, a barrier
+  call site, a runner's publish point or a clear the baseline had), 3 when it adds only
+  questions, 0 when it only fixes findings, changes other facts or changes nothing."""
 
 
 def add_parser(sub) -> None:
@@ -136,7 +138,9 @@ def cmd_sglang(args, out: TextIO) -> int:
     from fencecheck.render.output import finish, resolve_format
 
     args.format = resolve_format(args)
-    if args.baseline:
+    if args.baseline is not None and not args.baseline.strip():
+        raise InputError("<flags>", "--baseline", "expected a folder or a git revision, got an empty value")
+    if args.baseline is not None:
         from fencecheck.commands.sglang_pr import run
 
         return run(args, out)

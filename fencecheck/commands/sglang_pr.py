@@ -16,7 +16,7 @@ def run(args, out: TextIO) -> int:
     from pathlib import Path
 
     from fencecheck.decision.baseline import resolve, scratch
-    from fencecheck.decision.fact_changes import diff, facts
+    from fencecheck.decision.fact_changes import diff, facts, losses
     from fencecheck.decision.suppress import apply, scan, warn_unused
     from fencecheck.errors import InputError
 
@@ -41,7 +41,8 @@ def run(args, out: TextIO) -> int:
         write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in built})
     changes, unchanged = diff(facts(base_doc), facts(head_doc))
     notes = added_notes(head_ex.notes, base_doc)
-    pr = document(head_doc, base_doc, base, states, changes, unchanged, head_supp, notes)
+    lost = losses(base_doc, head_doc, changes)
+    pr = document(head_doc, base_doc, base, states, changes, unchanged, head_supp, notes, lost)
     warn_unused(head_supp, getattr(args, "err", None))
     fmt = args.format
     if fmt == "sarif":
@@ -61,11 +62,14 @@ def run(args, out: TextIO) -> int:
         items += [Item(rc, tuple(publish_points(head_doc, rc)), head_doc["findings"][rc.finding],
                        "unchanged" if rc.id in base_ids else "new", head_supp.by_id[rc.id])
                   for rc in states["suppressed"]]
-        json.dump(sarif(items, prefix), out, indent=1)
+        log = sarif(items, prefix)
+        if lost:  # what HEAD lost of the fence has no source line of HEAD's: the run's property bag names it
+            log["runs"][0].setdefault("properties", {})["fenceLost"] = [x.to_json() for x in lost]
+        json.dump(log, out, indent=1)
         out.write("\n")
     elif fmt == "json":
         json.dump(pr, out, indent=1)
         out.write("\n")
     else:
         out.write(render(pr, states, changes, head_ex))
-    return exit_code(states, head_doc, notes)
+    return exit_code(states, head_doc, notes, lost)

@@ -124,3 +124,102 @@ def diff(before: dict[str, dict], after: dict[str, dict]) -> tuple[list[FactChan
             else:
                 unchanged[cat] += 1
     return changes, unchanged
+
+
+@dataclass(frozen=True)
+class Loss:
+    """What HEAD lost of the baseline's fence (``what``: fence, declaration, barrier, publish or clear; ``key``: the
+    class, function or backend that lost it), one line of text."""
+
+    what: str
+    key: str
+    line: str
+
+    def to_json(self) -> dict:
+        return {"what": self.what, "key": self.key, "text": self.line}
+
+    def text(self) -> str:
+        return self.line
+
+
+_FENCES = {"declaration": "the declaration fence", "read_done_event": "the older fence"}
+_STRENGTH = {"declaration": 2, "read_done_event": 1, "none": 0}
+
+
+def fence_kind(doc: dict) -> str:
+    """The fence a document's tree has (``protocol.read_protocol``'s kind): declaration, read_done_event or none."""
+    return (doc.get("fence") or {}).get("kind")
+
+
+def _count(v) -> int:
+    """The number of barrier call sites of a ``barrier`` fact (0 for a definition or a missing one)."""
+    head = str(v or "").split(" ", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _events(doc: dict, kinds: tuple[str, ...]) -> dict[tuple[str, str], int]:
+    """(runner, event kind) -> how many of the runner's events have that kind."""
+    names = _names([(r["class"], r["file"]) for r in doc.get("runners", ())])
+    out: dict[tuple[str, str], int] = {}
+    for r in doc.get("runners", ()):
+        for e in r.get("events", ()):
+            if e["event"] in kinds:
+                k = (names[(r["class"], r["file"])], e["event"])
+                out[k] = out.get(k, 0) + 1
+    return out
+
+
+def _clears(doc: dict) -> dict[str, int]:
+    """Function (class.name) -> how many writes clear the read-done mailbox there (the barrier's and runners')."""
+    out: dict[str, int] = {}
+    for w in (doc.get("fence") or {}).get("mailbox_writes", ()):
+        if w.get("kind") == "clear":
+            k = ".".join(w["function"].split(".")[-2:])
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
+def losses(base_doc: dict, head_doc: dict, changes: list[FactChange]) -> list[Loss]:
+    """What HEAD lost of the baseline's fence: the fence itself (HEAD's is older or absent), then, from ``changes``
+    (``diff`` of the two documents' facts) and the runners' and mailbox's rows, each declaration row (a mode's, of a
+    backend HEAD keeps: a backend HEAD deletes takes its reads with it), barrier definition or call site, runner
+    publish point and clear the baseline had and HEAD has not.
+    A HEAD without any fence loses the fence alone (nothing of it is read); a HEAD without declarations loses the
+    declaration fence, not each row."""
+    out: list[Loss] = []
+    before, after = fence_kind(base_doc), fence_kind(head_doc)
+    if before in _FENCES and after in _STRENGTH and _STRENGTH[after] < _STRENGTH[before]:
+        has = ("the older fence (a barrier waiting on a read-done event, no `SharedReadEnds` declarations)"
+               if after == "read_done_event" else
+               "no shared-read fence (no `SharedReadEnds` declarations, no barrier)")
+        out.append(Loss("fence", after, f"{_FENCES[before]} is gone: HEAD has {has}"))
+    if after == "none":
+        return out
+    for x in changes:
+        if x.category == "declarations" and after == "declaration":
+            # a backend gone from HEAD ("removed") takes its reads with it: only a row of a backend HEAD keeps is lost
+            if x.change == "changed" and isinstance(x.before, dict) and isinstance(x.after, dict):
+                gone = [m for m in x.before if m not in x.after]
+                if gone:
+                    out.append(Loss("declaration", x.key, f"a declaration row is gone: {x.key} declares nothing for "
+                                    + ", ".join(f"{m} (was {x.before[m]})" for m in gone)))
+        elif x.category == "barrier" and x.change in ("removed", "changed"):
+            if x.key.endswith("._apply_war_barrier"):
+                if x.change == "removed":
+                    out.append(Loss("barrier", x.key, f"the barrier is gone: HEAD does not define {x.key} "
+                                                      f"(was {x.before})"))
+            elif _count(x.after) < _count(x.before):
+                out.append(Loss("barrier", x.key, f"a barrier call site is gone: {x.key} has {_count(x.after)}, "
+                                                  f"the baseline {_count(x.before)}"))
+    kinds = ("publish", "prefill_publish")
+    b_pub, h_pub = _events(base_doc, kinds), _events(head_doc, kinds)
+    for (runner, kind), n in sorted(b_pub.items()):
+        if h_pub.get((runner, kind), 0) < n:
+            out.append(Loss("publish", runner, f"a runner's publish point is gone: {runner} has "
+                                               f"{h_pub.get((runner, kind), 0)} {kind} point(s), the baseline {n}"))
+    b_clr, h_clr = _clears(base_doc), _clears(head_doc)
+    for fn, n in sorted(b_clr.items()):
+        if h_clr.get(fn, 0) < n:
+            out.append(Loss("clear", fn, f"a clear of the read-done event is gone: {fn} has {h_clr.get(fn, 0)}, "
+                                         f"the baseline {n}"))
+    return out

@@ -7,7 +7,9 @@ suppressed; a root cause whose baseline suppression HEAD removed counts as added
 from HEAD), **unchanged**, and **suppressed** (silenced in HEAD by a ``# fencecheck: ignore`` comment, ``suppress``).
 Only the added findings are decided (their scenarios by the simulator and the model, and in the generated
 configurations), so the check costs two reads and the change. The protocol facts are compared too
-(``fact_changes``). The exit status is that of the added root causes alone.
+(``fact_changes``), and what HEAD lost of the baseline's fence (``fact_changes.losses``: the declaration fence, a
+declaration, a barrier call site, a publish point, a clear). The exit status is that of the added root causes and
+the losses: a loss exits 1.
 """
 
 from __future__ import annotations
@@ -117,11 +119,14 @@ def decide_added(ex, doc: dict, added: list[RootCause], witness: bool, cross_che
     return got.extraction, list(got.scenarios)
 
 
-def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple = ()) -> int:
-    """1 when the change adds a finding (a read outside a declaration, a worker read after the publisher) or a race;
+def exit_code(states: dict[str, list[RootCause]], doc: dict, notes: list | tuple = (), losses: list | tuple = ()) -> int:
+    """1 when the change weakens the fence (``losses``: HEAD lost the baseline's fence or a part of it), or adds a
+    finding (a read outside a declaration, a worker read after the publisher) or a race;
     3 when it adds only unresolved ones, or an unresolved note (``added_notes``: a module the reader could not read,
     a limit it reached); 0 otherwise (it fixes some, or changes no finding)."""
     added = states["added"]
+    if losses:
+        return EXIT_RACE
     if any(rc.status in ("confirmed", "reachable", "plausible")
            or (not is_question(rc) and doc["findings"][rc.finding].get("verdict") == "counterexample")
            for rc in added):
@@ -142,7 +147,7 @@ def added_notes(head_notes, base_doc: dict) -> list:
     return [n for n in head_notes if n.unresolved and key(n.file, n.what) not in seen]
 
 
-def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp, notes=()) -> dict:
+def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp, notes=(), losses=()) -> dict:
     """The pull-request document (docs/sglang-pr.schema.json)."""
     def row(state, rc) -> dict:
         if state == "added":
@@ -154,7 +159,7 @@ def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp
     def rows(state):
         return [row(state, rc) for rc in states[state]]
 
-    from fencecheck.decision.fact_changes import CATEGORIES
+    from fencecheck.decision.fact_changes import CATEGORIES, fence_kind
 
     return {
         "head": {"root": head_doc["root"], "sglang_version": head_doc["sglang_version"]},
@@ -165,6 +170,8 @@ def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp
         "findings": {k: rows(k) for k in ("added", "fixed", "unchanged", "suppressed")},
         "facts": {"changed": {c: [x.to_json() for x in changes if x.category == c] for c in CATEGORIES},
                   "unchanged": unchanged},
+        "fence": {"baseline": fence_kind(base_doc), "head": fence_kind(head_doc),
+                  "lost": [x.to_json() for x in losses]},
         "suppressions": {"unused": [s.to_json() for s in head_supp.unused]},
         "notes": {"added": [n.to_json() for n in notes]},
     }

@@ -28,6 +28,10 @@ def render(pr: dict, states, changes, head_ex) -> str:
     for rc, row in zip(states["suppressed"], pr["findings"]["suppressed"]):
         sup = row["suppression"]
         lines.append(f"  SUPPRESSED {rc.kind}: {rc.text()}; {sup['reason']} ({sup['file']}:{sup['line']})")
+    lost = pr.get("fence", {}).get("lost", [])
+    if lost:
+        lines.append(f"the fence is weakened: {len(lost)} lost (what the baseline had and HEAD has not)")
+        lines += [f"  LOST {x['text']}" for x in lost]
     total = sum(pr["facts"]["unchanged"].values())
     lines.append(f"protocol facts: {len(changes)} changed, {total} unchanged ("
                  + ", ".join(f"{k} {v}" for k, v in pr["facts"]["unchanged"].items()) + ")")
