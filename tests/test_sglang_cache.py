@@ -93,3 +93,60 @@ def test_a_fifo_in_the_trees_blocks_neither_the_suppressions_nor_the_baselines_k
                           capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 1 and proc.stderr == "", proc.stderr
     assert json.loads(proc.stdout)["counts"]["added"] == 1 and len(_entries(cache)) == 1
+
+
+_BAD_SHAPES = [
+    "[]", "null", '"text"', "{}",
+    '{"document": [], "suppressions": []}',
+    '{"document": {"root": "x"}, "suppressions": 5}',
+    '{"document": {"root": 3, "sglang_version": null, "findings": {}, "notes": []}, "suppressions": []}',
+    '{"document": {}, "suppressions": [{"file": 1, "line": "x", "kinds": 3, "reason": null}]}',
+]
+
+
+@pytest.mark.parametrize("bad", _BAD_SHAPES)
+def test_an_entry_of_valid_json_but_the_wrong_shape_is_a_miss_and_is_replaced(tmp_path, cache, bad):
+    """No internal error (exit 70) and no traceback: the baseline is read again and its entry written over."""
+    base, head = lay(tmp_path / "base", "base"), lay(tmp_path / "head", "head")
+    first = run(str(head), "--baseline", str(base))
+    (entry,) = _entries(cache)
+    k = entry[:-len(".json")]
+    (cache / entry).write_text(bad, encoding="utf-8")
+    assert run(str(head), "--baseline", str(base)) == first
+    assert _entries(cache) == [entry] and sglang_cache.load(k) is not None
+    payload = json.loads(bad)
+    if isinstance(payload, dict) and payload:  # under its own key and digest: the shape alone is checked
+        (cache / entry).write_text(json.dumps(sglang_cache._sealed(k, payload)), encoding="utf-8")
+        assert sglang_cache.load(k) is None
+        assert run(str(head), "--baseline", str(base)) == first and sglang_cache.load(k) is not None
+
+
+def test_an_entry_whose_document_lost_a_key_its_reader_needs_is_a_miss(tmp_path, cache):
+    base, head = lay(tmp_path / "base", "base"), lay(tmp_path / "head", "head")
+    first = run(str(head), "--baseline", str(base))
+    (entry,) = _entries(cache)
+    data = json.loads((cache / entry).read_text(encoding="utf-8"))
+    for key in ("findings", "sglang_version"):
+        broken = json.loads(json.dumps(data))
+        del broken["document"][key]
+        (cache / entry).write_text(json.dumps(broken), encoding="utf-8")
+        assert run(str(head), "--baseline", str(base)) == first, key
+        payload = {f: broken[f] for f in ("document", "suppressions")}  # sealed again: its shape is checked
+        (cache / entry).write_text(json.dumps(sglang_cache._sealed(data["key"], payload)), encoding="utf-8")
+        assert run(str(head), "--baseline", str(base)) == first, key
+        assert json.loads((cache / entry).read_text(encoding="utf-8")) == data
+
+
+def test_another_trees_entry_copied_over_a_key_is_a_miss(tmp_path, cache):
+    """The entry names the key it was stored under: another baseline's entry (one that adds nothing) copied over
+    this baseline's is not trusted, the baseline is read again."""
+    base, head = lay(tmp_path / "base", "base"), lay(tmp_path / "head", "head")
+    same = lay(tmp_path / "same", "head")
+    first = run(str(head), "--baseline", str(base))
+    assert first[0] == 1 and json.loads(first[1])["counts"]["added"] == 1
+    (mine,) = _entries(cache)
+    assert run(str(head), "--baseline", str(same))[0] == 0
+    (other,) = set(_entries(cache)) - {mine}
+    shutil.copyfile(cache / other, cache / mine)
+    assert run(str(head), "--baseline", str(base)) == first
+    assert (cache / mine).read_bytes() != (cache / other).read_bytes()

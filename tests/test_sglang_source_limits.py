@@ -435,6 +435,23 @@ def test_modules_with_other_line_breaks_are_read_and_measured_by_pythons_lines(t
     assert note["line"] == text.count(newline) + 1 and "files.MAX_NESTING" in note["what"]
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_module_starting_with_a_utf8_bom_is_read_as_python_reads_it(tmp_path, newline):
+    """Python's source decoding drops a leading UTF-8 BOM: such a module gives the same document and output as
+    without it (the same lines and columns, searches, suppressions), a non-ASCII text after it too."""
+    body = HEAD + backend("X", [decode_calls("h1"), *chain(1)]) + "# r\u00e9sum\u00e9\n"
+    body = body.replace("\n", newline)
+    docs, outs = [], []
+    for name, text in (("plain", body), ("bom", "\ufeff" + body)):
+        root = build(tmp_path / name, {f"{ATTN}/x.py": text})
+        docs.append(json.dumps(_doc(root)).replace(str(root.resolve()), "ROOT").replace(str(root), "ROOT"))
+        code, out, err = _run(root, "--json")
+        assert err == "" and code in (0, 1, 3), err
+        outs.append((code, out.replace(str(root.resolve()), "ROOT").replace(str(root), "ROOT")))
+    assert docs[0] == docs[1] and outs[0] == outs[1]
+    assert "read_outside_declaration" in _found(json.loads(docs[1]))
+
+
 def test_a_worker_read_path_past_the_depth_limit_is_listed_as_unresolved(tmp_path):
     """The worker's read after the publisher's runner lies 9 calls below forward_batch_generation: it is not
     followed, and the algorithm's unresolved list names the cut call and the limit."""

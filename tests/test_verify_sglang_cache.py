@@ -317,6 +317,55 @@ def test_an_entry_that_cannot_be_read_is_read_again_from_the_tree(tmp_path, cach
     assert _answer(root) == first
 
 
+def _kept(cache: Path) -> dict[str, dict]:
+    """The facts entries by the kind of their answer."""
+    import json
+
+    out = {}
+    for p in cache.glob("facts-*.json"):
+        data = json.loads(p.read_text(encoding="utf-8"))
+        out["configurations" if "configurations" in data["answer"] else "backend"] = {"path": p, "data": data}
+    return out
+
+
+@pytest.mark.parametrize("answer", [None, [], {"cls": "Nope"}, {"cls": 1, "file": "f", "line": 1, "variants": []},
+                                    {"cls": "X", "file": "f", "line": 1, "variants": [{"rows": [{"x": 1}]}]},
+                                    {"configurations": 3}])
+def test_an_entry_whose_answer_has_the_wrong_shape_is_read_again_and_replaced(tmp_path, cache, answer):
+    """Its log still holds, its answer is not what the reader needs: a miss, never an internal error."""
+    import json
+
+    root = lay(tmp_path / "t", "head")
+    first = _answer(root)
+    kept = _kept(cache)
+    for k in kept.values():
+        k["path"].write_text(json.dumps({**k["data"], "answer": answer}), encoding="utf-8")
+    assert _answer(root) == first
+    for k in kept.values():  # under its own key and digest: the answer's shape alone is checked
+        payload = {f: k["data"][f] for f in ("kind", "name", "log")}
+        k["path"].write_text(json.dumps(sglang_cache._sealed(k["data"]["key"], {**payload, "answer": answer})),
+                             encoding="utf-8")
+    assert _answer(root) == first
+    assert {k: json.loads(v["path"].read_text(encoding="utf-8")) for k, v in kept.items()} \
+        == {k: v["data"] for k, v in kept.items()}
+
+
+def test_an_entry_copied_over_another_key_is_a_miss(tmp_path, cache):
+    """An entry names the key it was stored under: the backend's answer copied over the configurations' entry (or
+    the other way) is not used."""
+    import json
+
+    root = lay(tmp_path / "t", "head")
+    first = _answer(root)
+    kept = _kept(cache)
+    back, conf = kept["backend"], kept["configurations"]
+    back["path"].write_text(json.dumps(conf["data"]), encoding="utf-8")
+    conf["path"].write_text(json.dumps(back["data"]), encoding="utf-8")
+    assert _answer(root) == first
+    assert json.loads(back["path"].read_text(encoding="utf-8")) == back["data"]
+    assert json.loads(conf["path"].read_text(encoding="utf-8")) == conf["data"]
+
+
 def test_with_the_cache_off_nothing_is_kept(tmp_path, monkeypatch):
     monkeypatch.setenv(sglang_cache.ENV, "off")
     _answer(lay(tmp_path / "t", "head"))

@@ -15,6 +15,12 @@ backend files of one class, the tree's generated configurations) with the log of
 (``sglang_source.tree_log``), keyed by what it is, the tree's module names (with the file behind each) and
 fencecheck's own modules, data and Python. An entry is used only when every question of its log gets the same
 answer from the tree given, so an edit to a module its read never looked at (a model's file) keeps it.
+
+Every entry is checked when read, and one that fails is a miss (the tree is read again and the entry written over),
+never an error: it is bound to the key it was stored under (``key``: the tree's identity with fencecheck's; a facts
+entry's kind and name too) and to its content (the SHA-256 of its payload's JSON, ``_digest``), so another tree's
+entry copied over a key, or an edited one, is not used; and its payload has the shape its reader needs (``_document``,
+``_suppressions``, ``_ANSWERS``: the keys and their types), so valid JSON of another shape is not used either.
 """
 
 from __future__ import annotations
@@ -98,19 +104,92 @@ def key(base, cross_check: bool) -> str | None:
     return h.hexdigest()
 
 
+def _digest(payload) -> str:
+    """The SHA-256 of ``payload``'s JSON, as written and as read back (a dict's keys in their order)."""
+    return hashlib.sha256(json.dumps(payload, allow_nan=False).encode()).hexdigest()
+
+
+def _sealed(k: str, payload: dict) -> dict:
+    """The entry of ``payload`` stored under ``k``: the key, the payload's digest, the payload (as JSON reads it back,
+    so the digest is that of what a load sees)."""
+    payload = json.loads(json.dumps(payload, allow_nan=False))
+    return {"key": k, "digest": _digest(payload), **payload}
+
+
+def _unsealed(path: Path, k: str, fields: tuple[str, ...]) -> dict | None:
+    """The payload (``fields``) of the entry at ``path`` when it is one stored under ``k`` and unchanged since; else
+    None (no file, not JSON, another key, another digest)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != k or set(data) != {"key", "digest", *fields}:
+        return None
+    payload = {f: data[f] for f in fields}
+    try:
+        return payload if data["digest"] == _digest(payload) else None
+    except (ValueError, RecursionError):
+        return None
+
+
+def _is(v, *types) -> bool:
+    return isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
+
+
+def _all(items, test) -> bool:
+    return isinstance(items, list) and all(test(x) for x in items)
+
+
+#: The top-level keys of a tree's document that pull-request mode reads (docs/sglang-reader.schema.json) and their types.
+_DOCUMENT = {"root": (str,), "sglang_version": (str, type(None)), "forward_modes": (dict,), "backends": (list,),
+             "workers": (list,), "barrier": (dict,), "runners": (list,), "algorithms": (list,), "findings": (list,),
+             "not_findings": (list,), "notes": (list,)}
+
+
+def _where(e) -> bool:
+    return isinstance(e, dict) and _is(e.get("file"), str) and _is(e.get("line"), int, type(None)) \
+        and _is(e.get("what"), str)
+
+
+def _document(doc) -> bool:
+    """Whether ``doc`` has the shape pull-request mode reads: the document's keys and types, each finding's and
+    note's, and its root causes computed (``identity.root_causes``)."""
+    if not isinstance(doc, dict) or not all(k in doc and _is(doc[k], *t) for k, t in _DOCUMENT.items()):
+        return False
+    if not _all(doc["findings"], lambda f: isinstance(f, dict) and _is(f.get("kind"), str)
+                and _is(f.get("subject"), str) and _is(f.get("status"), str) and "mode" in f
+                and _is(f["mode"], str, type(None)) and "subject_at" in f and _all(f.get("evidence"), _where)):
+        return False
+    if not _all(doc["notes"], lambda n: isinstance(n, dict) and _is(n.get("file"), str) and _is(n.get("what"), str)):
+        return False
+    from fencecheck.decision.identity import root_causes
+
+    try:
+        root_causes(doc)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return False
+    return True
+
+
+def _suppressions(items) -> bool:
+    """Whether ``items`` are suppressions as ``Suppression.to_json`` writes them."""
+    return _all(items, lambda s: isinstance(s, dict) and set(s) == {"file", "line", "kinds", "reason"}
+                and _is(s["file"], str) and _is(s["line"], int) and _all(s["kinds"], lambda x: _is(x, str))
+                and _is(s["reason"], str))
+
+
 def load(k: str | None):
-    """(document, suppressions) of entry ``k``, or None."""
+    """(document, suppressions) of entry ``k``, or None (none kept, or one that fails its checks: see the module)."""
     d = folder()
     if k is None or d is None:
         return None
-    try:
-        data = json.loads((d / f"{k}.json").read_text(encoding="utf-8"))
-        from fencecheck.decision.suppress import Suppression
-
-        return data["document"], [Suppression(s["file"], s["line"], tuple(s["kinds"]), s["reason"])
-                                  for s in data["suppressions"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    data = _unsealed(d / f"{k}.json", k, ("document", "suppressions"))
+    if data is None or not _document(data["document"]) or not _suppressions(data["suppressions"]):
         return None
+    from fencecheck.decision.suppress import Suppression
+
+    return data["document"], [Suppression(s["file"], s["line"], tuple(s["kinds"]), s["reason"])
+                              for s in data["suppressions"]]
 
 
 def store(k: str | None, doc: dict, suppressions: list) -> None:
@@ -118,7 +197,11 @@ def store(k: str | None, doc: dict, suppressions: list) -> None:
     d = folder()
     if k is None or d is None:
         return
-    _write_whole(d / f"{k}.json", {"document": doc, "suppressions": [s.to_json() for s in suppressions]})
+    try:
+        entry = _sealed(k, {"document": doc, "suppressions": [s.to_json() for s in suppressions]})
+    except (TypeError, ValueError, RecursionError):
+        return
+    _write_whole(d / f"{k}.json", entry)
 
 
 def _write_whole(path: Path, data) -> None:
@@ -132,35 +215,66 @@ def _write_whole(path: Path, data) -> None:
         pass
 
 
-def _facts_path(kind: str, name: str, tree) -> Path | None:
+def _facts_key(kind: str, name: str, tree) -> str | None:
     from fencecheck.sglang_source.tree_log import names_digest
 
-    d = folder()
-    if d is None:
+    if folder() is None:
         return None
-    h = hashlib.sha256(f"{kind}\0{name}\0{names_digest(tree)}\0{code_digest()}".encode())
-    return d / f"facts-{h.hexdigest()}.json"
+    return hashlib.sha256(f"{kind}\0{name}\0{names_digest(tree)}\0{code_digest()}".encode()).hexdigest()
+
+
+def _backend_answer(a) -> bool:
+    """``backend_source._read_backend``'s answer: the class, file and line, and per variant its rows (``Row``'s
+    fields) and backend data."""
+    row = {"backend": (str,), "mode": (str,), "end": (str,), "condition": (str, type(None)), "declared_by": (str,)}
+    return isinstance(a, dict) and set(a) == {"cls", "file", "line", "variants"} and _is(a["cls"], str) \
+        and _is(a["file"], str) and _is(a["line"], int) \
+        and _all(a["variants"], lambda v: isinstance(v, dict) and set(v) == {"rows", "data"}
+                 and isinstance(v["data"], dict)
+                 and _all(v["rows"], lambda r: isinstance(r, dict) and set(r) == set(row)
+                          and all(_is(r[f], *t) for f, t in row.items())))
+
+
+def _configurations_answer(a) -> bool:
+    """``backend_source._kept_configurations``'s answer: ``{"configurations": None or the generated ones}``."""
+    if not isinstance(a, dict) or set(a) != {"configurations"}:
+        return False
+    c = a["configurations"]
+    return c is None or (isinstance(c, dict) and _all(c.get("configurations", []), lambda x: isinstance(x, dict)
+                                                       and _is(x.get("name"), str)))
+
+
+#: The shape of each kind of facts answer, as its reader (``backend_source``) needs it; another kind is never kept.
+_ANSWERS = {"backend": _backend_answer, "configurations": _configurations_answer}
 
 
 def facts_load(kind: str, name: str, tree):
-    """The answer kept as ``kind`` of ``name`` for ``tree``, when its log still holds there; else None."""
+    """The answer kept as ``kind`` of ``name`` for ``tree``, when its entry passes its checks (see the module) and
+    its log still holds there; else None."""
     from fencecheck.sglang_source.tree_log import still_holds
 
-    p = _facts_path(kind, name, tree)
-    if p is None:
+    k = _facts_key(kind, name, tree)
+    if k is None:
         return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or "answer" not in data or not still_holds(data.get("log"), tree):
+    data = _unsealed(folder() / f"facts-{k}.json", k, ("kind", "name", "log", "answer"))
+    if data is None or data["kind"] != kind or data["name"] != name or not _ANSWERS.get(kind, _no)(data["answer"]) \
+            or not still_holds(data["log"], tree):
         return None
     return data["answer"]
+
+
+def _no(_) -> bool:
+    return False
 
 
 def facts_store(kind: str, name: str, tree, log, answer) -> None:
     """Keeps ``answer`` (JSON) as ``kind`` of ``name`` with ``log`` (``tree_log.Log``, asked of ``tree``), when it
     can (written whole: a temporary file renamed)."""
-    p = _facts_path(kind, name, tree)
-    if p is not None and log is not None:
-        _write_whole(p, {"log": log.to_json(tree), "answer": answer})
+    k = _facts_key(kind, name, tree)
+    if k is None or log is None:
+        return
+    try:
+        entry = _sealed(k, {"kind": kind, "name": name, "log": log.to_json(tree), "answer": answer})
+    except (TypeError, ValueError, RecursionError):
+        return
+    _write_whole(folder() / f"facts-{k}.json", entry)

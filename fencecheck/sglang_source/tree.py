@@ -131,8 +131,10 @@ class Tree:
         self.base = root.parent
         self.max_module_bytes = max_module_bytes
         self.paths: dict[str, Path] = {}
-        #: module -> its text: a ``str`` when ASCII, else its UTF-8 bytes (``raw_text`` decodes them: a ``str`` of one
-        #: non-ASCII character takes 2-4 bytes for each of its characters, and keeps a UTF-8 copy once parsed)
+        #: module -> its text as Python decodes it (``read_module``: a leading BOM dropped, so the parse, the searches
+        #: and the digests see one text): a ``str`` when ASCII, else its UTF-8 bytes (``raw_text`` decodes them: a
+        #: ``str`` of one non-ASCII character takes 2-4 bytes for each of its characters, and keeps a UTF-8 copy once
+        #: parsed)
         self.texts: dict[str, str | bytes] = {}
         self._modules: dict[str, Module | None] = {}
         self._class_index: dict[str, list[tuple[str, str]]] = {}  # base name -> [(module, class name)]

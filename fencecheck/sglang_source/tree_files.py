@@ -2,7 +2,8 @@
 
 ``scan`` lists the ``*.py`` modules under the package folder without recursion (a folder nested any depth is
 fine) and without following links to folders; ``read_module`` reads one within ``atomic.MAX_INPUT_BYTES`` (the
-limit of an input file), opening it without blocking, so a FIFO or a device named ``*.py`` is never read;
+limit of an input file), opening it without blocking, so a FIFO or a device named ``*.py`` is never read, and
+decodes it as Python does (a leading UTF-8 BOM dropped, every line break a newline);
 ``too_deep`` tells a parsed module nested deeper than ``MAX_NESTING`` syntax-tree levels (the reader's evaluators
 recurse over expressions). What is skipped is a ``Note``: shown in the document, ``unresolved`` when the skipped
 file is one Python would import (its facts are unknown), not when it is no module at all (a FIFO, a broken link).
@@ -109,9 +110,9 @@ class Skipped(Exception):
 
 
 def read_module(path: Path, rel: str, limit: int = MAX_INPUT_BYTES) -> str:
-    """The text of the module at ``path`` (undecodable bytes replaced, every line break a newline), at most
-    ``limit`` bytes. Raises ``Skipped`` for what is no regular file when opened or larger than ``limit``,
-    ``OSError`` when the system refuses the read."""
+    """The text of the module at ``path`` (a leading UTF-8 BOM dropped, as Python drops it; undecodable bytes
+    replaced, every line break a newline), at most ``limit`` bytes. Raises ``Skipped`` for what is no regular file
+    when opened or larger than ``limit``, ``OSError`` when the system refuses the read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         st = os.fstat(fd)
@@ -130,8 +131,10 @@ def read_module(path: Path, rel: str, limit: int = MAX_INPUT_BYTES) -> str:
             raise Skipped(_too_large(rel, limit))
     finally:
         os.close(fd)
-    # universal newlines, as Python reads a module's source (the line numbers stay those Python counts)
-    return b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    # as Python decodes a module's source: a leading UTF-8 BOM dropped ("utf-8-sig"), universal newlines (the line
+    # numbers and columns stay those Python counts); every reader of the text (the parse, the searches, the digests,
+    # the suppressions) takes it from here
+    return b"".join(chunks).decode("utf-8-sig", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _too_large(rel: str, limit: int) -> Note:
