@@ -21,7 +21,9 @@ the interpretation runs what SGLang runs on one abstract backend object, in its 
 
 Steps 1 and 2-3 for the other captures are the same for every mode: they are interpreted once per class, each mode's
 own capture on a copy of their state. The work of one class's start-up and captures is bounded (``MAX_TOTAL``, in
-statements weighted by their heaps' sizes): past it, the answer stays open.
+statements weighted by their heaps' sizes): where the other captures need more, the state they may leave is taken as
+start-up left it with every field a method outside start-up stores unknown (what step 1 forgets already: less known,
+nothing assumed); where this mode's own capture needs more, the answer stays open.
 
 Before each step, a field the runner's own code may store (its name stored in the tree through another receiver than
 the backend's methods run, ``Interpreter.stored_outside``) is forgotten. The read is **not captured** when no path of
@@ -143,7 +145,12 @@ def _startup_and_captures(tree: Tree, ci: ClassInfo, modes):
                     pass
             return q
 
-        p = _fixpoint(it, p, every_capture)
+        base, spent = _copy(p), it.budget.total
+        try:
+            p = _fixpoint(it, p, every_capture)
+        except _Spent:  # too much to interpret: the state they may leave is the one where what they store is unknown
+            it.budget.total = spent
+            p = base
     except (_NoPath, _Spent) as e:
         return it, str(e)
     finally:
