@@ -341,3 +341,30 @@ def test_a_value_joined_from_paths_that_differ_is_unknown_and_keeps_the_read(tmp
             return options
         """)
     assert a.captured is True
+
+
+_GUARDED = """\
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        if not self.forward_metadata.ready:
+            return self.req_to_token[forward_batch.req_pool_indices]
+        return q
+    """
+
+
+def test_past_the_work_bound_the_answer_stays_open(tmp_path, rules_off, monkeypatch):
+    import fencecheck.decision.captured as C
+
+    monkeypatch.setattr(C, "MAX_TOTAL", 0)
+    (a,) = _tiny(tmp_path, _GUARDED)
+    assert a.captured is None and "captured.MAX_TOTAL" in a.why
+
+
+def test_other_captures_past_the_work_bound_leave_what_they_store_unknown_and_this_capture_decides(
+        tmp_path, rules_off, monkeypatch):
+    import fencecheck.decision.captured as C
+
+    modes = C.graph_modes
+    monkeypatch.setattr(C, "graph_modes", lambda m: list(modes(m)) * 200)  # the captures before this one: too many
+    monkeypatch.setattr(C, "MAX_TOTAL", 20_000)
+    (a,) = _tiny(tmp_path, _GUARDED)
+    assert a.captured is False and "`not self.forward_metadata.ready` is false" in a.why
