@@ -368,3 +368,16 @@ def test_other_captures_past_the_work_bound_leave_what_they_store_unknown_and_th
     monkeypatch.setattr(C, "MAX_TOTAL", 20_000)
     (a,) = _tiny(tmp_path, _GUARDED)
     assert a.captured is False and "`not self.forward_metadata.ready` is false" in a.why
+
+
+def test_a_chain_through_methods_the_class_borrows_is_followed(tmp_path, rules_off):
+    src = HEAD + _GUARDED + textwrap.dedent("""\
+
+
+        class Borrower(AttentionBackend):
+            __init__ = TinyBackend.__init__
+            init_forward_metadata_out_graph = TinyBackend.init_forward_metadata_out_graph
+            forward_decode = TinyBackend.forward_decode
+        """)
+    answers = _built(tmp_path, "tiny_backend.py", src, "Borrower")
+    assert answers and all(a.captured is False for a in answers), answers

@@ -809,14 +809,18 @@ def capture_fact(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> CaptureFa
 
 
 def read_hops(tree: Tree, ci: ClassInfo, read) -> tuple[list[_Fn], list[int]] | None:
-    """The functions of ``read``'s call chain (a method of ``ci``'s MRO, or a module function) and the line each
-    calls the next at (the last: the read's line), or None when one of them is not found."""
+    """The functions of ``read``'s call chain (a method of ``ci``'s MRO or one it borrows, or a module function) and
+    the line each calls the next at (the last: the read's line), or None when one of them is not found."""
     hops = []
     for h in read.via:
         owner_key, _, name = h.key.rpartition(".")
         c = next((c for c in tree.mro(ci) if c.key == owner_key and name in c.methods), None)
         if c is not None:
             hops.append(_Fn(c.methods[name], c.module, c))
+            continue
+        hit = tree.lookup(ci, name)  # a method the class borrows (``forward = Other.forward``), as the walk took it
+        if hit is not None and hit[0].key == owner_key:
+            hops.append(_Fn(hit[1], hit[0].module, hit[0]))
             continue
         mod = tree.module(owner_key)
         fi = mod.functions.get(name) if mod else None
