@@ -69,3 +69,58 @@ def test_the_commands_of_a_document_run_as_written(doc, workdir, monkeypatch):
         out, err = io.StringIO(), io.StringIO()
         code = main(shlex.split(line)[1:], out, err)
         assert code not in (EXIT_BAD_INPUT, EXIT_IO, EXIT_BUG), f"{doc}: {line}: exit {code}: {err.getvalue()}"
+
+
+#: A command as a page shows it: a line of a shell block, or of an output excerpt after its prompt (``$ ``).
+_SHOWN = re.compile(r"^(?:\$ )?((?:python3 -m )?fencecheck(?: .*)?)$")
+
+
+def shown_commands(text: str) -> list[str]:
+    """Every ``fencecheck ...`` and ``python3 -m fencecheck ...`` line of a page's shell blocks and of its text
+    blocks' ``$ `` lines, comments cut, ``&&`` chains split."""
+    out = []
+    for lang, block in re.findall(r"```(sh|bash|shell|text|console)\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            if lang in ("text", "console") and not line.startswith("$ "):
+                continue
+            for part in re.split(r"\s&&\s", re.sub(r"\s+#.*$", "", line.removeprefix("$ ")).strip()):
+                m = _SHOWN.match(part.strip())
+                if m:
+                    out.append(m.group(1))
+    return out
+
+
+def test_shown_commands_finds_both_spellings_in_every_kind_of_block():
+    page = ("```sh\npip x && fencecheck check a.toml  # why\npython3 -m fencecheck prove\n```\n"
+            "```text\n$ fencecheck sglang T --details   # exit 1\n  fencecheck is not a command here\n```\n")
+    assert shown_commands(page) == ["fencecheck check a.toml", "python3 -m fencecheck prove",
+                                    "fencecheck sglang T --details"]
+    assert len(shown_commands((ROOT / "README.md").read_text(encoding="utf-8"))) >= 16
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_command_a_page_shows_parses_as_the_cli_accepts_it(doc):
+    from fencecheck.commands.main import build_parser
+    from fencecheck.errors import InputError
+
+    bad = []
+    for line in shown_commands((ROOT / doc).read_text(encoding="utf-8")):
+        argv = shlex.split(line)[(3 if line.startswith("python3 -m ") else 1):]
+        try:
+            build_parser(io.StringIO()).parse_args(argv)
+        except InputError as e:  # an unknown command or flag, a value not among a flag's choices, one missing
+            bad.append(f"{line}: {e}")
+        except Exception as e:  # noqa: BLE001 - --help and --version end the parse: they are known
+            if type(e).__name__ != "_Exit":
+                raise
+    assert not bad, f"{doc}:\n" + "\n".join(bad)
+
+
+def test_a_flag_the_cli_does_not_have_is_told():
+    from fencecheck.commands.main import build_parser
+    from fencecheck.errors import InputError
+
+    with pytest.raises(InputError):
+        build_parser(io.StringIO()).parse_args(shlex.split("sglang . --baseline HEAD --paths everywhere"))
+    with pytest.raises(InputError):
+        build_parser(io.StringIO()).parse_args(shlex.split("check a.toml --no-such-flag"))

@@ -6,6 +6,7 @@ Each module file has exactly one module name, from a source checkout and from th
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -252,3 +253,28 @@ def test_architecture_map_names_every_module():
             if rel not in text:
                 missing.append(rel)
     assert not missing
+
+
+def _readme_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    return [b.strip() for b in re.findall(r"```sh\n(.*?)```", readme, re.S)
+            if "pip install" in b]
+
+
+def test_the_readme_commands_install_fencecheck_without_checking_the_sources_only_sglang():
+    # the second command runs after the first: `sglang` is then installed with --no-deps, and an install that brings a
+    # package it depends on (the test extra's `requests`, `packaging`) would print pip's resolver ERROR block listing
+    # every dependency it lacks by design
+    audit, tests = _readme_commands()
+    for command in (audit, tests):
+        installs = [c.strip() for c in command.split("&&") if "pip install" in c]
+        assert [c for c in installs if "sglang==" in c] == ["python3 -m pip install -q --no-deps sglang==0.5.23"]
+        project = [c for c in installs if "'." in c]
+        assert project and all("--no-warn-conflicts" in c for c in project), command
+        assert installs.index(project[0]) < installs.index("python3 -m pip install -q --no-deps sglang==0.5.23")
+
+
+def test_ci_runs_the_readmes_test_command():
+    tests = _readme_commands()[1]
+    run = (ROOT / ".ci" / "run").read_text().splitlines()[-1]
+    assert run.replace(" --disable-pip-version-check", "") == tests

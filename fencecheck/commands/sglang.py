@@ -1,4 +1,9 @@
-"""``fencecheck sglang PATH``: read an SGLang tree statically and report its fence facts and findings."""
+"""``fencecheck sglang PATH``: read an SGLang tree statically and report its fence facts and findings.
+
+``--scenarios DIR`` (here and in pull-request mode): after a run DIR's scenario files are exactly that run's (each
+``*.toml`` there that loads as a scenario removed), written first into a temporary folder and swapped in whole at
+the end (``files.outputs.write_owned``), so an interrupted or failed run leaves the previous set, never part of a
+new one; any other file is never touched."""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fencecheck.commands.common import PROGRESS_HELP, outputs
+from fencecheck.render.output import PATHS
 from fencecheck.render.tree_text import render, to_json
 from fencecheck.errors import EXIT_NO_FENCE, EXIT_OK, EXIT_OLDER_FENCE, EXIT_RACE, EXIT_UNKNOWN
 
@@ -76,7 +82,10 @@ def add_parser(sub) -> None:
                         "repository (read from git's objects, the working tree untouched); report the findings the "
                         "change adds, fixes and leaves, and the protocol facts it changes; exit 1 only for what it adds")
     p.add_argument("--scenarios", default=None, metavar="DIR",
-                   help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines)")
+                   help="write the scenario built for each finding to DIR/NAME.toml (each cites its source lines); "
+                        "DIR's scenario files are then exactly this run's: each *.toml there that loads as a scenario "
+                        "is removed, and the set is swapped in whole at the end, so an interrupted run leaves the "
+                        "previous set (any other file is never touched)")
     p.add_argument("--witness", action="store_true",
                    help="replay each race under its witness interleaving (the schedule and the stale read it shows)")
     p.add_argument("--against", default=None, metavar="RELEASE|FILE|TREE",
@@ -84,6 +93,11 @@ def add_parser(sub) -> None:
                         "record or fingerprint file (.json) or another SGLang tree: the protocol facts that changed "
                         "first (exit 1), then the functions whose code changed (drift when a fact they support "
                         "changed, else review) and the catalog entries whose cited sources changed (review)")
+    p.add_argument("--paths", default="package", choices=PATHS,
+                   help="how the text report names files: relative to the package's parent folder (sglang/..., the "
+                        "default) or to the root of the git repository holding PATH (python/sglang/... in an SGLang "
+                        "checkout: what git and an editor show; the pre-commit hook's choice). SARIF is always "
+                        "relative to the repository root; the JSON document keeps sglang/... with its root")
     p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.add_argument("--details", action="store_true",
                    help="the text summary in full: every finding with its evidence and decision, every fact table "
@@ -140,6 +154,15 @@ def cmd_sglang(args, out: TextIO) -> int:
     args.format = resolve_format(args)
     if args.baseline is not None and not args.baseline.strip():
         raise InputError("<flags>", "--baseline", "expected a folder or a git revision, got an empty value")
+    if args.paths == "repository" and args.format == "text":
+        from fencecheck.render.output import RepositoryPaths, repository_prefix
+        from fencecheck.sglang_source.tree import find_installed, find_package_root
+
+        package = find_installed() if args.installed else find_package_root(args.path)
+        prefix = repository_prefix(package, None if args.installed else args.path)
+        out = RepositoryPaths(out, prefix)
+        if getattr(args, "err", None) is not None:
+            args.err = RepositoryPaths(args.err, prefix)
     if args.baseline is not None:
         from fencecheck.commands.sglang_pr import run
 
@@ -193,10 +216,11 @@ def cmd_sglang(args, out: TextIO) -> int:
         bar.close()
     ex, scenarios = decided.extraction, decided.scenarios
     if args.scenarios:
-        from fencecheck.files.outputs import write_tree
-        from fencecheck.files.scenario_io import dumps
+        from fencecheck.files.outputs import write_owned
+        from fencecheck.files.scenario_io import dumps, is_scenario_file
 
-        write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in scenarios})  # whole or not at all
+        write_owned(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in scenarios}, ".toml",
+                    is_scenario_file)  # this run's, whole
     from functools import partial
 
     return finish(args, ex, to_json(ex, drift), out,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from fencecheck.decision.identity import publish_points, root_causes
+from fencecheck.decision.identity import root_causes
 from fencecheck.decision.pull_request import added_notes, compare, decide_added, document, exit_code, read_both
 from fencecheck.render.pull_request import render
 
@@ -35,10 +35,11 @@ def run(args, out: TextIO) -> int:
     added_workers = {head_doc["findings"][rc.finding].get("scenario") for rc in states["added"]}
     built += [s for s in worker_scen if s.name in added_workers]
     if args.scenarios:
-        from fencecheck.files.outputs import write_tree
-        from fencecheck.files.scenario_io import dumps
+        from fencecheck.files.outputs import write_owned
+        from fencecheck.files.scenario_io import dumps, is_scenario_file
 
-        write_tree(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in built})
+        write_owned(args.scenarios, {f"{sc.name}.toml": dumps(sc) for sc in built}, ".toml",
+                    is_scenario_file)  # this run's, whole
     changes, unchanged = diff(facts(base_doc), facts(head_doc))
     notes = added_notes(head_ex.notes, base_doc)
     lost = losses(base_doc, head_doc, changes)
@@ -47,20 +48,19 @@ def run(args, out: TextIO) -> int:
     fmt = args.format
     if fmt == "sarif":
         from fencecheck.render.sarif import (
-            Item,
+            item,
             repo_root_of,
             sarif,
             uri_prefix,
         )
 
         prefix = uri_prefix(Path(head_doc["root"]), repo_root_of(None if args.installed else args.path))
-        items = [Item(rc, tuple(publish_points(head_doc, rc)), head_doc["findings"][rc.finding], state)
-                 for state, key in (("new", "added"), ("unchanged", "unchanged")) for rc in states[key]]
-        items += [Item(rc, tuple(publish_points(base_doc, rc)), base_doc["findings"][rc.finding], "absent")
-                  for rc in states["fixed"]]
+        # HEAD's results from its decided document (the added findings' settled statuses: the levels of a one-tree run)
+        items = [item(head_doc, rc, state) for state, key in (("new", "added"), ("unchanged", "unchanged"))
+                 for rc in states[key]]
+        items += [item(base_doc, rc, "absent") for rc in states["fixed"]]
         base_ids = {rc.id for rc in root_causes(base_doc)}
-        items += [Item(rc, tuple(publish_points(head_doc, rc)), head_doc["findings"][rc.finding],
-                       "unchanged" if rc.id in base_ids else "new", head_supp.by_id[rc.id])
+        items += [item(head_doc, rc, "unchanged" if rc.id in base_ids else "new", head_supp.by_id[rc.id])
                   for rc in states["suppressed"]]
         log = sarif(items, prefix)
         if lost:  # what HEAD lost of the fence has no source line of HEAD's: the run's property bag names it

@@ -1,9 +1,13 @@
 """The baseline of ``fencecheck sglang HEAD --baseline BASE``: another tree (a folder), or a git revision of HEAD's
-repository, read from git's objects (``git archive``) into a temporary folder; the working tree is never touched.
+repository, read from git's objects into a temporary folder; the working tree is never touched.
 
 For a revision, the ``sglang`` package is taken at the same path inside the repository as HEAD's (``python/sglang``
-in an SGLang checkout); only its Python files are unpacked (the reader reads nothing else), into ``/dev/shm`` where
-it can (else the temporary folder).
+in an SGLang checkout), named as ``COMMIT:PATH`` (a literal path, never a pattern: a folder may be named ``[x]`` or
+``*``). Its files are listed from the commit's tree (``git ls-tree -r -z``) and read as the blobs committed (``git
+cat-file --batch``), so nothing of ``.gitattributes`` applies (``export-ignore``, filters, line endings): its Python
+files, and every symbolic link recreated as the committed link (mode 120000; the reader reads a link to a file and
+notes a link to a folder, unfollowed, as it does in a working tree). They are written into ``/dev/shm`` where it can
+(else the temporary folder).
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ import contextlib
 import os
 import shutil
 import subprocess
-import tarfile
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -46,31 +50,97 @@ def repository_root(path: Path) -> Path | None:
 
 
 def _unpack(top: Path, commit: str, inside: PurePosixPath, into: Path, given: str) -> None:
-    """The Python files under ``inside`` at ``commit`` of the repository at ``top``, unpacked into ``into``."""
-    spec = f"{inside}/*.py"  # a pathspec's * matches across folders: every Python file of the package
-    with subprocess.Popen(["git", "archive", "--format=tar", commit, "--", spec], cwd=top,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+    """The package at ``inside`` of ``commit`` in the repository at ``top``, written into ``into`` as committed:
+    its Python files (the raw blobs, no attribute of ``.gitattributes`` applied) and its symbolic links (every one,
+    recreated as the committed link: the reader notes a link to a folder and reads a link to a file)."""
+    where = "" if inside == PurePosixPath(".") else inside.as_posix()
+    env = {**os.environ, "GIT_LITERAL_PATHSPECS": "1"}  # the path is named as ``COMMIT:PATH``, never a glob
+    tree = subprocess.run(["git", "ls-tree", "-r", "-z", f"{commit}:{where}"], cwd=top, env=env,
+                          capture_output=True, check=False)
+    if tree.returncode != 0:
+        has = subprocess.run(["git", "cat-file", "-t", f"{commit}:{where}"], cwd=top, env=env, capture_output=True,
+                             text=True, check=False)
+        err = tree.stderr.decode(errors="replace").strip()
+        why = err.splitlines()[-1] if err else f"git ls-tree exited {tree.returncode}"
+        if has.returncode != 0 or has.stdout.strip() != "tree":
+            why = f"the revision has no {inside} (where HEAD's sglang package is)"
+        raise InputError("<flags>", "--baseline", f"{given} ({commit[:12]}): {why}")
+    blobs: dict[str, list[PurePosixPath]] = {}  # object id -> the paths holding it (links among them)
+    links: set[PurePosixPath] = set()
+    for entry in tree.stdout.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, raw = entry.partition(b"\t")
+        mode, kind, oid = meta.decode("ascii", "replace").split()
+        name = PurePosixPath(os.fsdecode(raw))
+        if kind != "blob" or name.is_absolute() or not name.parts or ".." in name.parts:
+            continue  # a submodule (a commit) holds nothing of this repository
+        if mode == "120000":
+            links.add(name)
+        elif name.suffix != ".py":
+            continue  # the reader reads nothing else
+        blobs.setdefault(oid, []).append(name)
+    root = into / where if where else into
+    root.mkdir(parents=True, exist_ok=True)
+    _write_blobs(top, blobs, links, root, given, commit)
+
+
+def _write_blobs(top: Path, blobs: dict[str, list[PurePosixPath]], links: set[PurePosixPath], root: Path,
+                 given: str, commit: str) -> None:
+    """Each blob of ``blobs`` read from ``git cat-file --batch`` and written at its paths under ``root``: a file,
+    or for a path of ``links`` a symbolic link whose target is the blob's bytes."""
+    made: set[Path] = set()
+    with subprocess.Popen(["git", "cat-file", "--batch"], cwd=top, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc:
+        def feed() -> None:
+            try:
+                for oid in blobs:
+                    proc.stdin.write(f"{oid}\n".encode("ascii"))
+                proc.stdin.close()
+            except OSError:
+                pass  # git ended early: the reply below says so
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        failed, done = None, False
         try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-                made: set[Path] = set()
-                for member in tar:
-                    name = PurePosixPath(member.name)
-                    if not member.isfile() or name.suffix != ".py" or name.is_absolute() or ".." in name.parts:
-                        continue
-                    dest = into.joinpath(*name.parts)
+            for oid, names in blobs.items():
+                header = proc.stdout.readline().split()
+                if len(header) != 3 or header[1] != b"blob":
+                    failed = f"object {oid} is not readable"
+                    break
+                data = _read_exactly(proc.stdout, int(header[2]))
+                proc.stdout.read(1)  # the newline after the content
+                for name in names:
+                    dest = root.joinpath(*name.parts)
                     if dest.parent not in made:
                         dest.parent.mkdir(parents=True, exist_ok=True)
                         made.add(dest.parent)
-                    dest.write_bytes(tar.extractfile(member).read())  # a plain write: the files are only read
-        except tarfile.TarError:
-            pass  # git said why on stderr
-        err = proc.stderr.read().decode(errors="replace").strip()
-        code = proc.wait()
-    if code != 0:
-        why = err.splitlines()[-1] if err else f"git archive exited {code}"
-        if "did not match any files" in err:
-            why = f"the revision has no {inside} (where HEAD's sglang package is)"
+                    if name in links:
+                        os.symlink(os.fsdecode(data), dest)
+                    else:
+                        dest.write_bytes(data)  # a plain write: the files are only read
+            done = failed is None
+        finally:
+            if not done:
+                proc.kill()  # nothing more is read: git must not wait on a full pipe, nor the feeder on git
+            feeder.join()
+            err = proc.stderr.read().decode(errors="replace").strip()
+            code = proc.wait()
+    if not done or code != 0:
+        why = err.splitlines()[-1] if err else failed or f"git cat-file exited {code}"
         raise InputError("<flags>", "--baseline", f"{given} ({commit[:12]}): {why}")
+
+
+def _read_exactly(stream, size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise InputError("<flags>", "--baseline", "git cat-file ended before an object's end")
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
 
 
 def resolve(given: str, head: str | None) -> Baseline:

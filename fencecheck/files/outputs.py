@@ -1,6 +1,6 @@
 """Writing outputs: each output checked for writability before the work starts, regular files replaced atomically
 (complete or untouched, no temporary file left, even on Ctrl-C), devices and pipes written through, a document set
-swapped in whole."""
+swapped in whole, a folder's set of files of one kind (``write_owned``: ``--scenarios``) replaced whole."""
 
 from __future__ import annotations
 
@@ -175,6 +175,25 @@ def write_tree(root, files: dict[str, str], names=None) -> None:
     finally:
         for folder in (stage, old):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_owned(root, files: dict[str, str], suffix: str, ours) -> None:
+    """Write ``files`` (names directly in ``root`` -> text) as the whole set of ``*suffix`` files this tool keeps in
+    ``root``: each ``*suffix`` file there that ``ours(path)`` tells the tool wrote (an earlier run's) is removed in the
+    same swap (``write_tree``), with a temporary folder a killed run left, so ``root`` holds the previous set or
+    exactly this one, never a mix. Any other file (a user's ``pyproject.toml`` in ``--scenarios .``) and folders are
+    never touched."""
+    try:
+        with os.scandir(root) as it:
+            earlier = [e.name for e in it if (e.name.endswith(suffix) and e.is_file(follow_symlinks=False)
+                                              and ours(Path(e.path)))
+                       or (e.name.startswith((".fencecheck-new-", ".fencecheck-old-"))
+                           and e.is_dir(follow_symlinks=False))]
+    except FileNotFoundError:
+        earlier = []
+    except OSError as err:
+        raise IOFailure(str(root), f"cannot be listed ({os_reason(err)})") from None
+    write_tree(root, files, names=earlier)
 
 
 def _swap(root: Path, stage: Path, old: Path, names: list[str]) -> None:

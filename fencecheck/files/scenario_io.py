@@ -285,3 +285,15 @@ def load(path: str | os.PathLike) -> Scenario:
 def dump(s: Scenario, path: str | os.PathLike) -> None:
     """Write ``s`` to ``path`` atomically (no partial file on failure)."""
     write_text_atomic(Path(path), dumps(s))
+
+
+def is_scenario_file(path) -> bool:
+    """Whether the file at ``path`` is a scenario as ``dumps`` writes it (TOML that validates as a scenario): what
+    ``--scenarios DIR`` may replace; anything else there is not the tool's."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        scenario_from_dict(data, str(path))
+    except (OSError, ValueError, KeyError, TypeError, ScenarioError):  # not TOML, not a scenario: not one of ours
+        return False
+    return True

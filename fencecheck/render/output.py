@@ -4,11 +4,14 @@ report in the format asked (``text``, ``json``: the document, ``sarif``) and the
 A finding all of whose root causes a ``# fencecheck: ignore[KIND] reason`` silences is listed as suppressed and
 counts for nothing; each unused suppression is a warning line on stderr (and in the document's ``suppressions``).
 ``decision_lines``: the text lines on a finding's decision, the one-tree summary's and pull-request mode's.
+``RepositoryPaths``: the text report with its ``sglang/...`` file names relative to the repository root instead
+(``--paths repository``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -16,6 +19,41 @@ from typing import TextIO
 from fencecheck.render.release_markdown import contexts_text
 
 FORMATS = ("text", "json", "sarif")
+#: How the text report names files (``--paths``): relative to the package's parent folder (``sglang/...``, as the
+#: document does) or to the root of the git repository holding the tree (``python/sglang/...`` in a checkout).
+PATHS = ("package", "repository")
+#: A file name of the package as the text report shows it (``sglang/srt/x.py``), not part of a longer path.
+_PACKAGE_FILE = re.compile(r"(?<![\w./-])(?=sglang/[\w./-]*\.py\b)")
+
+
+def repository_prefix(package: Path, path: str | None) -> str:
+    """What goes before the report's ``sglang/...`` names to make them relative to the root of the git work tree
+    holding ``path`` (the current folder where there is none, or for the installed package): the package's parent
+    relative to it (``python/``), or nothing when the package is outside it."""
+    import os
+
+    from fencecheck.decision.baseline import repository_root
+
+    top = repository_root(Path(os.path.abspath(path))) if path is not None else None
+    try:
+        rel = package.resolve().parent.relative_to((top or Path.cwd()).resolve()).as_posix()
+    except ValueError:
+        return ""
+    return "" if rel == "." else rel + "/"
+
+
+class RepositoryPaths:
+    """A text stream that writes the package's file names (``sglang/srt/x.py``) with ``prefix`` before them: each
+    ``write`` is a whole line or report, so no name is cut between two."""
+
+    def __init__(self, stream: TextIO, prefix: str):
+        self.stream, self.prefix = stream, prefix
+
+    def write(self, text: str) -> int:
+        return self.stream.write(_PACKAGE_FILE.sub(self.prefix, text) if self.prefix else text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def resolve_format(args) -> str:
@@ -78,7 +116,7 @@ def finish(args, ex, doc: dict, out: TextIO, render: Callable[[object], str],
     findings."""
     from dataclasses import replace
 
-    from fencecheck.decision.identity import publish_points, root_causes
+    from fencecheck.decision.identity import root_causes
     from fencecheck.decision.suppress import (
         annotated,
         apply,
@@ -95,15 +133,14 @@ def finish(args, ex, doc: dict, out: TextIO, render: Callable[[object], str],
     view = replace(ex, findings=tuple(f for i, f in enumerate(ex.findings) if i not in gone)) if gone else ex
     if args.format == "sarif":
         from fencecheck.render.sarif import (
-            Item,
+            item,
             repo_root_of,
             sarif,
             uri_prefix,
         )
 
         prefix = uri_prefix(Path(ex.root), repo_root_of(None if args.installed else args.path))
-        items = [Item(rc, tuple(publish_points(doc, rc)), doc["findings"][rc.finding],
-                      suppression=applied.by_id.get(rc.id)) for rc in causes]
+        items = [item(doc, rc, suppression=applied.by_id.get(rc.id)) for rc in causes]
         json.dump(sarif(items, prefix), out, indent=1)
         out.write("\n")
     elif args.format == "json":
