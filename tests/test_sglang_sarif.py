@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from pr_pair import ADDED, lay, repository
+from pr_pair import ADDED, TREES, lay, repository
 from sglang_release import in_ci
 
 from fencecheck.commands.main import main
@@ -205,3 +205,86 @@ def test_every_uri_is_percent_encoded_and_the_log_stays_valid(tmp_path, monkeypa
     assert "relatedLocations" in log["runs"][0]["results"][0]
     assert all((tmp_path / unquote(u)).is_file() for u in uris)
     assert github_problems(log) == []
+
+
+# -- the read's call chain as a code flow; one level per status in every mode ------------------------------------------
+
+def _tree(dest: Path, *cases: str) -> Path:
+    for case in ("common", *cases):
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    return dest
+
+
+def _steps(result: dict) -> list[tuple[str, int, str]]:
+    (flow,) = result["codeFlows"]
+    (thread,) = flow["threadFlows"]
+    return [(x["location"]["physicalLocation"]["artifactLocation"]["uri"],
+             x["location"]["physicalLocation"]["region"]["startLine"], x["location"]["message"]["text"])
+            for x in thread["locations"]]
+
+
+def test_a_read_in_a_helper_flows_from_the_entry_method_through_each_call_and_names_the_backends_call(tmp_path):
+    root = _tree(tmp_path / "t", "deep_helper")
+    log = sarif(str(root))
+    _validate(log)
+    assert github_problems(log, root) == []
+    (r,) = [r for r in log["runs"][0]["results"] if r["message"]["text"].startswith("DeepReadBackend reads")]
+    attn = "sglang/srt/layers/attention/"
+    assert _steps(r) == [
+        (attn + "base_attn_backend.py", 34, "AttentionBackend.forward, the entry method"),
+        (attn + "base_attn_backend.py", 40, "calls DeepReadBackend.forward_extend"),
+        (attn + "deep_backend.py", 12, "calls DeepReadBackend._pages_for"),
+        (attn + "deep_backend.py", 19, "calls page_utils.gather_pages"),
+        ("sglang/srt/mem_cache/page_utils.py", 3, "page_utils.gather_pages reads req_to_token (pool.req_to_token)"),
+    ]
+    assert _steps(r)[-1][:2] == (r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+                                 r["locations"][0]["physicalLocation"]["region"]["startLine"])
+    helper = [x for x in r["relatedLocations"] if "helper" in x["message"]["text"]]
+    assert [(x["physicalLocation"]["artifactLocation"]["uri"], x["physicalLocation"]["region"]["startLine"])
+            for x in helper] == [(attn + "deep_backend.py", 19)]
+    assert helper[0]["message"]["text"].startswith("DeepReadBackend._pages_for calls page_utils.gather_pages")
+    ids = [x["id"] for x in r["relatedLocations"]]
+    assert ids == list(range(1, len(ids) + 1))
+
+
+def test_a_read_in_the_backends_own_method_has_no_helper_call_and_every_flow_uri_is_encoded(tmp_path, monkeypatch):
+    head = lay(tmp_path / "we ird#1", "head")
+    monkeypatch.chdir(tmp_path)
+    log = sarif(str(head))
+    _validate(log)
+    (r,) = [r for r in log["runs"][0]["results"] if r["message"]["text"].startswith("PagedBackend reads")]
+    steps = _steps(r)
+    assert [s[2] for s in steps][-2:] == ["calls PagedBackend.forward_decode",
+                                         "PagedBackend.forward_decode reads req_to_token (self.req_to_token)"]
+    assert all(uri.startswith("we%20ird%231/sglang/") for uri, _, _ in steps)
+    assert not [x for x in r["relatedLocations"] if "helper" in x["message"]["text"]]
+
+
+def test_a_worker_read_flows_through_its_calls_too(tmp_path):
+    root = _tree(tmp_path / "t", "algorithms")
+    log = sarif(str(root))
+    _validate(log)
+    (r,) = [r for r in log["runs"][0]["results"] if r["message"]["text"].startswith("ZetaWorker reads")]
+    assert [s[2] for s in _steps(r)] == ["ZetaWorker.forward_batch_generation, the entry method",
+                                         "calls VerifyExecutor.commit", "calls KvInjector.inject",
+                                         "KvInjector.inject reads req_to_token"]
+
+
+def _levels(log: dict) -> dict[str, tuple[str, str]]:
+    return {r["partialFingerprints"]["fencecheckRootCause/v1"]: (r["level"], r["properties"]["status"])
+            for r in log["runs"][0]["results"]}
+
+
+def test_an_added_finding_has_the_level_and_status_of_a_one_tree_run(tmp_path):
+    """The device tree's read is unresolved once decided (a note, exit 3 alone): pull-request mode decides the added
+    finding and gives it the same level, status and question text as the one-tree run."""
+    base = _tree(tmp_path / "base")
+    head = _tree(tmp_path / "head", "device")
+    one = sarif(str(head), code=3)
+    pr = sarif(str(head), "--baseline", str(base))
+    _validate(pr)
+    alone = _levels(one)
+    assert alone and set(alone.values()) == {("note", "unresolved")}
+    assert _levels(pr) == alone
+    (r,) = pr["runs"][0]["results"]
+    assert r["baselineState"] == "new" and "Question, not a finding" in r["message"]["text"]

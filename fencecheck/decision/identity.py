@@ -231,3 +231,104 @@ def publish_points(doc: dict, rc: RootCause) -> list[Where]:
         if out:
             break
     return [out[k] for k in sorted(out)]
+
+
+_HOP = re.compile(r"^(?P<func>.+) \((?P<file>[^()]+):(?P<line>\d+)\)$")
+
+
+def _hops(texts) -> list[Where]:
+    """The hops ``Func (file:line)`` of a chain's texts as places (a text without a place left out)."""
+    out = []
+    for t in texts:
+        m = _HOP.match(t.strip())
+        if m is not None:
+            out.append(Where(m["file"], int(m["line"]), m["func"]))
+    return out
+
+
+def _funcs(via: str) -> str:
+    """The functions of an evidence chain ``A -> B (source) (when ...)``, each without its parentheses."""
+    chain = via.split(" (when ", 1)[0]
+    return " -> ".join(re.sub(r" \([^()]*\)$", "", x.strip()) for x in chain.split(" -> "))
+
+
+def call_chain(doc: dict, rc: RootCause) -> tuple[Where, ...]:
+    """The calls from the entry method to ``rc``'s read, then the read: each hop a place with the function it enters
+    (``what``), the first at the entry method's definition, each next at its call in the function before; the last
+    the read's place with its source text (a cut path's: the call not followed; a worker's read: ""). () when the
+    document has no chain for it. A backend's read or cut path from its ``reads`` / ``cut_paths`` (the one at the
+    read's place, mode and site with the evidence's functions), a worker's read from its evidence (whose hops name
+    their places)."""
+    if rc.kind == "worker_read_after_publish":
+        via = rc.read.what.split(" via ", 1)[1] if " via " in rc.read.what else ""  # after it, or in its graph
+        hops = _hops(via.split(" (when ", 1)[0].split(" -> "))
+        return (*hops, Where(rc.read.file, rc.read.line, "")) if hops else ()
+    if rc.kind == "read_outside_declaration":
+        m, rows, key = _READ.match(rc.read.what), "reads", "location"
+    elif rc.kind == "unresolved_read_path":
+        m, rows, key = _CUT.match(rc.read.what), "cut_paths", None
+    else:
+        return ()
+    if m is None:
+        return ()
+    want = _funcs(m["via"])
+    what = None
+    for b in doc.get("backends", ()):
+        if f"{b['file']}:{b['line']}" != rc.subject_at:
+            continue
+        for r in b.get(rows, ()):
+            if (r["mode"], r["site"], r["file"], r["line"]) != (rc.mode, rc.site, rc.read.file, rc.read.line) or \
+                    (key is not None and r[key] != rc.location):
+                continue
+            what = r["what"]
+            hops = _hops(r["via"])
+            if hops and " -> ".join(h.what for h in hops) == want:
+                return (*hops, Where(r["file"], r["line"], r["what"]))
+    hops = _placed(doc, want.split(" -> "))
+    return (*hops, Where(rc.read.file, rc.read.line, what or "")) if hops else ()
+
+
+def _placed(doc: dict, funcs: list[str]) -> list[Where]:
+    """The chain ``funcs`` placed by the calls the document's other chains make (the backends' reads and cut
+    paths, the not findings'): the entry method where a chain starts at it, each call where a chain makes that call
+    from the function before (the document keeps one chain per read, which may be another path to it); [] when a
+    hop is in none of them."""
+    starts: dict[str, Where] = {}
+    calls: dict[tuple[str, str], Where] = {}
+    chains = [r["via"] for b in doc.get("backends", ()) for k in ("reads", "cut_paths") for r in b.get(k, ())]
+    chains += [n["via"] for n in doc.get("not_findings", ()) if n.get("via")]
+    for via in chains:
+        hops = _hops(via)
+        if hops:
+            starts.setdefault(hops[0].what, hops[0])
+        for before, hop in zip(hops, hops[1:]):
+            calls.setdefault((before.what, hop.what), hop)
+    if not funcs or funcs[0] not in starts:
+        return []
+    out = [starts[funcs[0]]]
+    for before, func in zip(funcs, funcs[1:]):
+        hop = calls.get((before, func))
+        if hop is None:
+            return []
+        out.append(hop)
+    return out
+
+
+def helper_call(doc: dict, rc: RootCause, chain: tuple[Where, ...]) -> Where | None:
+    """Where the backend calls the helper its read is in: the first call on ``chain`` (``call_chain``'s) into a
+    function of no class of the backend's MRO (a module's function, another object's method), when the function
+    that reads is such a one; else None (the read is in the backend's own code)."""
+    chain = chain[:-1]  # the hops, without the read
+    if rc.kind not in ("read_outside_declaration", "unresolved_read_path") or len(chain) < 2:
+        return None
+    classes = {rc.subject}
+    for b in doc.get("backends", ()):
+        if f"{b['file']}:{b['line']}" == rc.subject_at:
+            classes |= {b["class"], *b.get("mro", ())}
+    if chain[-1].what.split(".")[0] in classes:
+        return None
+    for before, hop in zip(chain, chain[1:]):
+        if hop.what.split(".")[0] not in classes:
+            return Where(hop.file, hop.line, f"{before.what} calls {hop.what}: the backend's call of the helper "
+                                                  "that reads")
+    return None

@@ -1,8 +1,10 @@
 """``fencecheck sglang --format sarif``: the findings as SARIF 2.1.0, for code scanning (GitHub's upload-sarif).
 
 One rule per finding kind; one result per root cause (``sglang_identity``) at the read's file and line, with the
-declaration and the publish point as related locations, the scenario's verdict and the advice in the message, and
-the root cause's id as a partial fingerprint (stable when lines move). In pull-request mode each result has a
+declaration and the publish point as related locations (and the backend's call of the helper the read is in), the
+read's call chain from the entry method as a code flow, the scenario's verdict and the advice in the message, and
+the root cause's id as a partial fingerprint (stable when lines move). The level is the status of the result's
+finding as its document settled it, one per status in every mode. In pull-request mode each result has a
 ``baselineState``: ``new`` (the change adds it), ``unchanged``, or ``absent`` (the change fixes it; at its place in
 the baseline). A suppressed root cause carries an ``inSource`` suppression with its reason. File names are relative
 to the repository root (``uri_prefix`` + the document's ``sglang/...`` names), and every ``uri`` written (a result's
@@ -13,12 +15,19 @@ a space, ``#``, ``%``, ``?``, ``:`` and every non-ASCII character as ``%XX`` of 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote
 
 from fencecheck import __version__
-from fencecheck.decision.identity import KINDS, RootCause, Where
+from fencecheck.decision.identity import (
+    KINDS,
+    RootCause,
+    Where,
+    call_chain,
+    helper_call,
+    publish_points,
+)
 from fencecheck.decision.status import PRECISION, is_question
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -36,6 +45,18 @@ class Item:
     finding: dict
     state: str | None = None
     suppression: object = None  # sglang_suppress.Suppression
+    #: the calls from the entry method to the read (``identity.call_chain``) and the backend's call of the helper the
+    #: read is in (``identity.helper_call``; None when the read is in the backend's own code)
+    chain: tuple[Where, ...] = ()
+    helper: Where | None = None
+
+
+def item(doc: dict, rc: RootCause, state: str | None = None, suppression: object = None) -> Item:
+    """The result to write for ``rc``, a root cause of ``doc``'s findings: its publish points, its finding (whose
+    status is the settled one, the same in every mode), its call chain and the helper's call."""
+    chain = call_chain(doc, rc)
+    return Item(rc, tuple(publish_points(doc, rc)), doc["findings"][rc.finding], state, suppression, chain,
+                helper_call(doc, rc, chain))
 
 
 def uri_prefix(package: Path, repo_root: Path | None) -> str:
@@ -76,6 +97,13 @@ def _location(w: Where, prefix: str, message: str | None = None, ident: int | No
     if message is not None:
         loc["message"] = {"text": message}
     return loc
+
+
+def _status(item: Item) -> str:
+    """The status of the item's finding as its document says: the status a decided finding settled on
+    (``status.settle``), in a one-tree run and for a pull request's added finding alike (the root cause's may be
+    the status read before the finding was decided)."""
+    return item.finding.get("status") or item.cause.status
 
 
 def _message(item: Item) -> str:
@@ -120,7 +148,28 @@ def _level(status: str) -> str:
     return _LEVEL.get(status, "warning")
 
 
+def _flow(item: Item, prefix: str) -> list[dict]:
+    """The read's call chain as one code flow (SARIF 2.1.0 §3.36): the entry method, each call, then the read (a cut
+    path's: the call not followed), each step with the function it names."""
+    rc, chain = item.cause, item.chain
+    if len(chain) < 2:
+        return []
+    hops, read = chain[:-1], chain[-1]
+    steps = [_location(hops[0], prefix, f"{hops[0].what}, the entry method")]
+    steps += [_location(h, prefix, h.what if " " in h.what else f"calls {h.what}") for h in hops[1:]]  # a map's source
+    source = f" ({read.what})" if read.what else ""
+    if rc.kind == "unresolved_read_path":
+        last = f"{hops[-1].what} calls {read.what}: not followed, so what it reads is not known"
+    else:
+        last = f"{hops[-1].what} reads {rc.location}{source}"
+    steps.append(_location(read, prefix, last))
+    calls, end = len(hops) - 1, "the call not followed" if rc.kind == "unresolved_read_path" else "the read"
+    return [{"message": {"text": f"from {hops[0].what} to {end} through {calls} call{'' if calls == 1 else 's'}"},
+             "threadFlows": [{"locations": [{"location": x} for x in steps]}]}]
+
+
 def _result(item: Item, prefix: str, rule_index: dict) -> dict:
+    item = replace(item, cause=replace(item.cause, status=_status(item)))
     rc = item.cause
     related, n = [], 1
     if rc.declaration is not None and rc.kind != "worker_read_after_publish":
@@ -129,10 +178,16 @@ def _result(item: Item, prefix: str, rule_index: dict) -> dict:
     for p in item.publish:
         related.append(_location(p, prefix, f"the publish point: {p.what}", n))
         n += 1
+    if item.helper is not None:
+        related.append(_location(item.helper, prefix, item.helper.what, n))
+        n += 1
     out = {"ruleId": rc.kind, "ruleIndex": rule_index[rc.kind], "level": _level(rc.status),
            "message": {"text": _message(item)}, "locations": [_location(rc.read, prefix)],
            "partialFingerprints": {FINGERPRINT: rc.id},
            "properties": {"precision": PRECISION.get(rc.status, "medium"), "status": rc.status}}
+    flows = _flow(item, prefix)
+    if flows:
+        out["codeFlows"] = flows
     if related:
         out["relatedLocations"] = related
     if item.state is not None:
