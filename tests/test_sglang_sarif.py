@@ -288,3 +288,17 @@ def test_an_added_finding_has_the_level_and_status_of_a_one_tree_run(tmp_path):
     assert _levels(pr) == alone
     (r,) = pr["runs"][0]["results"]
     assert r["baselineState"] == "new" and "Question, not a finding" in r["message"]["text"]
+
+
+def test_an_added_finding_unresolved_once_decided_is_a_question_in_pull_request_mode_too(tmp_path):
+    """The text of pull-request mode counts the status the added finding settled on: the device tree's read, a
+    question once decided (exit 3 alone), is an added unresolved one against a baseline, not an added confirmed one
+    (the exit status is 1 there for what the change loses of the fence: the eager runner's prefill publish)."""
+    base = _tree(tmp_path / "base")
+    head = _tree(tmp_path / "head", "device")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", str(head), "--baseline", str(base)], out=out, err=err)
+    text = out.getvalue()
+    assert "ADDED UNRESOLVED read_outside_declaration: CudaLateBackend DECODE" in text, text
+    assert "ADDED CONFIRMED" not in text
+    assert code == 1 and "LOST a runner's publish point is gone: EagerRunner" in text

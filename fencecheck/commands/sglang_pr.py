@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TextIO
 
 from fencecheck.decision.identity import root_causes
@@ -32,6 +33,10 @@ def run(args, out: TextIO) -> int:
     states = compare(read_doc, base_doc, head_supp, base_supp)
     head_ex, built = decide_added(head_ex, read_doc, states["added"], args.witness, args.cross_check)
     head_doc = head_ex.to_json()  # the root causes' finding indexes are the same: deciding keeps the order
+    # the added root causes carry the status their finding settled on once decided (what a one-tree run says): the
+    # exit status, the text and the document count that, not the status read before deciding
+    states["added"] = [replace(rc, status=head_doc["findings"][rc.finding].get("status") or rc.status)
+                       for rc in states["added"]]
     added_workers = {head_doc["findings"][rc.finding].get("scenario") for rc in states["added"]}
     built += [s for s in worker_scen if s.name in added_workers]
     if args.scenarios:
