@@ -381,3 +381,14 @@ def test_a_chain_through_methods_the_class_borrows_is_followed(tmp_path, rules_o
         """)
     answers = _built(tmp_path, "tiny_backend.py", src, "Borrower")
     assert answers and all(a.captured is False for a in answers), answers
+
+
+def test_a_graph_state_that_raises_on_every_path_means_no_graph_is_captured(tmp_path, rules_off):
+    (a,) = _tiny(tmp_path, """\
+        def init_cuda_graph_state(self, max_bs, max_num_tokens):
+            raise NotImplementedError()
+
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            return self.req_to_token[forward_batch.req_pool_indices]
+        """)
+    assert a.captured is False and "no graph is ever captured" in a.why and "raise NotImplementedError()" in a.why

@@ -5,7 +5,8 @@ A CUDA graph records the one path its capture takes. For a backend of class ``C`
 the interpretation runs what SGLang runs on one abstract backend object, in its order:
 
 1. start-up: ``C.__init__`` and ``init_cuda_graph_state`` (``backend_reader.STARTUP_ENTRIES``), their parameters
-   unknown; then every field a method of ``C`` outside start-up stores is forgotten (captures of other sizes and other
+   unknown (where one ends on every path, a ``raise NotImplementedError`` the base class has, the runner never
+   makes its graph state: no graph is captured with the class, and no in-graph read runs); then every field a method of ``C`` outside start-up stores is forgotten (captures of other sizes and other
    modes may have run before this one);
 2. the capture call, ``init_forward_metadata_out_graph(forward_batch, ..., in_capture=True)``
    (``capture_state.CAPTURE_ENTRY``), with a new forward batch of the tree's ``ForwardBatch`` whose fields are unknown
@@ -79,6 +80,8 @@ def captured(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> Captured:
         it, start = _before_forward(tree, ci, modes, mode)
         memo[key] = it, start, (next(it.budget.syms), next(it.budget.objs))
     it, start, (syms, objs) = memo[key]
+    if isinstance(start, _Never):
+        return Captured(False, start.why)
     if isinstance(start, str):
         return Captured(None, start)
     it.mode = mode  # one interpreter serves every mode of the class, and each read starts from the same numbering
@@ -107,7 +110,7 @@ def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
         it, p = _startup_and_captures(tree, ci, modes)
         outer[ci.key] = it, p, (it.budget.total, next(it.budget.syms), next(it.budget.objs))
     it, p, (spent, syms, objs) = outer[ci.key]
-    if isinstance(p, str):
+    if isinstance(p, (str, _Never)):
         return it, p
     it.mode = mode
     # each mode's capture starts where the shared part ended (budget left, symbols and objects numbered), whatever
@@ -123,7 +126,8 @@ def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
 
 def _startup_and_captures(tree: Tree, ci: ClassInfo, modes):
     """(the interpreter, the joined state after start-up and the captures of every size and graph mode, which may
-    have run before any one capture), or (it, why) when they are not followed. Start-up runs with no forward mode."""
+    have run before any one capture), (it, ``_Never``) when start-up ends on every path, or (it, why) when they are
+    not followed. Start-up runs with no forward mode."""
     it = Interpreter(tree, modes, None, in_capture=True, own=tree.mro(ci))
     me = Ref("backend")
     p = Path({"backend": Obj(ci, (), True, f"{ci.file}:{ci.line}")}, {})
@@ -131,7 +135,11 @@ def _startup_and_captures(tree: Tree, ci: ClassInfo, modes):
         return it, f"{ci.name} has no {CAPTURE_ENTRY}"
     try:
         for name in STARTUP_ENTRIES:
-            p = _step(it, ci, name, me, p, {})
+            try:
+                p = _step(it, ci, name, me, p, {})
+            except _NoPath:  # the runner cannot make its graph state: no graph is ever captured with this backend
+                return it, _Never(f"every path of {ci.name}.{name} ends ({_reasons(it.last_died, [])}): no graph "
+                                  "is ever captured with it")
         _forget_fields(it, p, _stored_after_startup(tree, ci))
         it.forget_outside(p, ("backend",))
         p.heap["batch"] = Obj(_batch_class(tree), (), False, "the runner's capture batch")
@@ -179,6 +187,13 @@ def _capture(it: Interpreter, ci: ClassInfo, q: Path) -> Path:
 
 class _NoPath(Exception):
     """A step of the sequence none of whose paths ends normally: the interpretation does not follow the capture."""
+
+
+@dataclass(frozen=True)
+class _Never:
+    """Start-up ends on every path (``why``): the class's graphs are never captured, so no in-graph read runs."""
+
+    why: str
 
 
 class _Spent(Exception):
