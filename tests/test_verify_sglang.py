@@ -258,3 +258,18 @@ def test_the_tree_s_configurations_decided_beside_are_decided_as_here(tmp_path, 
     with decided_beside(source, tables) as get:
         assert get(0) == here[0] and get(1) == here[1]
     assert len(made) == before  # no process on one core
+
+
+def test_a_class_two_modules_define_is_named_module_colon_class(tmp_path):
+    head = lay(tmp_path / "head", "head")
+    attn = head / "sglang" / "srt" / "layers" / "attention"
+    (attn / "paged_backend_copy.py").write_text((attn / "paged_backend.py").read_text())
+    code, out, err = run("--sglang", str(head), "PagedBackend")
+    assert code == 2 and err.count("\n") == 1
+    assert "PagedBackend names 2 classes" in err and "sglang.srt.layers.attention.paged_backend:PagedBackend" in err
+    for name in ("sglang.srt.layers.attention.paged_backend_copy:PagedBackend",
+                 "sglang/srt/layers/attention/paged_backend_copy.py:PagedBackend"):
+        source, (v,) = load(str(head), name)
+        assert (source.cls, source.file) == ("PagedBackend", "sglang/srt/layers/attention/paged_backend_copy.py")
+    code, out, err = run("--sglang", str(head), "sglang.srt.nowhere:PagedBackend")
+    assert code == 2 and err.count("\n") == 1 and "MODULE:Class" in err

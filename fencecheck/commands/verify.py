@@ -376,7 +376,8 @@ def add_parser(sub) -> None:
                        description=VERIFY_HELP, epilog=VERIFY_EXIT_CODES)
     p.add_argument("backend", metavar="BACKEND.toml | CLASS",
                    help="the backend file: plain, composite or hybrid (docs/verify.md; fencecheck schema --kind "
-                        "backend); with --sglang, the name of an attention backend class of the tree")
+                        "backend); with --sglang, the name of an attention backend class of the tree (MODULE:Class "
+                        "for a name two modules define, the module dotted or as its file)")
     p.add_argument("--sglang", default=None, metavar="TREE",
                    help="verify the class CLASS of the SGLang tree TREE (a checkout, its python/ folder or a sglang "
                         "package) as fencecheck's reader reads it: its declaration per mode, its reads per site, the "

@@ -70,8 +70,9 @@ class Source:
 
 
 def read_entries(tree, tree_path: str, name: str) -> tuple[Source, dict]:
-    """The reader's records (``records.Backend``) of backend ``name`` and of every child its declaration can name,
-    by class (the tree's configurations not yet read: ``configurations``)."""
+    """The reader's records (``records.Backend``) of backend ``name`` (a class name, or ``MODULE:Class`` with the
+    module dotted or as its file, for a name two modules define) and of every child its declaration can name, by
+    class (the tree's configurations not yet read: ``configurations``)."""
     from fencecheck.sglang_source.backend_reader import Reader
     from fencecheck.sglang_source.extract import _backend
 
@@ -79,17 +80,22 @@ def read_entries(tree, tree_path: str, name: str) -> tuple[Source, dict]:
     by_name: dict[str, list] = {}
     for ci in rd.backends:
         by_name.setdefault(ci.name, []).append(ci)
-    found = by_name.get(name, [])
+    where, _, cls = name.rpartition(":")  # ``MODULE:Class``: the class of that module (dotted, or its file)
+    found = by_name.get(cls, [])
+    if where:
+        found = [c for c in found if where in (c.module.name, c.file, c.file.removesuffix(".py").replace("/", "."))]
     if not found:
         import difflib
 
-        near = difflib.get_close_matches(name, sorted(by_name), n=3)
+        near = difflib.get_close_matches(cls, sorted(by_name), n=3)
         raise InputError(tree_path, "CLASS", f"expected an attention backend class of the tree (a subclass of "
-                                             f"AttentionBackend), got {name!r}"
-                         + (f"; did you mean {', '.join(near)}?" if near else ""))
+                                             f"AttentionBackend, or MODULE:Class), got {name!r}"
+                         + (f"; did you mean {', '.join(near)}?" if near and not where else ""))
     if len(found) > 1:
-        raise InputError(tree_path, "CLASS", f"{name} names {len(found)} classes "
-                                             f"({', '.join(sorted(c.file for c in found))}): expected one")
+        raise InputError(tree_path, "CLASS", f"{cls} names {len(found)} classes "
+                                             f"({', '.join(sorted(c.file for c in found))}): expected one; name it "
+                                             f"as MODULE:Class ({sorted(found, key=lambda c: c.file)[0].module.name}:"
+                                             f"{cls})")
     entries: dict = {}
     todo = [found[0]]
     while todo:
