@@ -202,6 +202,17 @@ class Budget:
         self.syms = itertools.count()
         self.objs = itertools.count()
 
+    def mark(self) -> tuple[int, int, int]:
+        """Where the budget stands (work spent, the next symbol's and object's numbers), for ``resume``."""
+        syms, objs = next(self.syms), next(self.objs)
+        self.syms, self.objs = itertools.count(syms), itertools.count(objs)
+        return self.total, syms, objs
+
+    def resume(self, mark: tuple[int, int, int]) -> None:
+        """The budget back where ``mark`` left it: what runs next is numbered and bounded alike whatever ran between."""
+        self.total, syms, objs = mark
+        self.syms, self.objs = itertools.count(syms), itertools.count(objs)
+
 
 @dataclass
 class Outcome:
@@ -388,7 +399,7 @@ class Interpreter:
                 nxt = []
                 for q in got:
                     nxt += [r for r, _ in self.expr(fn, q, child, out)]
-                got = self._cap_paths(nxt)
+                got = self._capped(nxt)
             elif isinstance(child, ast.comprehension):
                 for q in got:
                     self._forget_stores(fn, q, [ast.Expr(value=x) for x in [child.iter, *child.ifs]])
@@ -412,8 +423,7 @@ class Interpreter:
                         nxt.append((r, fields + [(f"[{k.value!r}]", val)], alts, opened))
                     else:
                         nxt += [(s, fields, alts + [val], opened) for s, _ in self.expr(fn, r, k, out)]
-            got = nxt if len(nxt) <= MAX_PATHS else [(q, *x) for q, x in self._cap(
-                [(q, (fields, alts, opened)) for q, fields, alts, opened in nxt], self._merge_entries)]
+            got = [(q, *x) for q, x in self._cap([(q, tuple(x)) for q, *x in nxt], self._merge_entries)]
         done = []
         for q, fields, alts, opened in got:
             ref = self.new_box(q, f"{fn.file}:{e.lineno}")
@@ -463,7 +473,7 @@ class Interpreter:
                             nxt.append(s)  # goes on to the next operand
                         else:
                             done.append((s, v))
-            todo = self._cap_paths(nxt)
+            todo = self._capped(nxt)
         return self._cap(done)
 
     @staticmethod
@@ -593,7 +603,7 @@ class Interpreter:
         if isinstance(e, ast.Compare):  # a chained comparison: its operands run, its truth unknown
             got = [p]
             for part in [e.left, *e.comparators]:
-                got = self._cap_paths([r for q in got for r, _ in self.expr(fn, q, part, out)])
+                got = self._capped([r for q in got for r, _ in self.expr(fn, q, part, out)])
             return [(q, self._fresh_atom()) for q in got]
         got = []
         for q, v in self.expr(fn, p, e, out):
@@ -868,9 +878,6 @@ class Interpreter:
         if len(pairs) <= MAX_PATHS:
             return pairs
         return [(self.join([q for q, _ in pairs]), (merge or self._merge_value)([x for _, x in pairs]))]
-
-    def _cap_paths(self, paths: list[Path]) -> list[Path]:
-        return paths if len(paths) <= MAX_PATHS else [self.join(paths)]
 
     def _merge_value(self, vals):
         """One value for ``vals`` computed on joined paths: the value where all agree, else unknown."""

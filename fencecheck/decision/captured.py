@@ -6,8 +6,9 @@ the interpretation runs what SGLang runs on one abstract backend object, in its 
 
 1. start-up: ``C.__init__`` and ``init_cuda_graph_state`` (``backend_reader.STARTUP_ENTRIES``), their parameters
    unknown (where one ends on every path, a ``raise NotImplementedError`` the base class has, the runner never
-   makes its graph state: no graph is captured with the class, and no in-graph read runs); then every field a method of ``C`` outside start-up stores is forgotten (captures of other sizes and other
-   modes may have run before this one);
+   makes its graph state: no graph is captured with the class, and no in-graph read runs); then every field a method
+   of ``C`` outside start-up stores is forgotten (captures of other sizes and other modes may have run before this
+   one);
 2. the capture call, ``init_forward_metadata_out_graph(forward_batch, ..., in_capture=True)``
    (``capture_state.CAPTURE_ENTRY``), with a new forward batch of the tree's ``ForwardBatch`` whose fields are unknown
    (a field that class does not have, which nothing outside the backend's methods stores, is absent:
@@ -40,7 +41,6 @@ during a capture and nothing else of the backend; graphs are captured before any
 from __future__ import annotations
 
 import ast
-import itertools
 from dataclasses import dataclass, replace
 
 from fencecheck.decision.absint import NONE, Died, Fn, Interpreter, Obj, Path, Ref, Sym
@@ -78,14 +78,14 @@ def captured(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> Captured:
     key = (ci.key, mode)
     if key not in memo:
         it, start = _before_forward(tree, ci, modes, mode)
-        memo[key] = it, start, (next(it.budget.syms), next(it.budget.objs))
-    it, start, (syms, objs) = memo[key]
+        memo[key] = it, start, it.budget.mark()
+    it, start, mark = memo[key]
     if isinstance(start, _Never):
         return Captured(False, start.why)
     if isinstance(start, str):
         return Captured(None, start)
     it.mode = mode  # one interpreter serves every mode of the class, and each read starts from the same numbering
-    it.budget.syms, it.budget.objs = itertools.count(syms), itertools.count(objs)
+    it.budget.resume(mark)
     paths = [_copy(start)]
     it.budget.steps = 0  # each read's chain gets the whole budget
     reached, died, lost = _chain(it, hops, lines, Ref("backend"), Ref("batch"), paths)
@@ -108,14 +108,14 @@ def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
     outer = tree.__dict__.setdefault("_captured_outer", {})
     if ci.key not in outer:
         it, p = _startup_and_captures(tree, ci, modes)
-        outer[ci.key] = it, p, (it.budget.total, next(it.budget.syms), next(it.budget.objs))
-    it, p, (spent, syms, objs) = outer[ci.key]
+        outer[ci.key] = it, p, it.budget.mark()
+    it, p, mark = outer[ci.key]
     if isinstance(p, (str, _Never)):
         return it, p
     it.mode = mode
     # each mode's capture starts where the shared part ended (budget left, symbols and objects numbered), whatever
     # was asked before it
-    it.budget.total, it.budget.syms, it.budget.objs = spent, itertools.count(syms), itertools.count(objs)
+    it.budget.resume(mark)
     try:
         p = _capture(it, ci, _copy(p))
     except (_NoPath, _Spent) as e:

@@ -129,17 +129,14 @@ def diff(before: dict[str, dict], after: dict[str, dict]) -> tuple[list[FactChan
 @dataclass(frozen=True)
 class Loss:
     """What HEAD lost of the baseline's fence (``what``: fence, declaration, barrier, publish or clear; ``key``: the
-    class, function or backend that lost it), one line of text."""
+    class, function or backend that lost it; ``text``: it in one line)."""
 
     what: str
     key: str
-    line: str
+    text: str
 
     def to_json(self) -> dict:
-        return {"what": self.what, "key": self.key, "text": self.line}
-
-    def text(self) -> str:
-        return self.line
+        return {"what": self.what, "key": self.key, "text": self.text}
 
 
 _FENCES = {"declaration": "the declaration fence", "read_done_event": "the older fence"}
