@@ -1,5 +1,24 @@
+"""The command's entry point (``fencecheck``, ``python -m fencecheck``): the command line is imported inside
+``run``, so that Ctrl-C, SIGTERM or SIGHUP while its modules load (about a second) ends the run with the one line and
+status it gets later (``commands.main``), never a traceback."""
+
 import sys
 
-from fencecheck.commands.main import main
 
-sys.exit(main())
+def run() -> int:
+    from fencecheck.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, TERMINATED, ending_signals, say
+
+    try:
+        with ending_signals():
+            from fencecheck.commands.main import main
+    except KeyboardInterrupt:
+        if TERMINATED:
+            say(sys.stderr, "fencecheck: terminated")
+            return EXIT_TERMINATED
+        say(sys.stderr, "fencecheck: interrupted")
+        return EXIT_INTERRUPTED
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -8,6 +8,8 @@ middle, so a name holding a newline cannot make a two-line error and a 5 MB stri
 
 from __future__ import annotations
 
+import contextlib
+
 #: Exit codes of every command (also in each command's ``--help``; README "Exit codes").
 EXIT_OK = 0  # safe / proved / all as expected
 EXIT_RACE = 1  # a race / a counterexample / a verdict that differs from its expectation
@@ -19,6 +21,7 @@ EXIT_NO_FENCE = 6  # fencecheck sglang: a tree without a shared-read fence (no b
 EXIT_BUG = 70  # an unexpected exception: a bug in fencecheck (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 EXIT_BROKEN_PIPE = 141  # stdout closed by its reader, e.g. ``| head -1`` (128 + SIGPIPE); nothing is printed
+EXIT_TERMINATED = 143  # SIGTERM or SIGHUP (128 + SIGTERM): ended as Ctrl-C ends a run, one line
 
 #: The exit codes as every command's ``--help`` shows them.
 EXIT_CODES_HELP = """\
@@ -33,7 +36,8 @@ exit codes:
   6  fencecheck sglang: an SGLang tree without a shared-read fence
   70 a bug in fencecheck (an unexpected exception; one line, please report it)
   130 interrupted (Ctrl-C)
-  141 stdout closed by its reader (| head): ends quietly"""
+  141 stdout closed by its reader (| head): ends quietly
+  143 terminated (SIGTERM or SIGHUP), one line; nothing left behind"""
 
 #: At most this many characters of one quoted part (a file name, a key, a message) appear in an error line.
 MAX_QUOTED = 400
@@ -127,10 +131,14 @@ class ScheduleError(FencecheckError):
 def worker_ignores_interrupts() -> None:
     """A worker process's initializer: Ctrl-C is the parent's to handle (one line, exit 130), which ends the
     workers; a worker that also took it would print its own traceback. z3 is told not to take it either (it would
-    install its own handler during each check, cancel the search and answer unknown)."""
+    install its own handler during each check, cancel the search and answer unknown). SIGTERM and SIGHUP end a
+    worker at once, as they do a process that installs nothing (a forked worker would otherwise run the handler it
+    inherited from its parent, ``ending_signals``): the parent ends its workers that way."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in _ENDING:
+        signal.signal(sig, signal.SIG_DFL)
     z3_leaves_interrupts_to_python()
 
 
@@ -158,9 +166,77 @@ def _interrupted(signum, frame) -> None:
 
 def raise_if_interrupted() -> None:
     """Raise KeyboardInterrupt when a Ctrl-C came and was swallowed on its way (``quiet_interrupted_finalizers``): the
-    model's checks and the command's end call it."""
+    model's checks and the command's end call it (``Terminated`` when it was SIGTERM or SIGHUP)."""
+    if TERMINATED:
+        raise Terminated
     if INTERRUPTED:
         raise KeyboardInterrupt
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where it arrives as Ctrl-C is (``ending_signals``): every ``finally`` and ``with``
+    block of the run runs on the way out (forked processes ended and waited for, temporary folders removed), and the
+    command ends with one line, exit 143. A KeyboardInterrupt, so that every place that lets Ctrl-C through lets it
+    through too."""
+
+
+#: Set once SIGTERM or SIGHUP reached this process (``ending_signals``), as ``INTERRUPTED`` for Ctrl-C.
+TERMINATED: list[bool] = []
+
+
+def _ending_signals():
+    import signal
+
+    return tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+_ENDING = _ending_signals()
+
+
+def _terminated(signum, frame) -> None:
+    INTERRUPTED.append(True)
+    TERMINATED.append(True)
+    raise Terminated
+
+
+@contextlib.contextmanager
+def ending_signals():
+    """SIGTERM and SIGHUP end the run as Ctrl-C does (``Terminated``) where they would end the process at once (their
+    handler is the default): a process killed that way leaves its forked workers blocked on their pipes and its
+    temporary folders behind. The handlers are put back when the block ends; off the main thread nothing changes."""
+    import signal
+
+    TERMINATED.clear()
+    old = {}
+    try:
+        for sig in _ENDING:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                old[sig] = signal.signal(sig, _terminated)
+    except ValueError:  # not the main thread: its signals are not this command's
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP held back while the block runs (a cleanup that must finish: a temporary folder's
+    removal), and delivered once it ends."""
+    import signal
+
+    held = {signal.SIGINT, *_ENDING}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError, OSError):  # no signal masks here: the block runs as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def quiet_interrupted_finalizers() -> None:

@@ -38,10 +38,13 @@ from fencecheck.errors import (
     EXIT_CODES_HELP,
     EXIT_INTERRUPTED,
     EXIT_IO,
+    EXIT_TERMINATED,
     INTERRUPTED,
+    TERMINATED,
     FencecheckError,
     InputError,
     one_line,
+    ending_signals,
     os_reason,
     quiet_interrupted_finalizers,
     raise_if_interrupted,
@@ -120,13 +123,19 @@ def _inputs(args) -> tuple[list[Path], list[Path]]:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run one command; returns its exit code. Never raises (but ``SystemExit``) and never prints a traceback: an
-    unexpected exception is reported in one line as a bug (exit 70), Ctrl-C in one line (exit 130), and a stdout
-    closed by its reader ends the run quietly (exit 141)."""
+    unexpected exception is reported in one line as a bug (exit 70), Ctrl-C in one line (exit 130), SIGTERM or
+    SIGHUP in one line (exit 143, after every ``finally`` of the run: ``errors.ending_signals``), and a stdout closed
+    by its reader ends the run quietly (exit 141)."""
     out = out or sys.stdout
     err = err or sys.stderr
     INTERRUPTED.clear()  # this run's Ctrl-C only
     quiet_interrupted_finalizers()
     z3_leaves_interrupts_to_python()
+    with ending_signals():
+        return _run(argv, out, err)
+
+
+def _run(argv, out: TextIO, err: TextIO) -> int:
     try:
         try:
             args = build_parser(out).parse_args(argv)
@@ -156,12 +165,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         say(err, f"fencecheck: error: {where}{os_reason(e)}")
         return EXIT_IO
     except KeyboardInterrupt:
-        say(err, "fencecheck: interrupted")
-        return EXIT_INTERRUPTED
+        return _ended(err)
     except Exception as e:  # a bug: one line, never a traceback unless asked for
         if INTERRUPTED:  # what a Ctrl-C caused on its way (ctypes wraps one raised in an argument's conversion)
-            say(err, "fencecheck: interrupted")
-            return EXIT_INTERRUPTED
+            return _ended(err)
         if os.environ.get(TRACEBACK_ENV):
             import traceback
 
@@ -169,6 +176,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         say(err, f"fencecheck: internal error, a bug in fencecheck: {type(e).__name__}: {one_line(e, 300)} "
                   f"(set {TRACEBACK_ENV}=1 for the traceback)")
         return EXIT_BUG
+
+
+def _ended(err) -> int:
+    """The one line and the status of a run ended by Ctrl-C (130) or by SIGTERM or SIGHUP (143)."""
+    if TERMINATED:
+        say(err, "fencecheck: terminated")
+        return EXIT_TERMINATED
+    say(err, "fencecheck: interrupted")
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from fencecheck.errors import InputError
+from fencecheck.errors import InputError, signals_held
 
 
 @dataclass(frozen=True)
@@ -166,15 +166,20 @@ def resolve(given: str, head: str | None) -> Baseline:
 
 @contextlib.contextmanager
 def scratch(b: Baseline) -> Iterator[str | None]:
-    """A temporary folder to unpack revision ``b`` into, removed when the ``with`` block ends (None for a folder).
-    Made by the caller's process, so it goes also when the process reading into it is ended."""
+    """A temporary folder to unpack revision ``b`` into, removed when the ``with`` block ends (None for a folder),
+    named after this process (``fencecheck-baseline-PID-...``). Made by the caller's process, so it goes also when
+    the process reading into it is ended; the removal runs with Ctrl-C, SIGTERM and SIGHUP held back."""
     if b.revision is None:
         yield None
         return
     shm = "/dev/shm"  # memory-backed where it exists: thousands of small files are made there many times faster
     where = shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
-    with tempfile.TemporaryDirectory(prefix="fencecheck-baseline-", dir=where) as tmp:
+    tmp = tempfile.mkdtemp(prefix=f"fencecheck-baseline-{os.getpid()}-", dir=where)
+    try:
         yield tmp
+    finally:
+        with signals_held():  # removed whole even when a second Ctrl-C or SIGTERM comes meanwhile
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def unpack(b: Baseline, into: str | None) -> str:

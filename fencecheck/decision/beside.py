@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from fencecheck.errors import signals_held
+
 
 @contextmanager
 def beside(fn, *args, then=None):
@@ -26,7 +28,8 @@ def beside(fn, *args, then=None):
     ctx = multiprocessing.get_context("fork")
     inbox, outbox = ctx.Pipe(duplex=False)
     later_in, later_out = ctx.Pipe(duplex=False) if then is not None else (None, None)
-    proc = ctx.Process(target=_beside_child, args=(outbox, fn, args, then, later_in), daemon=True)
+    proc = ctx.Process(target=_beside_child, args=(outbox, fn, args, then, later_in, (inbox, later_out)),
+                       daemon=True)
     proc.start()
     outbox.close()  # the child holds the only sending end: its death is an end of file here
     if later_in is not None:
@@ -58,22 +61,36 @@ def beside(fn, *args, then=None):
         result.send = send
         yield result
     finally:
-        inbox.close()
-        if later_out is not None:
-            later_out.close()
-        if proc.is_alive():
-            proc.terminate()
-        proc.join()
+        with signals_held():  # a second Ctrl-C or SIGTERM here must not leave the process running or unwaited
+            inbox.close()
+            if later_out is not None:
+                later_out.close()
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
 
 
-def _beside_child(outbox, fn, args, then=None, later=None) -> None:
+def _beside_child(outbox, fn, args, then=None, later=None, parents=()) -> None:
     """``beside``'s forked process: ``(True, fn(*args))`` sent back (with ``then``: ``(True, (a, then(a, x)))``,
-    ``x`` received once ``a`` is computed), or ``(False, None)`` when it raised or its answer cannot be pickled."""
+    ``x`` received once ``a`` is computed), or ``(False, None)`` when it raised or its answer cannot be pickled.
+
+    It never outlives the caller: it closes its copies of the caller's ends of the pipes (``parents``: held here, they
+    would keep a send blocked, or a receive waiting, forever once the caller is gone, where the caller's end of file
+    now ends them) and, on Linux, asks to be sent SIGKILL when the caller dies (``PR_SET_PDEATHSIG``), so that a
+    caller killed outright leaves no process computing on for nobody."""
+    import os
     import pickle
 
     from fencecheck.errors import worker_ignores_interrupts
 
+    parent = os.getppid()
     worker_ignores_interrupts()
+    for end in parents:
+        if end is not None:
+            end.close()
+    _die_with_parent()
+    if os.getppid() != parent:  # the caller died before the request was made
+        os._exit(0)
     try:
         value = fn(*args)
         if then is not None:
@@ -87,3 +104,19 @@ def _beside_child(outbox, fn, args, then=None, later=None) -> None:
         pass
     finally:
         outbox.close()
+
+
+def _die_with_parent() -> None:
+    """Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` for this process, where the C library offers it."""
+    import ctypes
+    import ctypes.util
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no C library to ask: the closed pipe ends still end it at its next send
+        pass
