@@ -21,7 +21,7 @@ from .check import ModelReport
 from .component_changes import ComponentChange, component_change
 from .decision import Decision, Decisions
 from .solver import Budget
-from .swap import PREFIX, ours, race_order, races_whatever_the_backend, swap_into
+from .swap import PREFIX, honest_races, ours, race_order, races_whatever_the_backend, swap_into
 from .symbolic_contexts import RULE
 from .symconfig import SITES
 
@@ -90,28 +90,28 @@ class Context:
     swapped: Scenario | None = None  # the scenario with the backend swapped in (for the simulator's explanation)
     races_anyway: bool = False  # every stand-in backend's reads race here too (``races_whatever_the_backend``)
     component: ComponentChange | None = None  # where ``races_anyway``: the change outside the backend, verified
+    honest: frozenset = frozenset()  # the places it races at with the honest backend in its place (``honest_races``)
 
     @property
     def brought(self) -> tuple[RaceId, ...]:
-        """The races the backend brings: every race of a context race-free on its own, else those at new places."""
+        """The races the backend brings: those at places where neither the context on its own nor the context with
+        the honest backend in its place races (``honest``: the context's own races, whatever declares honestly)."""
         races = tuple(sorted(set(self.report.races), key=race_order))
-        if self.own_verdict is Verdict.PROVED:
-            return races
-        own = {r.place() for r in self.own_races}
-        return tuple(r for r in races if r.place() not in own)
+        own = {r.place() for r in self.own_races} if self.own_verdict is not Verdict.PROVED else set()
+        return tuple(r for r in races if r.place() not in own and r.place() not in self.honest)
 
     @property
     def kept(self) -> tuple[RaceId, ...]:
-        """The context's own races that remain with the backend swapped in."""
-        own = {r.place() for r in self.own_races}
+        """The context's own races that remain with the backend swapped in (its own, and the honest backend's)."""
+        own = {r.place() for r in self.own_races} | set(self.honest)
         return tuple(r for r in sorted(set(self.report.races), key=race_order) if r.place() in own)
 
     @property
     def safe(self) -> bool:
-        """The backend brings no race here: the context's own races are the context's, and in a context that races
-        on its own where every backend's reads race (``races_anyway``) the backend is not at fault. In a context
-        race-free on its own, a race the backend brings counts even where every backend's reads would race: the
-        context must change before this backend can run there (``component``)."""
+        """The backend brings no race here: the context's own races (those of the catalog scenario, and those the
+        honest backend has in the backend's place) are the context's; a race beyond them is the backend's, except in
+        a context that races on its own where every backend's reads race (``races_anyway``: the barrier off, say),
+        where no backend is at fault."""
         if self.report.verdict is Verdict.UNKNOWN:
             return False
         return not self.brought or (self.races_anyway and self.own_verdict is Verdict.COUNTEREXAMPLE)
@@ -143,6 +143,8 @@ def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget:
         own = s.expect.verdict if s.expect is not None else Verdict.PROVED
         races = s.expect.races if s.expect is not None else ()
         c = Context(s.name, decide(swapped).report, own, races, swapped=swapped)
+        if c.report.races:
+            c.honest = honest_races(s, b, facts, decide)
         if anyway is not None:
             c.races_anyway = anyway.get(s.name, False)
         if examine:

@@ -10,7 +10,7 @@ from typing import Callable
 
 from fencecheck.verdict import RaceId
 from fencecheck.scenario import BackendSpec, Scenario
-from fencecheck.vocab import ForwardMode, ReadSite, SharedReadEnds
+from fencecheck.vocab import COVERED_SITES, ForwardMode, ReadSite, SharedReadEnds, base_shared_read_ends
 
 from .backend_facts import ModeFacts, backends_of, root_name
 from .decision import Decision
@@ -99,3 +99,37 @@ def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
         if all(any((f.mode, site.value) not in racing for site in SITES) for f in here):
             return False  # these declarations, each mode read at a site where it does not race: race-free
     return True
+
+
+def honest_reads(facts: list[ModeFacts]) -> dict[str, dict[ReadSite, tuple[str, ...]]]:
+    """What the honest backend of ``facts`` reads: in each mode, every location the backend reads there, at every
+    site the base rule's declaration for the mode covers (docs/verify.md: the honest backend)."""
+    out = {}
+    for f in facts:
+        locs = tuple(sorted({loc for locs in f.sites.values() for loc in locs}))
+        if locs:
+            covered = COVERED_SITES[base_shared_read_ends(f.mode)]
+            out[f.mode.value] = {site: locs for site in SITES if site in covered}
+    return out
+
+
+def honest_stand_in(b, facts: list[ModeFacts]) -> BackendSpec:
+    """The honest backend in ``b``'s place: the base rule in every mode of ``facts``, reading what ``honest_reads``
+    says. A race it has is the context's own: no backend reading those locations within its declaration avoids it
+    by declaring the base rule, so a backend is blamed only for races beyond it."""
+    return BackendSpec(root_name(b), declares={f.mode: base_shared_read_ends(f.mode) for f in facts},
+                       reads=honest_reads(facts))
+
+
+def honest_races(s: Scenario, b, facts: list[ModeFacts], decide: Callable[[Scenario], Decision]) -> frozenset:
+    """The places (``RaceId.place``) catalog scenario ``s`` races at with the honest backend swapped in where ``b``
+    would run (empty where it is race-free, or where the model cannot decide it: nothing is excused then)."""
+    from fencecheck.verdict import Verdict
+
+    sc = swap_into(s, honest_stand_in(b, facts), {f.mode for f in facts})
+    if sc is None:
+        return frozenset()
+    report = decide(sc).report
+    if report.verdict is Verdict.UNKNOWN:
+        return frozenset()
+    return frozenset(r.place() for r in report.races)

@@ -309,29 +309,24 @@ def test_a_context_racing_on_its_own_with_any_backend_names_the_verified_compone
                                      "verified": True, "races": []}
 
 
-def test_no_backend_change_fixes_it_so_the_verified_component_change_is_the_advice():
+def test_a_context_racing_with_an_honest_backend_too_is_the_context_s_and_names_its_verified_change():
+    """A context race-free on its own whose publisher is wrong for every backend reading the location (the honest
+    one included) is the context's own: it does not fail the backend, and the change outside the backend that fixes
+    it is still named and verified."""
     ctx = prefetch_reads_nothing()
     r = verify(DECODE_ONLY, [ctx, *catalog("plain-decode")], bounds=SMALL)
     c = r.contexts[0]
-    assert c.own_verdict is Verdict.PROVED and c.races_anyway and not c.safe and not r.safe
-    assert {x.place().text() for x in c.brought} == {"req_to_token@draft_prefetch/pre_replay",
-                                                     "req_to_token@draft_prefetch/in_graph_before_marker"}
-    assert [a.text() for a in r.advice] == [
-        "no declaration for DECODE alone fixes it (POST_REPLAY instead: races in 1 of 2 catalog scenarios: "
-        "dspark-prefetch-reads-nothing (req_to_token@draft_prefetch/in_graph_before_marker; "
-        "req_to_token@draft_prefetch/pre_replay) (the symbolic family not checked: a race in the catalog already "
-        "refutes the change))",
-        "dspark-prefetch-reads-nothing: no change to this backend fixes it: every backend that reads req_to_token "
-        "races there (each read site, each declaration tried); the algorithm must change: set "
-        "last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's last reading "
-        "phase); verified: with it no read of this backend races in dspark-prefetch-reads-nothing (the context fails "
-        "named_runner_is_last_reader, last_reader_publishes)"]
+    assert c.own_verdict is Verdict.PROVED and c.races_anyway and c.safe and r.safe and not c.brought
+    assert {p.text() for p in c.honest} == {"req_to_token@draft_prefetch/pre_replay",
+                                            "req_to_token@draft_prefetch/in_graph_before_marker"}
+    assert {x.place().text() for x in c.report.races} == {p.text() for p in c.honest}
+    assert r.advice == []
     from fencecheck.commands.verify import explain_contexts, verify_json
 
     data = verify_json(r, explain_contexts(r))
-    assert data["safe"] is False and data["contexts"][0]["races_with_any_backend"] is True
-    assert data["advice"][1]["verification"] is None
-    assert data["advice"][1]["component"] == data["contexts"][0]["component_change"] == {
+    assert data["safe"] is True and data["contexts"][0]["races_with_any_backend"] is True
+    assert data["contexts"][0]["honest_races"] == sorted(p.text() for p in c.honest)
+    assert data["contexts"][0]["component_change"] == {
         "scenario": "dspark-prefetch-reads-nothing", "assumptions": ["named_runner_is_last_reader"],
         "component": "the algorithm",
         "change": "set last_shared_read_runner to draft in normal steps (the runner of draft_prefetch, the step's "

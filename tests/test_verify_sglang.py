@@ -273,3 +273,21 @@ def test_a_class_two_modules_define_is_named_module_colon_class(tmp_path):
         assert (source.cls, source.file) == ("PagedBackend", "sglang/srt/layers/attention/paged_backend_copy.py")
     code, out, err = run("--sglang", str(head), "sglang.srt.nowhere:PagedBackend")
     assert code == 2 and err.count("\n") == 1 and "MODULE:Class" in err
+
+
+@pytest.mark.slow
+def test_an_untouched_release_backend_is_safe_where_an_honest_backend_races_too(tmp_path):
+    """TritonAttnBackend on 0.5.23 reads within its declarations; three catalog contexts race with it only where an
+    honest backend (the base rule, reading the same locations at every site it covers) races too: the contexts'
+    own, listed as such, and the backend is safe (exit 0)."""
+    from sglang_release import require_release
+
+    code, out, _ = run("--sglang", str(require_release()), "TritonAttnBackend")
+    assert code == 0, out
+    assert out.splitlines()[-1].startswith("verify TritonAttnBackend: SAFE in every context")
+    lines = out.splitlines()
+    for ctx in ("disagg-prefill-fine", "multi-layer-eagle-staged", "race-disagg-prefill-claim-fails"):
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(f"  {ctx}: "))
+        assert lines[at].startswith(f"  {ctx}: adds no race"), lines[at]
+        assert lines[at + 1].startswith("    races with an honest backend too (the context's own") \
+            and lines[at + 1].endswith("; this backend adds: nothing"), lines[at + 1]

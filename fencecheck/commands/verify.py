@@ -110,7 +110,9 @@ def verify_json(report, explained: dict) -> dict:
                                    "readers": list(_readers(report, c, r)),
                                    "explanation": _explanation(explained[(c.scenario, r)])
                                    if (c.scenario, r) in explained else None} for r in c.brought],
-                      "own_races": [r.to_dict() for r in c.own_races]} for c in report.contexts],
+                      "own_races": [r.to_dict() for r in c.own_races],
+                      "honest_races": [p.text() for p in sorted(c.honest, key=lambda p: p.text())]}
+                     for c in report.contexts],
         "findings": list(report.findings),
         "advice": [{"change": a.change, "why": a.why,
                     "verification": None if a.check is None else {
@@ -310,7 +312,8 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
             out.write(f"  scenario written to {args.out}; replay: fencecheck check {args.out} --witness\n")
     out.write(f"catalog contexts ({args.catalog}): {len(report.contexts)} scenarios with a phase in a mode it covers\n")
     for c in report.contexts:
-        own = c.own_verdict is not Verdict.PROVED
+        beyond = sorted({p.text() for p in c.honest} - {r.place().text() for r in c.own_races})
+        own = c.own_verdict is not Verdict.PROVED or bool(beyond)
         status = c.report.verdict.text if not own else ("adds no race" if c.safe else "COUNTEREXAMPLE")
         if c.races_anyway:
             status = "races with any backend" if c.safe else "COUNTEREXAMPLE: races with any backend"
@@ -323,7 +326,11 @@ def _verify_text(args, report, explained: dict, out: TextIO, rule, assumed) -> N
             out.write(f"    every backend that reads {'/'.join(locs)} races here (each read site, each declaration "
                       f"tried); " + (c.component.text() if c.component is not None
                                      else "no named assumption it fails names the component to change") + "\n")
-        if own:
+        if beyond:  # what an honest backend races at here beyond the scenario's own races: the context's too
+            adds = "; ".join(sorted({r.place().text() for r in c.brought})) or "nothing"
+            out.write(f"    races with an honest backend too (the context's own: the base rule, reading at every "
+                      f"site it covers): {'; '.join(beyond)}; this backend adds: {adds}\n")
+        if c.own_verdict is not Verdict.PROVED:
             kept = ("; ".join(sorted({r.place().text() for r in c.kept}))
                     or "none (its racing reads were this backend's)")
             out.write(f"    races on its own (catalog verdict counterexample): "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from fencecheck.vocab import COVERED_SITES, ForwardMode, base_shared_read_ends
+from fencecheck.vocab import ForwardMode, base_shared_read_ends
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,18 @@ class TreeRace:
                 "own": self.own}
 
 
-def _honest(modes) -> dict:
-    ends = {m: base_shared_read_ends(ForwardMode[m]) for m in modes}
-    return {"declares": {m: e.name for m, e in ends.items()},
-            "reads": {m: {s.value: ["req_to_token"] for s in COVERED_SITES[e] if s.value != "worker_after"}
-                      for m, e in ends.items()}}
+def _honest(table: dict, modes) -> dict:
+    """The honest backend in the place of the backend file ``table`` (``model.swap.honest_reads``, the one the
+    catalog contexts compare with): the base rule in each mode of ``modes``, reading every location the file reads
+    in the mode at every site the base rule covers."""
+    from fencecheck.files.scenario_io import backend_from_dict
+    from fencecheck.model.backend_facts import mode_facts
+    from fencecheck.model.swap import honest_reads
+
+    facts = [f for f in mode_facts(backend_from_dict(table, table["name"])) if f.mode.value in modes]
+    reads = honest_reads(facts)
+    return {"declares": {m: base_shared_read_ends(ForwardMode[m]).name for m in modes},
+            "reads": {m: {s.value: list(locs) for s, locs in sites.items()} for m, sites in reads.items()}}
 
 
 def _with(ctx: dict, name: str, backends: dict, modes: set[str]) -> dict:
@@ -80,8 +87,8 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
         report = check_trace(run_scenario(s))
         return None if report.verdict is Verdict.PROVED else tuple(sorted({r.key().text() for r in report.races}))
 
-    def honest_races(s):
-        return check_trace(run_scenario(s)).verdict is not Verdict.PROVED
+    def honest_races(s):  # the places an honest backend races at (a race's text names no step)
+        return simulated(s) or ()
 
     def modelled(s):  # the model's program run on the scenario's values: the solver's answer, without a query
         return Decision(s).report.verdict.value
@@ -92,6 +99,7 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
     root = {k: v for k, v in table.items() if k not in ("name", "backends", "note")}
     backends = {name: root, **table.get("backends", {})}
     modes = (set(root.get("declares", {})) | set(root.get("reads", {}))) & set(ForwardMode.__members__)
+    honest_table = _honest(table, modes)
     decided, races = 0, []
     for cfg in sorted(conf.get("configurations", ()), key=lambda c: c["name"]):
         if not cfg["barrier"] or not ({p["mode"] for p in cfg["phases"]} & modes):
@@ -102,8 +110,9 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
         got = _decided(memo["sim"], data, cfg["name"], simulated)
         if got is None:
             continue
-        own = _decided(memo["honest"], _with(ctx, "honest", {"honest": _honest(modes)}, modes), cfg["name"],
-                       honest_races)
+        honest = _decided(memo["honest"], _with(ctx, "honest", {"honest": honest_table}, modes), cfg["name"],
+                          honest_races)
+        own = set(got) <= set(honest)  # nothing beyond the honest backend's races: the configuration's own
         verdict = _decided(memo["model"], data, cfg["name"], modelled) if own_models or not own else None
         races.append(TreeRace(cfg["name"], got, verdict, own))
     return decided, races
