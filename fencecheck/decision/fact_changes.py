@@ -11,6 +11,7 @@ key in both with different values is changed; the rest are counted as unchanged.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fencecheck.decision.identity import without_lines
@@ -82,11 +83,19 @@ class FactChange:
     change: str  # added, removed, changed
     before: object
     after: object
+    was: str | None = None  # a key only respelled (``respelled``): its baseline spelling
 
     def to_json(self) -> dict:
-        return {"key": self.key, "change": self.change, "before": self.before, "after": self.after}
+        return {"key": self.key, "change": self.change, "before": self.before, "after": self.after,
+                **({"was": self.was} if self.was is not None else {})}
 
     def text(self) -> str:
+        if self.was is not None:
+            same = self.before == self.after or (respelled(_value_text(self.before)) ==
+                                                 respelled(_value_text(self.after)))
+            return (f"{self.key}: respelled (was {self.was})"
+                    + ("" if self.before == self.after else
+                       f"; {'respelled ' if same else ''}{_value_text(self.before)} -> {_value_text(self.after)}"))
         if self.change == "added":
             return f"{self.key}: added ({_value_text(self.after)})"
         if self.change == "removed":
@@ -107,15 +116,43 @@ def _value_text(v) -> str:
     return str(v)
 
 
+_DOTTED = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*)")
+#: The categories whose keys hold a condition (so a respelled condition respells the key).
+_CONDITIONED = ("phases",)
+
+
+def respelled(text: str) -> str:
+    """``text`` with each dotted name's receiver dropped (``server_args.x`` and ``cfg.x`` are both ``x``): what
+    two spellings of one condition share."""
+    return _DOTTED.sub("", text)
+
+
+def _respellings(b: dict, a: dict) -> dict[str, str]:
+    """HEAD key -> baseline key, for each key in one tree only whose respelling (``respelled``) is that of exactly
+    one key in the other tree only: one fact whose condition was respelled, not one removed and one added."""
+    gone = {}
+    for k in sorted(set(b) - set(a)):
+        gone.setdefault(respelled(k), []).append(k)
+    new = {}
+    for k in sorted(set(a) - set(b)):
+        new.setdefault(respelled(k), []).append(k)
+    return {new[r][0]: gone[r][0] for r in sorted(new) if len(new[r]) == 1 and len(gone.get(r, ())) == 1}
+
+
 def diff(before: dict[str, dict], after: dict[str, dict]) -> tuple[list[FactChange], dict[str, int]]:
     """The changes from ``before`` to ``after`` (``facts`` of two documents), sorted by category and key, and the
-    number of unchanged facts per category."""
+    number of unchanged facts per category. In a category whose keys hold a condition (the phases), a key whose
+    condition was only respelled (``_respellings``) is one changed fact (``was``: the baseline's key)."""
     changes, unchanged = [], {}
     for cat in CATEGORIES:
         b, a = before[cat], after[cat]
         unchanged[cat] = 0
-        for key in sorted(set(b) | set(a)):
-            if key not in b:
+        moved = _respellings(b, a) if cat in _CONDITIONED else {}
+        olds = set(moved.values())
+        for key in sorted((set(b) - olds) | set(a)):
+            if key in moved:
+                changes.append(FactChange(cat, key, "changed", b[moved[key]], a[key], was=moved[key]))
+            elif key not in b:
                 changes.append(FactChange(cat, key, "added", None, a[key]))
             elif key not in a:
                 changes.append(FactChange(cat, key, "removed", b[key], None))

@@ -85,6 +85,11 @@ class RootCause:
     read: Where
     declaration: Where | None
     finding: int
+    #: pull-request mode's: the baseline's root cause this one is matched with (``pull_request.compare``) when their
+    #: ids differ (the read moved to another function or file, its condition or declaration was respelled)
+    was: "RootCause | None" = None
+    #: pull-request mode's: why an added root cause whose read the baseline has, not as a finding, races now
+    because: str | None = None
 
     def to_json(self) -> dict:
         return {"id": self.id, "kind": self.kind, "subject": self.subject, "subject_at": self.subject_at,
@@ -185,6 +190,19 @@ def root_causes(doc: dict) -> list[RootCause]:
                 seen.add(rc.id)
                 out.append(rc)
     return out
+
+
+def match_key(rc: RootCause) -> tuple | None:
+    """What two root causes of two trees share when they are one finding whose code moved or was respelled: the
+    same read (kind, subject, mode, site, location; a cut path's call not followed) under the same publish point
+    (the runners' publish behaviour for the mode; for a worker's read, the publisher's runner call), the function
+    that reads, its file, the condition and the declaration row aside. None for the kinds matched by id alone (an
+    unresolved declaration, a no-marker fallback: their identity is what they say)."""
+    if rc.kind in ("read_outside_declaration", "unresolved_read_path"):
+        return (rc.kind, rc.identity[1], rc.mode, rc.site, rc.identity[4], _publish_kinds(rc))
+    if rc.kind == "worker_read_after_publish":
+        return (rc.kind, rc.identity[1], rc.mode, rc.location, rc.identity[6])
+    return None
 
 
 #: The runners' publish behaviour that publishes for a finding's mode (the scenario's decode runner resolves).

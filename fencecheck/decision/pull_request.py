@@ -92,19 +92,143 @@ def _order(rc: RootCause) -> tuple:
     return (rc.subject, rc.mode or "", rc.kind, rc.site or "", rc.location or "", rc.function or "", rc.id)
 
 
+def _pair_order(rc: RootCause) -> tuple:
+    return (rc.function or "", rc.read.file, rc.condition or "", rc.declared or "", rc.declared_by or "", rc.id)
+
+
+def match(head: list[RootCause], base: list[RootCause]) -> list[tuple[RootCause, RootCause]]:
+    """(HEAD's, baseline's) pairs of root causes that are one finding though their ids differ: of the same
+    ``identity.match_key`` (the same read under the same publish point), paired first those reading in the same
+    function, then in the same file, then the rest, each tier in function-then-file order; each root cause in one
+    pair at most."""
+    from fencecheck.decision.identity import match_key
+
+    groups: dict[tuple, tuple[list, list]] = {}
+    for side, rcs in ((0, head), (1, base)):
+        for rc in rcs:
+            k = match_key(rc)
+            if k is not None:
+                groups.setdefault(k, ([], []))[side].append(rc)
+    pairs = []
+    for k in sorted(groups, key=repr):
+        h, b = (sorted(x, key=_pair_order) for x in groups[k])
+        for same in (lambda x, y: x.function == y.function, lambda x, y: x.read.file == y.read.file,
+                     lambda x, y: True):
+            for x in list(h):
+                y = next((y for y in b if same(x, y)), None)
+                if y is not None:
+                    pairs.append((x, y))
+                    h.remove(x)
+                    b.remove(y)
+    return pairs
+
+
 def compare(head_doc: dict, base_doc: dict, head_supp, base_supp) -> dict[str, list[RootCause]]:
-    """The root causes by state: ``added``, ``fixed`` (baseline's), ``unchanged``, ``suppressed`` (HEAD's)."""
+    """The root causes by state: ``added``, ``fixed`` (baseline's), ``unchanged``, ``suppressed`` (HEAD's).
+    A HEAD root cause is unchanged when the baseline has its id, or when ``match`` pairs it with a baseline one the
+    ids left over (it carries that one as ``was``: moved, respelled); an added one whose read the baseline's
+    backend has, not as a finding, carries why it races now (``because``, ``races_now``)."""
+    from dataclasses import replace
+
     head, base = root_causes(head_doc), root_causes(base_doc)
     base_active = {rc.id for rc in base if rc.id not in base_supp.by_id}
     head_ids = {rc.id for rc in head}
     out = {"added": [], "fixed": [], "unchanged": [], "suppressed": []}
+    rest = []
     for rc in head:
         if rc.id in head_supp.by_id:
             out["suppressed"].append(rc)
+        elif rc.id in base_active:
+            out["unchanged"].append(rc)
         else:
-            out["unchanged" if rc.id in base_active else "added"].append(rc)
-    out["fixed"] = [rc for rc in base if rc.id in base_active and rc.id not in head_ids]
+            rest.append(rc)
+    gone = [rc for rc in base if rc.id in base_active and rc.id not in head_ids]
+    paired = match(rest, gone)
+    was = {x.id: y for x, y in paired}
+    matched = {y.id for _, y in paired}
+    for rc in rest:
+        if rc.id in was:
+            out["unchanged"].append(replace(rc, was=was[rc.id]))
+        else:
+            out["added"].append(replace(rc, because=races_now(head_doc, base_doc, rc)))
+    out["fixed"] = [rc for rc in gone if rc.id not in matched]
     return {k: sorted(v, key=_order) for k, v in out.items()}
+
+
+def _backend(doc: dict, rc: RootCause) -> dict | None:
+    """``rc``'s backend in ``doc`` (a document of either tree): the one of its class and file."""
+    file = rc.subject_at.rsplit(":", 1)[0]
+    rows = [b for b in doc.get("backends", ()) if b["class"] == rc.subject]
+    return next((b for b in rows if b["file"] == file), rows[0] if len(rows) == 1 else None)
+
+
+def _reads_it(backend: dict, rc: RootCause) -> bool:
+    """Whether ``backend`` (a document's row) has ``rc``'s read among its reads: the mode, site, location and the
+    function that reads (the last hop of its chain)."""
+    import re
+
+    for r in backend.get("reads", ()):
+        if (r["mode"], r["site"], r["location"]) != (rc.mode, rc.site, rc.location) or not r.get("via"):
+            continue
+        if re.sub(r" \([^()]*\)$", "", r["via"][-1].strip()) == rc.function:
+            return True
+    return False
+
+
+def _declaration_text(backend: dict, rc: RootCause) -> str:
+    from fencecheck.decision.fact_changes import _decl_text
+    from fencecheck.decision.identity import _publish_kinds
+
+    d = backend["declares"].get(rc.mode)
+    text = "none" if d is None else _decl_text(d)
+    snap = backend.get("prefill_snapshot")
+    if snap and _publish_kinds(rc) == ("prefill_publish",):
+        text += f" (prefill snapshot {_decl_text(snap['declares'])})"
+    return text
+
+
+def _runner_facts(doc: dict) -> dict[str, str]:
+    """What the document says of each graph runner's publish point and fallback and each platform's marker and
+    fallback, lines aside: fact name -> its value, for ``races_now`` to name the one that changed."""
+    import json
+
+    from fencecheck.decision.identity import without_lines
+
+    def text(v) -> str:
+        return without_lines(json.dumps(v, sort_keys=True, default=str))
+
+    out = {}
+    for r in doc.get("graph_runners", ()):
+        name = f"{r['entry']['class']}.{r['entry']['name']}"
+        out[f"the publish policy of {name}"] = r["policy"]
+        out[f"the fallback of {name}"] = text({k: v for k, v in (r.get("fallback") or {}).items()
+                                                if k not in ("file", "line")} or None)
+        out[f"the publish points of {name}"] = text(sorted(
+            text({k: v for k, v in p.items() if k not in ("file", "line", "via")}) for p in r["publishes"]))
+    for p in (doc.get("platforms") or {}).get("platforms", ()):
+        for k in ("runner_policy", "marker", "fallback"):
+            out[f"the {k.replace('_', ' ')} of platform {p['platform']}"] = text(p.get(k))
+    return out
+
+
+def races_now(head_doc: dict, base_doc: dict, rc: RootCause) -> str | None:
+    """Why an added root cause races now when its read is the baseline's too, covered there (the same backend's
+    read of the same location at the same site, in the same function and mode, in ``backends[].reads`` and no
+    finding): the declaration for the mode changed (X -> Y), else the publish points, fallbacks or platform facts
+    that changed (named), else the read is not the baseline's (None: added code)."""
+    if rc.kind != "read_outside_declaration":
+        return None
+    b, h = _backend(base_doc, rc), _backend(head_doc, rc)
+    if b is None or h is None or not _reads_it(b, rc):
+        return None
+    before, after = _declaration_text(b, rc), _declaration_text(h, rc)
+    if before != after:
+        return f"the declaration for {rc.mode} changed from {before} to {after}"
+    fb, fh = _runner_facts(base_doc), _runner_facts(head_doc)
+    changed = [k for k in sorted(set(fb) | set(fh)) if fb.get(k) != fh.get(k)]
+    if changed:
+        return "the declaration is the same and " + "; ".join(changed) + " changed"
+    return "the declaration and the runners' publish points are the same (the read was covered there)"
 
 
 def decide_added(ex, doc: dict, added: list[RootCause], witness: bool, cross_check: bool) -> tuple[object, list]:
@@ -151,10 +275,25 @@ def document(head_doc, base_doc, baseline, states, changes, unchanged, head_supp
     """The pull-request document (docs/sglang-pr.schema.json)."""
     def row(state, rc) -> dict:
         if state == "added":
-            return {**rc.to_json(), "finding": head_doc["findings"][rc.finding]}
+            return {**rc.to_json(), "finding": head_doc["findings"][rc.finding],
+                    **({"races_now": rc.because} if rc.because else {})}
         if state == "suppressed":
             return {**rc.to_json(), "suppression": head_supp.by_id[rc.id].to_json()}
-        return rc.to_json()
+        return _with_was(rc)
+
+    def _with_was(rc) -> dict:
+        from fencecheck.decision.identity import without_lines
+
+        if rc.was is None:
+            return rc.to_json()
+        w = rc.was
+        changed = [k for k, x, y in (("function", rc.function, w.function), ("file", rc.read.file, w.read.file),
+                                     ("condition", without_lines(rc.condition), without_lines(w.condition)),
+                                     ("declaration", (rc.declared, rc.declared_by), (w.declared, w.declared_by)))
+                   if x != y]
+        return {**rc.to_json(), "was": {"id": w.id, "function": w.function, "file": w.read.file,
+                                        "line": w.read.line, "declared": w.declared, "declared_by": w.declared_by,
+                                        "condition": w.condition, "changed": changed}}
 
     def rows(state):
         return [row(state, rc) for rc in states[state]]

@@ -17,7 +17,10 @@ def render(pr: dict, states, changes, head_ex) -> str:
     shown = set()
     for rc in states["added"]:
         d = head_ex.findings[rc.finding].decision
-        lines.append(f"  ADDED {rc.status.upper()} {rc.kind}: {rc.text()}")
+        if rc.because:  # the read is the baseline's, covered there: not added code
+            lines.append(f"  RACES NOW {rc.status.upper()} {rc.kind}: {rc.text()}; races now because {rc.because}")
+        else:
+            lines.append(f"  ADDED {rc.status.upper()} {rc.kind}: {rc.text()}")
         if rc.finding in shown:
             continue  # its finding's verdict is shown with its first root cause
         shown.add(rc.finding)
@@ -25,6 +28,13 @@ def render(pr: dict, states, changes, head_ex) -> str:
             lines += decision_lines(d, model=False, fix=not is_question(rc))
     for rc in states["fixed"]:
         lines.append(f"  FIXED {rc.kind}: {rc.text()}")
+    for rc, row in zip(states["unchanged"], pr["findings"]["unchanged"]):
+        was = row.get("was")
+        if was:  # one finding whose code moved or was respelled: what changed, and where it was
+            lines.append(f"  MOVED {rc.kind}: {rc.text()}; {', '.join(was['changed']) or 'respelled'} changed "
+                         f"(was {was['function']} at {was['file']}:{was['line']}"
+                         + (f", {was['declared']} ({was['declared_by']})" if 'declaration' in was['changed'] else "")
+                         + ")")
     for rc, row in zip(states["suppressed"], pr["findings"]["suppressed"]):
         sup = row["suppression"]
         lines.append(f"  SUPPRESSED {rc.kind}: {rc.text()}; {sup['reason']} ({sup['file']}:{sup['line']})")
