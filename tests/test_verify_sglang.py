@@ -79,6 +79,19 @@ def test_an_unresolved_declaration_is_one_line_and_exit_3(tmp_path):
                (t / "sglang/srt/layers/attention/loop_backend.py").read_text().splitlines() if ln.startswith("class ")]
     code, out, err = run("--sglang", str(t), name)
     assert code == 3 and out == "" and err.count("\n") == 1 and "nothing sound to verify" in err, err
+    assert "(the reader: cannot evaluate a For statement)" in err  # the reader's own reason, not a guess
+
+
+@pytest.mark.slow
+def test_a_row_naming_a_child_of_unknown_class_says_which(tmp_path):
+    """MiniMaxHybridAttnBackend on 0.5.23 declares ``max_of(self.sparse, self.dense)``; the reader knows the class of
+    ``self.sparse`` only: the one line says ``self.dense`` is the child it cannot resolve."""
+    from sglang_release import require_release
+
+    code, out, err = run("--sglang", str(require_release()), "MiniMaxHybridAttnBackend")
+    assert code == 3 and out == "" and err.count("\n") == 1, err
+    assert "(self.dense: a child of unknown class, its declaration not known; children of known class: " \
+           "{'sparse': 'MiniMaxSparseAttnBackend'})" in err
 
 
 def test_an_unknown_class_is_one_line_and_exit_2(tmp_path):

@@ -42,6 +42,7 @@ class Row:
     end: str
     condition: str | None
     declared_by: str
+    reason: str | None = None  # an unresolved row's: why the reader could not evaluate it
 
     def text(self) -> str:
         who = "" if self.condition is None else f" when {self.condition}"
@@ -135,8 +136,9 @@ def configurations(tree) -> dict | None:
 def _rows(entry, mode: str) -> list[Row]:
     def rows_of(d, by):
         if d.plain:
-            return [Row(entry.cls, mode, d.rows[0].end, None, by)]
-        return [Row(entry.cls, mode, r.end, None if r.condition == "otherwise" else r.condition, by) for r in d.rows]
+            return [Row(entry.cls, mode, d.rows[0].end, None, by, d.rows[0].reason)]
+        return [Row(entry.cls, mode, r.end, None if r.condition == "otherwise" else r.condition, by, r.reason)
+                for r in d.rows]
 
     out = rows_of(dict(entry.declares)[mode], "shared_read_ends")
     snap = entry.prefill_snapshot
@@ -162,6 +164,20 @@ def _children_of(end: str, entry) -> list[str] | None:
     return out
 
 
+def _unresolved_why(row: Row, entry) -> str:
+    """The reader's reason for a row it left unresolved, else which child the row names is of no known class."""
+    if row.reason:
+        return f"the reader: {row.reason}"
+    m = re.fullmatch(r"(?:delegate|max_of)\((.*)\)", row.end)
+    known = dict(entry.children)
+    unknown = [x.strip() for x in m[1].split(",") if (c := _CHILD.match(x.strip())) is None or c[1] not in known] \
+        if m else []
+    children = f"children of known class: {known or 'none'}"
+    if unknown:
+        return f"{', '.join(unknown)}: a child of unknown class, its declaration not known; {children}"
+    return children
+
+
 def _table(entry, chosen: dict[tuple[str, str], Row], modes: list[str]) -> tuple[dict, list[str]]:
     """The backend table of ``entry`` under the ``chosen`` rows, and the children it names."""
     declares, delegate, reads, children = {}, {}, {}, None
@@ -175,8 +191,8 @@ def _table(entry, chosen: dict[tuple[str, str], Row], modes: list[str]) -> tuple
         if names is None or (row.end.startswith("delegate") and len(names) != 1):
             raise Unverifiable(f"{entry.cls} ({entry.file}:{entry.line}): {mode} declares {row.end}"
                                f"{' when ' + row.condition if row.condition else ''}, which the reader does not "
-                               f"resolve to backends of known class (children: {dict(entry.children) or 'none'}): "
-                               f"nothing sound to verify")
+                               f"resolve to backends of known class ({_unresolved_why(row, entry)}): nothing sound "
+                               "to verify")
         if row.end.startswith("delegate"):
             delegate[mode] = names[0]
         elif children is None or children == names:
