@@ -55,12 +55,14 @@ def _with(b, changes: dict[str, BackendSpec]):
 
 def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None,
            anyway: Mapping[str, bool] | None = None, verdicts: SymbolicVerdicts | None = None,
-           plan: list | None = None) -> Check:
+           plan: list | None = None, alone: ForwardMode | None = None) -> Check:
     """The change ``b`` over the catalog's contexts, then over the symbolic family. A change that races in a catalog
     context is not safe whatever the symbolic family gives: its symbolic verdict is not asked for (``None``), which
     is most of the search's cost saved (a symbolic check builds the whole bounded family). ``plan``: collect the
-    facts of a change whose symbolic verdict would be asked for, and take it as unsafe."""
-    facts = mode_facts(b)
+    facts of a change whose symbolic verdict would be asked for, and take it as unsafe. ``alone``: the backend in
+    that mode only (its other modes left to the contexts' own backends), as pull-request mode proves a finding's
+    fix (one finding: one mode's reads and declaration)."""
+    facts = [f for f in mode_facts(b) if alone is None or f.mode is alone]
     contexts = catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway)
     if not all(c.safe for c in contexts):
         return Check(None, contexts)
@@ -106,14 +108,15 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
     decide = decide or Decisions()
     anyway = {c.scenario: c.races_anyway for c in report.contexts}
 
-    def verified(label: str, cand) -> Check:
+    def verified(label: str, cand, alone: ForwardMode | None = None) -> Check:
         if plan is not None:
-            return _check(cand, catalog, bounds, budget, decide, anyway, plan=plan)
-        if label not in tried:
-            tried[label] = _check(cand, catalog, bounds, budget, decide, anyway, verdicts)
+            return _check(cand, catalog, bounds, budget, decide, anyway, plan=plan, alone=alone)
+        key = label if alone is None else f"{label} (alone)"
+        if key not in tried:
+            tried[key] = _check(cand, catalog, bounds, budget, decide, anyway, verdicts, alone=alone)
             if tick is not None:
                 tick(label)
-        return tried[label]
+        return tried[key]
 
     implicated = _implicated(report)
     for f in report.modes:
@@ -152,7 +155,28 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                 break
             failed_here.append(f"{d.name} instead: {chk.text()}")
         else:
-            if failed_here and mode_racing and not over:
+            found = None
+            others = [g.mode.value for g in report.modes if g.mode is not f.mode and g.mode in implicated]
+            if failed_here and mode_racing and not over and others:
+                # The mode's own fix, as pull-request mode proves a finding's: the change with the backend in this
+                # mode alone, over the same contexts; the races the other modes bring are theirs, each advised.
+                for d in options:
+                    if d == f.declared:
+                        continue
+                    label = f"declare {d.name} for {f.mode.value}" + (
+                        f" on {report.backend}" if f.declared_by != report.backend else "")
+                    chk = verified(label, _declare(b, f.mode, d), alone=f.mode)
+                    if not chk.safe:
+                        failed_here.append(f"{d.name} with the backend in {f.mode.value} alone: {chk.text()}")
+                    if chk.safe:
+                        found = Advice(label, f"covers every site {f.mode.value} reads: verified with the backend in "
+                                              f"{f.mode.value} alone, the races of {', '.join(others)} being theirs "
+                                              "(each advised on its own); with the backend whole: "
+                                              + "; ".join(failed_here), chk)
+                        break
+            if found is not None:
+                out.append(found)
+            elif failed_here and mode_racing and not over:
                 out.append(Advice(f"no declaration for {f.mode.value} alone fixes it",
                                   "; ".join(failed_here), None))
             if failed_here and over:

@@ -10,7 +10,7 @@ from typing import Callable
 
 from fencecheck.verdict import RaceId
 from fencecheck.scenario import BackendSpec, Scenario
-from fencecheck.vocab import COVERED_SITES, ForwardMode, ReadSite, SharedReadEnds, base_shared_read_ends
+from fencecheck.vocab import COVERED_SITES, PUBLISHING_ENDS, ForwardMode, ReadSite, SharedReadEnds, base_shared_read_ends
 
 from .backend_facts import ModeFacts, backends_of, root_name
 from .decision import Decision
@@ -101,35 +101,65 @@ def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
     return True
 
 
-def honest_reads(facts: list[ModeFacts]) -> dict[str, dict[ReadSite, tuple[str, ...]]]:
-    """What the honest backend of ``facts`` reads: in each mode, every location the backend reads there, at every
-    site the base rule's declaration for the mode covers (docs/verify.md: the honest backend)."""
+def honest_reads(facts: list[ModeFacts], base_rule: bool = False) -> dict[str, dict[ReadSite, tuple[str, ...]]]:
+    """What an honest backend of ``facts`` reads in each mode: what the backend reads where it reads it, or, with
+    ``base_rule``, every location it reads there at every site the base rule's declaration for the mode covers."""
     out = {}
     for f in facts:
-        locs = tuple(sorted({loc for locs in f.sites.values() for loc in locs}))
-        if locs:
+        if not any(f.sites.values()):
+            continue
+        if base_rule:
+            locs = tuple(sorted({loc for locs in f.sites.values() for loc in locs}))
             covered = COVERED_SITES[base_shared_read_ends(f.mode)]
             out[f.mode.value] = {site: locs for site in SITES if site in covered}
+        else:
+            out[f.mode.value] = {site: tuple(sorted(locs)) for site, locs in f.sites.items() if locs}
     return out
 
 
+def honest_declares(facts: list[ModeFacts], base_rule: bool = False) -> dict[ForwardMode, SharedReadEnds]:
+    """What an honest backend of ``facts`` declares in each mode: the earliest end covering every site the backend
+    reads there (``ModeFacts.earliest``), or, with ``base_rule`` or where it reads nothing, the base rule."""
+    return {f.mode: (f.earliest() if any(f.sites.values()) and not base_rule else base_shared_read_ends(f.mode))
+            for f in facts}
+
+
 def honest_stand_in(b, facts: list[ModeFacts]) -> BackendSpec:
-    """The honest backend in ``b``'s place: the base rule in every mode of ``facts``, reading what ``honest_reads``
-    says. A race it has is the context's own: no backend reading those locations within its declaration avoids it
-    by declaring the base rule, so a backend is blamed only for races beyond it."""
-    return BackendSpec(root_name(b), declares={f.mode: base_shared_read_ends(f.mode) for f in facts},
-                       reads=honest_reads(facts))
+    """The base-rule honest backend in ``b``'s place: the base rule's declaration in each mode, reading ``b``'s
+    locations at every site it covers (what SGLang's default asks of a backend)."""
+    return BackendSpec(root_name(b), declares=honest_declares(facts, True), reads=honest_reads(facts, True))
 
 
 def honest_races(s: Scenario, b, facts: list[ModeFacts], decide: Callable[[Scenario], Decision]) -> frozenset:
-    """The places (``RaceId.place``) catalog scenario ``s`` races at with the honest backend swapped in where ``b``
-    would run (empty where it is race-free, or where the model cannot decide it: nothing is excused then)."""
+    """The places (``RaceId.place``) of catalog scenario ``s`` that are its own with ``b`` swapped in: where the
+    base-rule honest backend (``honest_stand_in``) races, and where every honest declaration of ``b``'s reads races
+    (each mode's declaration any end that publishes and covers the sites ``b`` reads there: UNKNOWN, which declares
+    nothing, is no such end; ``stand_ins`` tells each site's race at once). None where the model cannot decide:
+    nothing is excused then."""
     from fencecheck.verdict import Verdict
 
-    sc = swap_into(s, honest_stand_in(b, facts), {f.mode for f in facts})
-    if sc is None:
-        return frozenset()
-    report = decide(sc).report
-    if report.verdict is Verdict.UNKNOWN:
-        return frozenset()
-    return frozenset(r.place() for r in report.races)
+    modes = {f.mode for f in facts}
+    present = {p.mode for kind in set(s.step_kinds) for p in s.algorithm.steps[kind] if p.mode in modes}
+    here = [f for f in facts if f.mode in present]
+    out: set = set()
+    base = swap_into(s, honest_stand_in(b, facts), modes)
+    if base is not None:
+        report = decide(base).report
+        if report.verdict is Verdict.UNKNOWN:
+            return frozenset()
+        out |= {r.place() for r in report.races}
+    common = None
+    for decls, alt in stand_ins(b, here):
+        if not all(d in PUBLISHING_ENDS and set(f.sites) <= COVERED_SITES[d] for f, d in zip(here, decls)):
+            continue  # not an honest declaration: one that does not cover what the backend reads, or UNKNOWN
+        sc = swap_into(s, alt, present)
+        if sc is None:
+            continue
+        report = decide(sc).report
+        if report.verdict is Verdict.UNKNOWN:
+            return frozenset(out)
+        places = {r.place() for r in ours(sc, report.races)}
+        common = places if common is None else common & places
+        if not common:
+            break
+    return frozenset(out | (common or set()))

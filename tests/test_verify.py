@@ -106,7 +106,9 @@ def test_a_race_the_backend_brings_where_every_read_races_is_not_the_backends():
     bf = load_backend(EXAMPLES / "dishonest-backend.toml")
     r = verify(bf, catalog("barrier-disabled", "plain-decode"), bounds=SMALL, advice=False)
     by = {c.scenario: c for c in r.contexts}
-    assert by["barrier-disabled"].brought and by["barrier-disabled"].safe
+    # every honest declaration of its reads races there too: the context's own, nothing the backend brings
+    assert not by["barrier-disabled"].brought and by["barrier-disabled"].safe
+    assert {r.place() for r in by["barrier-disabled"].report.races} <= by["barrier-disabled"].honest
     assert not by["plain-decode"].safe and not by["plain-decode"].failed
 
 
@@ -317,9 +319,9 @@ def test_a_context_racing_with_an_honest_backend_too_is_the_context_s_and_names_
     r = verify(DECODE_ONLY, [ctx, *catalog("plain-decode")], bounds=SMALL)
     c = r.contexts[0]
     assert c.own_verdict is Verdict.PROVED and c.races_anyway and c.safe and r.safe and not c.brought
-    assert {p.text() for p in c.honest} == {"req_to_token@draft_prefetch/pre_replay",
-                                            "req_to_token@draft_prefetch/in_graph_before_marker"}
-    assert {x.place().text() for x in c.report.races} == {p.text() for p in c.honest}
+    assert {x.place().text() for x in c.report.races} == {"req_to_token@draft_prefetch/pre_replay",
+                                                          "req_to_token@draft_prefetch/in_graph_before_marker"}
+    assert {x.place() for x in c.report.races} <= c.honest
     assert r.advice == []
     from fencecheck.commands.verify import explain_contexts, verify_json
 

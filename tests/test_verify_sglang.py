@@ -304,3 +304,20 @@ def test_an_untouched_release_backend_is_safe_where_an_honest_backend_races_too(
         assert lines[at].startswith(f"  {ctx}: adds no race"), lines[at]
         assert lines[at + 1].startswith("    races with an honest backend too (the context's own") \
             and lines[at + 1].endswith("; this backend adds: nothing"), lines[at + 1]
+
+
+@pytest.mark.slow
+def test_the_advice_for_a_late_read_is_the_fix_pull_request_mode_proves(tmp_path):
+    """MiniMaxSparseAttnBackend on 0.5.23 reads req_to_token in the graph after the marker in DECODE and in
+    TARGET_VERIFY under IN_REPLAY; ``fencecheck sglang`` proves ``declare POST_REPLAY`` for each finding. With the
+    whole backend no single mode's change is race-free (the other mode's late read still races), so each mode's
+    change is verified with the backend in that mode alone: the same fix, verified."""
+    from sglang_release import require_release
+
+    code, out, _ = run("--sglang", str(require_release()), "MiniMaxSparseAttnBackend")
+    assert code == 1
+    advice = [ln for ln in out.splitlines() if ln.startswith("advice: ")]
+    for mode in ("DECODE", "TARGET_VERIFY"):
+        line = next(ln for ln in advice if f" for {mode}" in ln.split(":")[1])
+        assert line.startswith(f"advice: declare POST_REPLAY for {mode}: safe in all "), line
+        assert f"verified with the backend in {mode} alone" in line
