@@ -120,7 +120,12 @@ def test_a_signal_while_the_command_loads_is_one_line(tmp_path, sig, want, after
     time.sleep(after)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err.splitlines()) == (want[0], [want[1]]), err
+    code = proc.returncode
+    if sig == signal.SIGINT and code == -signal.SIGINT:
+        # ``python -m`` only, now and then: after the command's one line and exit 130 the interpreter ends itself
+        # by SIGINT, which a shell reports as 130 as well (the console script never does)
+        code = 130
+    assert (code, err.splitlines()) == (want[0], [want[1]]), err
 
 
 def test_sigterm_during_a_command_ends_it_with_one_line_and_puts_the_handler_back(monkeypatch):
