@@ -28,8 +28,8 @@ def beside(fn, *args, then=None):
     ctx = multiprocessing.get_context("fork")
     inbox, outbox = ctx.Pipe(duplex=False)
     later_in, later_out = ctx.Pipe(duplex=False) if then is not None else (None, None)
-    proc = ctx.Process(target=_beside_child, args=(outbox, fn, args, then, later_in, (inbox, later_out)),
-                       daemon=True)
+    proc = ctx.Process(target=_beside_child, args=(outbox, fn, args, then, later_in, (inbox, later_out),
+                                                   os.getpid()), daemon=True)
     proc.start()
     outbox.close()  # the child holds the only sending end: its death is an end of file here
     if later_in is not None:
@@ -70,26 +70,26 @@ def beside(fn, *args, then=None):
             proc.join()
 
 
-def _beside_child(outbox, fn, args, then=None, later=None, parents=()) -> None:
+def _beside_child(outbox, fn, args, then=None, later=None, parents=(), parent: int | None = None) -> None:
     """``beside``'s forked process: ``(True, fn(*args))`` sent back (with ``then``: ``(True, (a, then(a, x)))``,
     ``x`` received once ``a`` is computed), or ``(False, None)`` when it raised or its answer cannot be pickled.
 
     It never outlives the caller: it closes its copies of the caller's ends of the pipes (``parents``: held here, they
     would keep a send blocked, or a receive waiting, forever once the caller is gone, where the caller's end of file
     now ends them) and, on Linux, asks to be sent SIGKILL when the caller dies (``PR_SET_PDEATHSIG``), so that a
-    caller killed outright leaves no process computing on for nobody."""
+    caller killed outright leaves no process computing on for nobody (``parent``: the caller's id, taken before the
+    fork, so a caller that died even before this process ran is noticed)."""
     import os
     import pickle
 
     from fencecheck.errors import worker_ignores_interrupts
 
-    parent = os.getppid()
     worker_ignores_interrupts()
     for end in parents:
         if end is not None:
             end.close()
     _die_with_parent()
-    if os.getppid() != parent:  # the caller died before the request was made
+    if parent is not None and os.getppid() != parent:  # the caller died before the request was made
         os._exit(0)
     try:
         value = fn(*args)
