@@ -6,7 +6,8 @@ decides what the rule decides: the read the capture never reaches is not capture
 there, and each variant that breaks one link of the argument (a store the capture, a warm-up, the prep, a helper,
 another receiver or a call it cannot follow may make) leaves it captured. Then the interpretation's own semantics, on
 small backends: a store flows to the guard after it, a ``raise`` or a failed ``assert`` ends a path, ``getattr`` with
-a default on an attribute no object has, a spread ``**kwargs`` that may fill a parameter, a nested function.
+a default on an attribute no object has, a spread ``**kwargs`` that may fill a parameter, a nested function, a
+platform predicate on the platform asked.
 """
 
 from __future__ import annotations
@@ -392,3 +393,42 @@ def test_a_graph_state_that_raises_on_every_path_means_no_graph_is_captured(tmp_
             return self.req_to_token[forward_batch.req_pool_indices]
         """)
     assert a.captured is False and "no graph is ever captured" in a.why and "raise NotImplementedError()" in a.why
+
+
+def test_a_platform_predicate_is_a_constant_on_the_platform_asked(tmp_path, rules_off):
+    """``self.on_hip = is_hip()`` at start-up, and a helper the forward calls before the read raises unless it
+    holds: on CUDA no captured path reaches the read (the predicate is false there); on ROCm, or with no platform
+    given, it stays captured."""
+    src = PREAMBLE + """\
+from sglang.srt.utils.common import is_hip
+
+
+class PlatBackend(AttentionBackend):
+    def __init__(self, model_runner):
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.on_hip = is_hip()
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        pass
+
+    def _check(self):
+        if not self.on_hip:
+            raise NotImplementedError("this path runs on ROCm only")
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        if layer.is_cross_attention:
+            self._check()
+            return self.req_to_token[forward_batch.req_pool_indices]
+        return q
+"""
+    root = build(tmp_path, {f"{ATTN}/plat_backend.py": src, FB: FORWARD_BATCH}, "capture_metadata")
+    ex = read_path(root)
+    tree = Tree(__import__("pathlib").Path(ex.root))
+    modes = Reader(tree).modes
+    (f,) = [f for f in ex.findings if f.subject == "PlatBackend" and f.kind == "read_outside_declaration"]
+    (ci,) = tree.classes_named("PlatBackend")
+    (r,) = [r for s, r in f.uncovered if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER)]
+    on_cuda = captured(tree, ci, modes, f.mode, r, platform="cuda")
+    assert on_cuda.captured is False and "raise NotImplementedError" in on_cuda.why
+    assert captured(tree, ci, modes, f.mode, r, platform="hip").captured is True
+    assert captured(tree, ci, modes, f.mode, r).captured is True

@@ -227,8 +227,13 @@ class Interpreter:
     """Interprets functions of ``tree`` with the forward mode ``mode`` (``modes``: the tree's ``ForwardMode``
     predicates, which decide mode tests) and ``in_capture`` for a parameter of that name."""
 
-    def __init__(self, tree: Tree, modes, mode: str | None, in_capture: bool | None = None, own=()):
+    def __init__(self, tree: Tree, modes, mode: str | None, in_capture: bool | None = None, own=(),
+                 platform: str | None = None):
         self.tree, self.modes, self.mode, self.in_capture = tree, modes, mode, in_capture
+        #: the platform the run is on (``vocab.Platform``'s value), or None: each of the tree's platform predicates
+        #: (``is_cuda()``, ``is_npu()``, ... : ``sglang_source.platform.predicates``) is then a constant
+        self.platform = platform
+        self._predicates: dict | None = None
         self.budget = Budget()
         self.z3 = {}
         #: the classes whose methods run only where the interpretation runs them (its subject's MRO)
@@ -689,6 +694,9 @@ class Interpreter:
             self._forget_passed(fn, p, _handed(c))
             return [(p, self.fresh())]
         kind, callee, receiver = target
+        held = self._predicate(callee) if kind == "function" else None
+        if held is not None:
+            return [(q, const(held)) for q, _ in self._args(fn, p, c, out)]  # its arguments still evaluated
         got: list[tuple[Path, object]] = []
         for q, args in self._args(fn, p, c, out):
             if kind == "construct":
@@ -696,6 +704,19 @@ class Interpreter:
             else:
                 got += self.invoke(callee, q, receiver, args, out)
         return got
+
+    def _predicate(self, callee: Fn) -> bool | None:
+        """Whether the tree's platform predicate ``callee`` holds on the interpreter's platform (``is_P()`` holds on P
+        alone: each tests its own PyTorch build, ``sglang_source.platform``), None for any other function or where
+        no platform is set."""
+        if self.platform is None:
+            return None
+        if self._predicates is None:
+            from fencecheck.sglang_source.platform import predicates
+
+            self._predicates = {(pr.file, pr.line): plat for plat, pr in predicates(self.tree).items()}
+        plat = self._predicates.get((callee.file, callee.node.lineno))
+        return None if plat is None else plat == self.platform
 
     def callee(self, fn: Fn, p: Path, c: ast.Call):
         """("method", Fn, receiver) of a call of a method of a known class, ("function", Fn, None) of a module

@@ -34,6 +34,10 @@ false on the state, a ``raise``, a failed ``assert``, an attribute of None or on
 interpretation cannot follow (a line it cannot find, a call it cannot bind) leaves the answer open: every limit only
 keeps a read.
 
+On a platform (``captured(..., platform=P)``), each of the tree's platform predicates is a constant (``is_P()`` true,
+the others false): an in-graph read after the marker matters only where the marker exists (CUDA: elsewhere
+``IN_REPLAY`` falls back), so the question is asked there.
+
 Assumptions, besides ``absint``'s: the runner calls the backend's capture call, prep, forward and hook in this order
 during a capture and nothing else of the backend; graphs are captured before any batch is served.
 """
@@ -67,17 +71,17 @@ class Captured:
     why: str = ""
 
 
-def captured(tree: Tree, ci: ClassInfo, modes, mode: str, read) -> Captured:
+def captured(tree: Tree, ci: ClassInfo, modes, mode: str, read, platform: str | None = None) -> Captured:
     """Whether the graph the runner captures for ``mode`` with a backend of class ``ci`` runs ``read`` (a
-    ``reads.Read`` of ``ci`` at an in-graph site)."""
+    ``reads.Read`` of ``ci`` at an in-graph site), on ``platform`` (its predicates constants) or any (None)."""
     got = read_hops(tree, ci, read)
     if got is None or not read.via:
         return Captured(None, "a function of its call chain is not found")
     hops, lines = got
     memo = tree.__dict__.setdefault("_captured_state", {})
-    key = (ci.key, mode)
+    key = (ci.key, mode, platform)
     if key not in memo:
-        it, start = _before_forward(tree, ci, modes, mode)
+        it, start = _before_forward(tree, ci, modes, mode, platform)
         memo[key] = it, start, it.budget.mark()
     it, start, mark = memo[key]
     if isinstance(start, _Never):
@@ -101,15 +105,15 @@ def _copy(p: Path) -> Path:
     return Path(dict(p.heap), dict(p.local), p.cond)
 
 
-def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
+def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str, platform: str | None = None):
     """(the interpreter, the one joined state at the entry of the forward that holds the read), or (it, why) when the
     capture is not followed. The start-up and the captures before this one are the same for every mode: interpreted
     once per class (``_startup_and_captures``), then this mode's capture on a copy."""
     outer = tree.__dict__.setdefault("_captured_outer", {})
-    if ci.key not in outer:
-        it, p = _startup_and_captures(tree, ci, modes)
-        outer[ci.key] = it, p, it.budget.mark()
-    it, p, mark = outer[ci.key]
+    if (ci.key, platform) not in outer:
+        it, p = _startup_and_captures(tree, ci, modes, platform)
+        outer[ci.key, platform] = it, p, it.budget.mark()
+    it, p, mark = outer[ci.key, platform]
     if isinstance(p, (str, _Never)):
         return it, p
     it.mode = mode
@@ -124,11 +128,11 @@ def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str):
     return it, p
 
 
-def _startup_and_captures(tree: Tree, ci: ClassInfo, modes):
+def _startup_and_captures(tree: Tree, ci: ClassInfo, modes, platform: str | None = None):
     """(the interpreter, the joined state after start-up and the captures of every size and graph mode, which may
     have run before any one capture), (it, ``_Never``) when start-up ends on every path, or (it, why) when they are
     not followed. Start-up runs with no forward mode."""
-    it = Interpreter(tree, modes, None, in_capture=True, own=tree.mro(ci))
+    it = Interpreter(tree, modes, None, in_capture=True, own=tree.mro(ci), platform=platform)
     me = Ref("backend")
     p = Path({"backend": Obj(ci, (), True, f"{ci.file}:{ci.line}")}, {})
     if it.tree.lookup(ci, CAPTURE_ENTRY) is None:
