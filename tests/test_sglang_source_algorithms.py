@@ -455,3 +455,58 @@ def test_a_read_after_a_draft_runner_of_the_worker_s_own_stays_a_finding_on_a_si
     assert read["condition"] == "_is_npu" and read["after"]["mode"] == "DECODE"
     runs = next(n for n, x in enumerate(text.splitlines(), 1) if "self.draft_extend_runner.execute(batch)" in x)
     assert read["finding"] is not None and read["finding"]["races"] == [f"req_to_token@draft-decode-{runs}/worker_after"]
+
+
+def test_the_tests_that_hold_both_a_worker_read_and_the_publishing_call_are_taken_as_held():
+    """The tests of the ``if`` statements holding both the publishing runner call and the read, and the early exits
+    before both, held when the phase ran; a test around the read alone, or one after the call, did not."""
+    import ast
+
+    from fencecheck.sglang_source.algorithms import _enclosing_both
+
+    src = """\
+def step(self, batch):
+    if batch.skip:
+        return None
+    if batch.forward_mode.is_target_verify():
+        out = self.target.run(batch)
+        if self.flag:
+            return out
+        if batch.cold:
+            commit(batch)
+        commit(batch)
+    else:
+        commit(batch)
+"""
+    fn = ast.parse(src).body[0]
+    functions = {"m.step": (fn, "m.py")}
+    call = [("m.step", 5)]
+    both = {"not (batch.skip)", "batch.forward_mode.is_target_verify()"}
+    assert _enclosing_both([("m.step", 10)], call, functions) == both
+    assert _enclosing_both([("m.step", 9)], call, functions) == both  # `batch.cold` holds the read alone
+    assert _enclosing_both([("m.step", 12)], call, functions) == {"not (batch.skip)"}  # the other branch
+    # a call both chains go through: everything holding it holds both
+    assert _enclosing_both([("m.step", 5), ("n.run", 3)], [("m.step", 5), ("n.run", 7)], functions) >= both
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release, file, line, subject", [
+    ("0.5.18", "spec_utils.py", 741, "NGRAMWorker"),
+    ("0.5.22", "spec_utils.py", 835, "NGRAMWorker")])
+def test_the_release_post_verify_commit_is_reachable_not_a_question(release, file, line, subject):
+    """NGRAM's post-verify KV commit (judged real, the hazard the fence's PR fixed): its read sits in the verify
+    branch with the verify call (``batch.forward_mode.is_target_verify()``) behind ``not _is_cpu`` (``_is_cpu =
+    is_cpu()``), both settled on CUDA, so it is a finding that needs its algorithm, not a question. Multi-layer
+    EAGLE's read of the same line stays a question: it needs ``topk > 1`` and a staged draft-extend, run-time
+    values."""
+    from sglang_release import require_tree
+
+    out = io.StringIO()
+    main(["sglang", str(require_tree(release, fetching=True)), "--format", "json"], out=out, err=io.StringIO())
+    doc = json.loads(out.getvalue())
+    (f,) = [f for f in doc["findings"] if f["kind"] == "worker_read_after_publish" and f["subject"] == subject
+            and any(e["file"].endswith(file) and e["line"] == line for e in f["evidence"][1:])]
+    assert f["status"] == "reachable" and f["status_why"].startswith("needs --speculative-algorithm "), f
+    others = [g for g in doc["findings"] if g["kind"] == "worker_read_after_publish" and g["subject"] != subject
+              and any(e["file"].endswith(file) and e["line"] == line for e in g["evidence"][1:])]
+    assert all(g["status"] == "unresolved" and "topk > 1" in g["status_why"] for g in others), others

@@ -94,8 +94,12 @@ def status_of(f) -> tuple[str, str | None]:
     if kind == "worker_read_after_publish":
         if f.status == "unresolved":
             return f.status, f.why
-        if f.conditions:
-            return "unresolved", _unsettled(f.conditions)
+        left = dict(f.settled).get("cuda", f.conditions) if f.settled else f.conditions
+        if left is None:
+            return "unresolved", ("a platform test on its path is false on cuda, where it would race: "
+                                  + _unsettled(f.conditions).removeprefix("not settled: "))
+        if left:
+            return "unresolved", _unsettled(left)
         return "reachable", "needs " + " or ".join(f"--speculative-algorithm {a}" for a in f.algorithms)
     if kind == "no_marker_fallback":
         return "reachable", f"needs {f.condition}"

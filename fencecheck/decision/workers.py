@@ -144,7 +144,7 @@ def findings(algorithms: tuple[Algorithm, ...]) -> tuple[WorkerReadFinding, ...]
                                        if r.in_graph else f"reads {r.location} on the device after it via ")
                       + " -> ".join(r.via)
                       + (f" (when {r.condition})" if r.conditions else ""))),
-            o.why, o.decision))
+            o.why, o.decision, settled=r.settled))
     return tuple(out)
 
 

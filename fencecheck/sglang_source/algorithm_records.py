@@ -5,7 +5,7 @@ publisher's runner with how each is (or is not yet) decided. ``to_json`` renders
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..vocab import ReadSite
 from .findings import Decision
@@ -125,6 +125,9 @@ class WorkerRead(Conditioned):
     #: why the read is not a finding where its scenario races: its path runs only on devices whose runners never
     #: publish (``device.PlatformPaths``); None when that does not hold (not in the document)
     bound: str | None = None
+    #: per platform, the conditions of the read, its publisher and the publishing phase not settled there, None where
+    #: one is false there (``algorithms._settled``); not in the document
+    settled: tuple = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict:
         o = self.outcome

@@ -256,8 +256,98 @@ def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None) -> 
             on = bound.why(r, pub, before, walker.functions) if outcome is PENDING and bound is not None else None
             out[k] = WorkerRead(r.location, r.file, r.line, r.what, r.via_text(), r.conditions,
                                 pub, after, before, copy, outcome, (index, len(out)),
-                                bound=None if on is None else f"{on} (device.py)")
+                                bound=None if on is None else f"{on} (device.py)",
+                                settled=_settled(bound, r, pub, after, call.chain, walker.functions)
+                                if bound is not None else ())
     return tuple(out[k] for k in sorted(out))
+
+
+def _enclosing_both(pos, chain, functions: dict) -> set[str]:
+    """The condition texts (as the read walk writes them: the test, or ``not (test)`` in an ``else`` and after an
+    ``if`` whose branch ends in ``return`` or ``raise``) that hold at both the read at ``pos`` and the runner call
+    ``chain`` (``_position`` pairs) because one test gave them both: the ``if`` statements holding both lines, and
+    the early exits before both, in the calls both chains go through and at the function where they part. Each was
+    tested once, before the phase ran: where the phase ran, it held."""
+    out: set[str] = set()
+
+    def exits_before(parent, field, upto) -> None:
+        block = getattr(parent, field, None)
+        for st in block if isinstance(block, list) else ():
+            if st is upto:
+                return
+            if isinstance(st, ast.If):
+                text = ast.unparse(st.test)
+                if ends_in_exit(st.body) and not (st.orelse and ends_in_exit(st.orelse)):
+                    out.add(f"not ({text})")
+                elif st.orelse and ends_in_exit(st.orelse) and not ends_in_exit(st.body):
+                    out.add(text)
+
+    for (k1, l1), (k2, l2) in zip(pos, chain):
+        if k1 != k2:
+            break
+        fn = functions.get(k1, (None,))[0]
+        if fn is None:
+            break
+        a, b = _statements(fn, l1), _statements(fn, l2)
+        i = 0
+        while i < min(len(a), len(b)) and a[i][2] is b[i][2]:
+            parent, field, stmt = a[i]
+            exits_before(parent, field, stmt)
+            nxt_a = a[i + 1] if i + 1 < len(a) else None
+            nxt_b = b[i + 1] if i + 1 < len(b) else None
+            if isinstance(stmt, ast.If) and nxt_a is not None and nxt_b is not None and nxt_a[1] == nxt_b[1] \
+                    and nxt_a[1] in ("body", "orelse"):
+                text = ast.unparse(stmt.test)
+                out.add(text if nxt_a[1] == "body" else f"not ({text})")
+            i += 1
+        if i < len(a) and i < len(b) and a[i][0] is b[i][0] and a[i][1] == b[i][1]:
+            first = a[i][2] if a[i][2].lineno <= b[i][2].lineno else b[i][2]
+            exits_before(a[i][0], a[i][1], first)  # the block where they part: the early exits before both
+        if l1 != l2:
+            break
+    return out
+
+
+def _settled(bound: PlatformPaths, read, pub, after: After, chain, functions: dict) -> tuple:
+    """Per platform, the conditions of a worker read after the publisher (the read's, the publisher's, the
+    publishing phase's) not settled there, or None where one is false there. Settled are: the read's conditions
+    that are the tests of ``if`` statements holding both the read and the publishing runner call (``chain``;
+    ``_enclosing_both``: the race needs the phase to run, so they held); a forward-mode test among the phase's own
+    conditions, by the mode the phase runs in; and what the platform decides (``PlatformPaths.values``: a
+    module-level ``_is_cpu = is_cpu()`` replaced by its call)."""
+    from fencecheck.vocab import Platform
+
+    implied = _enclosing_both(_position(read), chain, functions)
+    modes = bound.modes
+
+    def known(e):
+        class _Mode(ast.NodeTransformer):
+            def visit_Call(self, node):
+                f = node.func
+                if not node.args and not node.keywords and isinstance(f, ast.Attribute) \
+                        and isinstance(f.value, ast.Attribute) and f.value.attr == "forward_mode":
+                    v = modes.predicate(f.attr, after.mode)
+                    if v is not None:
+                        return ast.copy_location(ast.Constant(v), node)
+                return self.generic_visit(node)
+
+        return _Mode().visit(e)
+
+    texts = list(dict.fromkeys(tuple(c for c in read.conditions if c not in implied) + tuple(pub.conditions)))
+    phase = [c for c in dict.fromkeys(after.conditions) if c not in texts]
+    got = bound.values(read, functions, texts) + bound.values(read, functions, phase, known)
+    out = []
+    for p in Platform:
+        left: list[str] | None = []
+        for text, vals, _ in got:
+            v = vals.get(p.value)
+            if v is False:
+                left = None
+                break
+            if v is not True:
+                left.append(text)
+        out.append((p.value, None if left is None else tuple(left)))
+    return tuple(out)
 
 
 def _path_key(read) -> tuple:

@@ -238,19 +238,13 @@ class PlatformPaths:
                 return self.tree.module(name)
         return None
 
-    def platforms(self, read, functions: dict) -> tuple[list[str], list[str], list[str]] | None:
-        """(the platforms ``read``'s path can run on, in ``Platform`` order; the conditions false on some other
-        platform; the bindings they use, as ``name = call (file:line)``), or None when no condition is false on any
-        platform. ``functions``: the read walker's ``functions`` (qualified name -> (def node, file))."""
-        from fencecheck.vocab import Platform
-
-        from .constructed import _Aliases
-        from .platform import Evaluator
-        from .tree import copy_node
-
+    def _usable(self, read, functions: dict):
+        """(the modules of ``read``'s call chain, the read's own last; name -> (predicate call, ``file:line``) of each
+        module-level binding to a platform's predicate that the chain's functions neither assign nor take as a
+        parameter, bound alike in every module of the chain that binds it)."""
         mods = [m for m in (self._module_of(h.key) for h in read.via) if m is not None]
-        if not mods or not read.conditions:
-            return None
+        if not mods:
+            return mods, {}
         local: set[str] = set()
         for h in read.via:
             node = functions.get(h.key, (None,))[0]
@@ -267,29 +261,57 @@ class PlatformPaths:
                     names[name] = None
                 else:
                     names.setdefault(name, b)
-        usable = {n: b for n, b in names.items() if b is not None and n not in local}
-        if not usable:
-            return None
-        aliases = _Aliases({n: b[0] for n, b in usable.items()})
+        return mods, {n: b for n, b in names.items() if b is not None and n not in local}
+
+    def values(self, read, functions: dict, texts, known=None) -> list[tuple[str, dict, list[str]]]:
+        """Each condition text of ``texts`` (on ``read``'s path) with its value per platform (True, False or None:
+        ``platform.Evaluator``, each module-level predicate binding replaced by its call) and the bindings it used
+        (``name = call (file:line)``); ``known(e)``, where given, replaces what it decides in each parsed test first
+        (a forward-mode test the phase decides)."""
+        from fencecheck.vocab import Platform
+
+        from .constructed import _Aliases
+        from .platform import Evaluator
+        from .tree import copy_node
+
+        mods, usable = self._usable(read, functions)
+        aliases = _Aliases({n: b[0] for n, b in usable.items()}) if usable else None
         ev = Evaluator(self.tree)
-        mod = mods[-1]
-        possible = [p.value for p in Platform]
-        deciding, used = [], []
-        for text in read.conditions:
+        mod = mods[-1] if mods else None
+        out = []
+        for text in texts:
             try:
                 e = ast.parse(text, mode="eval").body
             except (SyntaxError, RecursionError):
+                out.append((text, {}, []))
                 continue
+            if known is not None:
+                e = known(copy_node(e))
             present = {n.id for n in ast.walk(e) if isinstance(n, ast.Name)} & set(usable)
             e = aliases.visit(copy_node(e)) if present else e
-            false_on = [p for p in possible if ev.value(mod, e, p, {}) is False]
+            vals = {p.value: (ev.value(mod, e, p.value, {}) if mod is not None else None) for p in Platform}
+            out.append((text, vals, [f"{n} = {ast.unparse(usable[n][0])} ({usable[n][1]})" for n in sorted(present)]))
+        return out
+
+    def platforms(self, read, functions: dict) -> tuple[list[str], list[str], list[str]] | None:
+        """(the platforms ``read``'s path can run on, in ``Platform`` order; the conditions false on some other
+        platform; the bindings they use, as ``name = call (file:line)``), or None when no condition is false on any
+        platform. ``functions``: the read walker's ``functions`` (qualified name -> (def node, file))."""
+        from fencecheck.vocab import Platform
+
+        if not read.conditions:
+            return None
+        mods, usable = self._usable(read, functions)
+        if not mods or not usable:
+            return None
+        possible = [p.value for p in Platform]
+        deciding, used = [], []
+        for text, vals, names in self.values(read, functions, read.conditions):
+            false_on = [p for p in possible if vals.get(p) is False]
             if false_on:
                 possible = [p for p in possible if p not in false_on]
                 deciding.append(text)
-                for n in sorted(present):
-                    text_of = f"{n} = {ast.unparse(usable[n][0])} ({usable[n][1]})"
-                    if text_of not in used:
-                        used.append(text_of)
+                used += [n for n in names if n not in used]
         if not deciding:
             return None
         return possible, deciding, used

@@ -151,6 +151,9 @@ class WorkerReadFinding(Conditioned):
     why: str
     decision: Decision | None
     status_why: str | None = None
+    #: per platform, the conditions not settled there, None where one is false there (``WorkerRead.settled``); not
+    #: in the document
+    settled: tuple = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "subject_at": self.subject_at, "mode": self.mode,
