@@ -55,15 +55,17 @@ def _with(b, changes: dict[str, BackendSpec]):
 
 def _check(b, catalog, bounds, budget, decide: Callable[[Scenario], Decision] | None = None,
            anyway: Mapping[str, bool] | None = None, verdicts: SymbolicVerdicts | None = None,
-           plan: list | None = None, alone: ForwardMode | None = None) -> Check:
+           plan: list | None = None, alone: ForwardMode | None = None, honest: bool = True) -> Check:
     """The change ``b`` over the catalog's contexts, then over the symbolic family. A change that races in a catalog
     context is not safe whatever the symbolic family gives: its symbolic verdict is not asked for (``None``), which
     is most of the search's cost saved (a symbolic check builds the whole bounded family). ``plan``: collect the
     facts of a change whose symbolic verdict would be asked for, and take it as unsafe. ``alone``: the backend in
     that mode only (its other modes left to the contexts' own backends), as pull-request mode proves a finding's
-    fix (one finding: one mode's reads and declaration)."""
+    fix (one finding: one mode's reads and declaration). ``honest``: a race an honest backend has too is the
+    context's (as in the report); without, a change that only gives overlap back must bring no race at all."""
     facts = [f for f in mode_facts(b) if alone is None or f.mode is alone]
-    contexts = catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway)
+    contexts = catalog_contexts(b, facts, catalog, budget, examine=False, decide=decide, anyway=anyway,
+                                honest=honest)
     if not all(c.safe for c in contexts):
         return Check(None, contexts)
     if plan is not None:
@@ -108,12 +110,12 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
     decide = decide or Decisions()
     anyway = {c.scenario: c.races_anyway for c in report.contexts}
 
-    def verified(label: str, cand, alone: ForwardMode | None = None) -> Check:
+    def verified(label: str, cand, alone: ForwardMode | None = None, honest: bool = True) -> Check:
         if plan is not None:
-            return _check(cand, catalog, bounds, budget, decide, anyway, plan=plan, alone=alone)
-        key = label if alone is None else f"{label} (alone)"
+            return _check(cand, catalog, bounds, budget, decide, anyway, plan=plan, alone=alone, honest=honest)
+        key = (label, alone, honest)
         if key not in tried:
-            tried[key] = _check(cand, catalog, bounds, budget, decide, anyway, verdicts, alone=alone)
+            tried[key] = _check(cand, catalog, bounds, budget, decide, anyway, verdicts, alone=alone, honest=honest)
             if tick is not None:
                 tick(label)
         return tried[key]
@@ -139,7 +141,9 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                 continue
             label = f"declare {d.name} for {f.mode.value}" + (f" on {report.backend}" if f.declared_by != report.backend
                                                                else "")
-            chk = verified(label, _declare(b, f.mode, d))
+            # fixing a race, the context's own races are not the change's; giving overlap back, the change must
+            # bring no race anywhere (an earlier publish where the context is already broken is no improvement)
+            chk = verified(label, _declare(b, f.mode, d), honest=mode_racing)
             if chk.safe:
                 if f.declared is SharedReadEnds.UNKNOWN:
                     why = ("UNKNOWN (unaudited) publishes no event of its own: the barrier takes the coarse fence "

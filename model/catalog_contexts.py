@@ -125,14 +125,32 @@ class Context:
         return next((p for p in self.phases if p.step == r.step and p.phase == r.phase), None)
 
 
+def _honest_memo(decide, s: Scenario, b, facts: list[ModeFacts]) -> frozenset:
+    """``honest_races(s, b, facts, decide)``, once per scenario and what the backend reads (the honest backends do
+    not depend on what it declares: every change the advice tries asks the same), kept on ``decide``."""
+    from .backend_facts import root_name
+
+    key = (s.name, root_name(b), tuple(sorted((f.mode.value, tuple(sorted((site.value, tuple(sorted(locs)))
+                                                                      for site, locs in f.sites.items())))
+                                              for f in facts)))
+    try:
+        memo = decide.__dict__.setdefault("_honest_races", {})
+    except AttributeError:  # a plain callable without attributes: nothing kept
+        memo = {}
+    if key not in memo:
+        memo[key] = honest_races(s, b, facts, decide)
+    return memo[key]
+
+
 def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget: Budget = Budget(),
                      tick: Callable[[str], None] | None = None, examine: bool = True,
                      decide: Callable[[Scenario], Decision] | None = None,
-                     anyway: Mapping[str, bool] | None = None) -> list[Context]:
+                     anyway: Mapping[str, bool] | None = None, honest: bool = True) -> list[Context]:
     """Every catalog scenario with a phase in a mode of ``facts``, the backend swapped in and decided by the model
     (``decide``: a ``Decisions`` shared across the report and its advice, so no context is decided twice).
     ``anyway``: ``races_anyway`` per scenario when known (it depends on the modes and locations the backend reads,
-    which no proposed change alters); else found for each examined context."""
+    which no proposed change alters); else found for each examined context. ``honest``: find the places an honest
+    backend races at (``Context.honest``); without, none is excused that way."""
     decide = decide or Decisions()
     modes = {f.mode for f in facts}
     out = []
@@ -143,8 +161,9 @@ def catalog_contexts(b, facts: list[ModeFacts], catalog: list[Scenario], budget:
         own = s.expect.verdict if s.expect is not None else Verdict.PROVED
         races = s.expect.races if s.expect is not None else ()
         c = Context(s.name, decide(swapped).report, own, races, swapped=swapped)
-        if c.report.races:
-            c.honest = honest_races(s, b, facts, decide)
+        own_places = {r.place() for r in races} if own is not Verdict.PROVED else set()
+        if honest and any(r.place() not in own_places for r in c.report.races):  # only where it blames the backend
+            c.honest = _honest_memo(decide, s, b, facts)
         if anyway is not None:
             c.races_anyway = anyway.get(s.name, False)
         if examine:
