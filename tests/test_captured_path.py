@@ -7,7 +7,7 @@ there, and each variant that breaks one link of the argument (a store the captur
 another receiver or a call it cannot follow may make) leaves it captured. Then the interpretation's own semantics, on
 small backends: a store flows to the guard after it, a ``raise`` or a failed ``assert`` ends a path, ``getattr`` with
 a default on an attribute no object has, a spread ``**kwargs`` that may fill a parameter, a nested function, a
-platform predicate on the platform asked.
+platform predicate on the platform asked, the capture batch as the runner builds it.
 """
 
 from __future__ import annotations
@@ -432,3 +432,58 @@ class PlatBackend(AttentionBackend):
     assert on_cuda.captured is False and "raise NotImplementedError" in on_cuda.why
     assert captured(tree, ci, modes, f.mode, r, platform="hip").captured is True
     assert captured(tree, ci, modes, f.mode, r).captured is True
+
+
+_RUNNER = """\
+from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+
+
+class CaptureRunner:
+    def capture_one(self, attn_backend, bs):
+        forward_batch = self.prepare(bs)
+        attn_backend.init_forward_metadata_out_graph(forward_batch, in_capture=True)
+
+    def prepare(self, bs):
+        forward_batch = ForwardBatch(forward_mode=self.mode, batch_size=bs, req_pool_indices=self.idx)
+        forward_batch.seq_lens = self.lens
+        return forward_batch
+
+    def warm_up(self):
+        return ForwardBatch(forward_mode=self.mode, batch_size=1, plan=self.plan)
+"""
+_PLAN_READ = """\
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        if forward_batch.plan is not None:
+            return self.req_to_token[forward_batch.req_pool_indices]
+        return q
+"""
+
+
+def _plan(tmp_path, files=None):
+    fb = FORWARD_BATCH + "    plan: object = None\n"
+    root = build(tmp_path, {f"{ATTN}/tiny_backend.py": HEAD + _PLAN_READ, FB: fb,
+                            "srt/model_executor/runner/decode_capture.py": _RUNNER, **(files or {})},
+                 "capture_metadata")
+    return _answers(read_path(root), "TinyBackend")
+
+
+def test_the_capture_batch_is_the_runner_s_construction_its_other_fields_their_defaults(tmp_path, rules_off):
+    """The runner builds its capture batch without ``plan`` (default None; the warm-up's batch, built elsewhere,
+    is not the capture's): the read behind ``forward_batch.plan is not None`` is not captured."""
+    (a,) = _plan(tmp_path)
+    assert a.captured is False and "`forward_batch.plan is not None` is false" in a.why
+
+
+@pytest.mark.parametrize("where,text,captured_", [
+    ("glue.py", "def attach(fb, plan):\n    fb.plan = plan\n", True),  # a parameter: may be the capture batch
+    ("glue.py", "from sglang.srt.model_executor.forward_batch_info import ForwardBatch\n\n\n"
+                "def fresh(mode):\n    fb = ForwardBatch(forward_mode=mode, batch_size=1)\n    fb.plan = 1\n"
+                "    return fb\n", False),  # a new batch of its own
+    ("glue.py", "import copy\n\n\ndef view(batch):\n    v = copy.copy(batch)\n    v.plan = 1\n    return v\n",
+     False),  # a copy
+    ("glue.py", "def alias(batch, other):\n    v = batch\n    v = other\n    v.plan = 1\n", True),
+])
+def test_a_store_of_the_field_elsewhere_counts_unless_its_receiver_is_a_new_object(tmp_path, rules_off, where,
+                                                                                  text, captured_):
+    (a,) = _plan(tmp_path, {f"srt/model_executor/{where}": text})
+    assert a.captured is captured_, a

@@ -262,6 +262,20 @@ class Interpreter:
             self._outside[attr] = hit
         return self._outside[attr]
 
+    def stored_on_batch(self, attr: str) -> bool:
+        """Whether code the interpretation does not run may store ``attr`` on the runner's capture batch: a store of
+        that name (or a ``setattr`` naming it) anywhere in the tree but through a bare ``self`` (an object's own
+        method), in a method of one of ``own``'s classes (run where the interpretation runs it), in a method of
+        another attention backend (it does not run in this backend's graph), in the package's test kits
+        (``sglang.test``), or through a local that holds only a
+        new object in its function (a construction, ``cls(...)``, a copy, ``dataclasses.replace``, an alternative
+        constructor whose every ``return`` is ``cls(...)``): the runner's own new batch is modelled from its
+        constructions (``captured``)."""
+        memo = self.__dict__.setdefault("_on_batch", {})
+        if attr not in memo:
+            memo[attr] = _stored_on_batch(self, attr)
+        return memo[attr]
+
     def forget_outside(self, p: Path, roots=()) -> None:
         """What code the interpretation does not run may have stored on ``p``'s objects, forgotten (before each step
         of a sequence the caller runs: the runner's own code runs between them): on ``roots`` and on every object the
@@ -1009,6 +1023,11 @@ class Interpreter:
             fields = {}
             for k in keys:
                 vals = [dict(o.fields).get(k) for o in objs]
+                if None in vals and objs[0].cls is not None and all(o.made for o in objs) \
+                        and not any(k in o.maybe or "*" in o.maybe for o in objs):
+                    default = self.class_value(objs[0].cls, k)  # a made object's missing field: what a read gives
+                    if default != "absent" and not isinstance(default, Sym):
+                        vals = [default if v is None else v for v in vals]
                 if None in vals:
                     fields[k] = self.fresh()
                 elif all(v == vals[0] for v in vals):
@@ -1290,4 +1309,132 @@ def _swallows(interp: Interpreter, fn: Fn, e) -> bool:
             return False
         return any(isinstance(n, ast.Return) and n.value is not None and not (
             isinstance(n.value, ast.Constant) and not n.value.value) for n in ast.walk(hit[1]))
+    return False
+
+
+#: Calls that make a new object of what they are given.
+_COPIES = {"copy.copy", "copy.deepcopy", "copy", "deepcopy", "dataclasses.replace", "replace"}
+
+
+def _backend_classes(tree: Tree) -> set:
+    """The keys of the tree's attention backend classes (``AttentionBackend`` on their MRO)."""
+    memo = tree.__dict__.get("_absint_backends")
+    if memo is None:
+        memo = set()
+        for m in tree.modules_containing("Backend"):
+            mod = tree.module(m)
+            for c in (mod.classes.values() if mod else ()):
+                if any(k.name == "AttentionBackend" for k in tree.mro(c)):
+                    memo.add(c.key)
+        tree.__dict__["_absint_backends"] = memo
+    return memo
+
+
+def _fresh_constructor(tree: Tree, mod, call: ast.Call, fn: ast.FunctionDef) -> bool:
+    """Whether ``call`` makes a new object: a class of the tree, ``cls(...)`` in a method, a copy, or a classmethod
+    of a class of the tree whose every ``return`` is ``cls(...)``."""
+    f = call.func
+    text = ast.unparse(f)
+    if text in _COPIES:
+        return True
+    if isinstance(f, ast.Name) and f.id == "cls" and fn.args.args and fn.args.args[0].arg == "cls":
+        return True
+    r = tree.resolve_expr(mod, f) if isinstance(f, (ast.Name, ast.Attribute)) else None
+    if isinstance(r, ClassInfo):
+        return True
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        owner = tree.resolve(mod, f.value.id)
+        m = owner.methods.get(f.attr) if isinstance(owner, ClassInfo) else None
+        if m is not None and any(ast.unparse(d) == "classmethod" for d in m.decorator_list):
+            rets = [n for n in ast.walk(m) if isinstance(n, ast.Return)]
+            return bool(rets) and all(isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+                                      and n.value.func.id == "cls" for n in rets)
+    return False
+
+
+def _fresh_locals(tree: Tree, mod, fn: ast.FunctionDef) -> set[str]:
+    """The locals of ``fn`` every assignment of which is a new object (``_fresh_constructor``)."""
+    fresh, other = set(), set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    ok = isinstance(n.value, ast.Call) and _fresh_constructor(tree, mod, n.value, fn)
+                    (fresh if ok else other).add(t.id)
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and isinstance(n.target, ast.Name):
+            other.add(n.target.id)
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+            other |= {x.id for x in ast.walk(n.target) if isinstance(x, ast.Name)}
+        elif isinstance(n, (ast.With, ast.AsyncWith)):
+            other |= {x.id for i in n.items if i.optional_vars is not None for x in ast.walk(i.optional_vars)
+                      if isinstance(x, ast.Name)}
+    other |= {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    return fresh - other
+
+
+def _fresh_before(tree: Tree, mod, fn: ast.FunctionDef, stmt: ast.stmt, name: str) -> bool:
+    """Whether the local ``name`` holds a new object at ``stmt``: the last statement before it in its block that
+    assigns ``name`` (a statement of the block itself, none in between binding it in a nested one) assigns a new
+    object (``_fresh_constructor``)."""
+    for node in ast.walk(fn):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list) or stmt not in block:
+                continue
+            for prev in reversed(block[:block.index(stmt)]):
+                binds = {x.id for x in ast.walk(prev) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}
+                if name not in binds:
+                    continue
+                return isinstance(prev, ast.Assign) and len(prev.targets) == 1 \
+                    and isinstance(prev.targets[0], ast.Name) and prev.targets[0].id == name \
+                    and isinstance(prev.value, ast.Call) and _fresh_constructor(tree, mod, prev.value, fn)
+            return False
+    return False
+
+
+def _stored_on_batch(it: "Interpreter", attr: str) -> bool:
+    tree = it.tree
+    mods = store_modules(tree).get(attr, frozenset())
+    own = {c.key for c in it.own}
+    backends = _backend_classes(tree)
+    for m in sorted(mods):
+        if m.split(".")[:2] == ["sglang", "test"]:
+            continue  # the package's test kits: no server runs them
+        mod = tree.module(m)
+        if mod is None:
+            return True  # a module the reader cannot parse: anything
+        owners = {}  # id(function node) -> its class
+        for c in mod.classes.values():
+            for f in c.methods.values():
+                owners[id(f)] = c
+        inside = set()
+        funcs = [n for n in ast.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for fn in funcs:
+            inside |= {id(n) for n in ast.walk(fn)}
+        # a store outside every function (module or class level): anything
+        for n in ast.walk(mod.tree):
+            if id(n) not in inside and _stores_name(n, attr) and not isinstance(n, (ast.FunctionDef,
+                                                                                    ast.AsyncFunctionDef)):
+                return True
+        for fn in funcs:
+            c = owners.get(id(fn))
+            if c is not None and (c.key in own or c.key in backends):
+                continue
+            fresh = None
+            for n in ast.walk(fn):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                    n, (ast.AugAssign, ast.AnnAssign)) else []
+                recv = [t.value for t in targets if isinstance(t, ast.Attribute) and t.attr == attr]
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
+                        and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) and n.args[1].value == attr:
+                    recv.append(n.args[0])
+                for r in recv:
+                    if isinstance(r, ast.Name) and r.id == "self":
+                        continue
+                    if isinstance(r, ast.Name):
+                        if fresh is None:
+                            fresh = _fresh_locals(tree, mod, fn)
+                        if r.id in fresh or _fresh_before(tree, mod, fn, n, r.id):
+                            continue
+                    return True
     return False

@@ -10,9 +10,12 @@ the interpretation runs what SGLang runs on one abstract backend object, in its 
    of ``C`` outside start-up stores is forgotten (captures of other sizes and other modes may have run before this
    one);
 2. the capture call, ``init_forward_metadata_out_graph(forward_batch, ..., in_capture=True)``
-   (``capture_state.CAPTURE_ENTRY``), with a new forward batch of the tree's ``ForwardBatch`` whose fields are unknown
-   (a field that class does not have, which nothing outside the backend's methods stores, is absent:
-   ``getattr(batch, "x", None)`` is None);
+   (``capture_state.CAPTURE_ENTRY``), with a new forward batch of the tree's ``ForwardBatch``: where the runner that
+   makes the capture call builds it (``ForwardBatch(...)`` in the method holding the call or a runner method it
+   calls, ``_runner_batch``), the fields it passes or stores are unknown, those code the interpretation does not run
+   may store there unknown (``Interpreter.stored_on_batch``: receiver-aware), the others their dataclass defaults;
+   else every field unknown (a field that class does not have, which nothing outside the backend's methods stores,
+   is absent: ``getattr(batch, "x", None)`` is None);
 3. the warm-up runs, each the in-graph prep (``capture_state.IN_GRAPH_PREP``), the forward
    (``forward(q, k, v, layer, forward_batch)``, the mode deciding its dispatch) and the warm-up hook
    (``capture_state.WARMUP_HOOK``), repeated until the state no longer changes (at most ``ROUNDS`` times, then what
@@ -28,15 +31,13 @@ start-up left it with every field a method outside start-up stores unknown (what
 nothing assumed); where this mode's own capture needs more, the answer stays open.
 
 Before each step, a field the runner's own code may store (its name stored in the tree through another receiver than
-the backend's methods run, ``Interpreter.stored_outside``) is forgotten. The read is **not captured** when no path of
-the interpretation reaches its line with conditions z3 can satisfy; the reason names how the paths ended (a test
-false on the state, a ``raise``, a failed ``assert``, an attribute of None or one its object's class lacks). What the
-interpretation cannot follow (a line it cannot find, a call it cannot bind) leaves the answer open: every limit only
-keeps a read.
-
-On a platform (``captured(..., platform=P)``), each of the tree's platform predicates is a constant (``is_P()`` true,
-the others false): an in-graph read after the marker matters only where the marker exists (CUDA: elsewhere
-``IN_REPLAY`` falls back), so the question is asked there.
+the backend's methods run, ``Interpreter.stored_outside``; on the capture batch, ``stored_on_batch``) is forgotten.
+The read is **not captured** when no path of the interpretation reaches its line with conditions z3 can satisfy; the
+reason names how the paths ended (a test false on the state, a ``raise``, a failed ``assert``, an attribute of None
+or one its object's class lacks). What the interpretation cannot follow (a line it cannot find, a call it cannot
+bind) leaves the answer open: every limit only keeps a read. On a platform (``captured(..., platform=P)``), each of
+the tree's platform predicates is a constant (``is_P()`` true, the others false): an in-graph read after the marker
+matters only where the marker exists (CUDA: elsewhere ``IN_REPLAY`` falls back), so the question is asked there.
 
 Assumptions, besides ``absint``'s: the runner calls the backend's capture call, prep, forward and hook in this order
 during a capture and nothing else of the backend; graphs are captured before any batch is served.
@@ -146,7 +147,7 @@ def _startup_and_captures(tree: Tree, ci: ClassInfo, modes, platform: str | None
                                   "is ever captured with it")
         _forget_fields(it, p, _stored_after_startup(tree, ci))
         it.forget_outside(p, ("backend",))
-        p.heap["batch"] = Obj(_batch_class(tree), (), False, "the runner's capture batch")
+        p.heap["batch"] = _new_batch(it)
 
         def every_capture(q: Path) -> Path:
             for m in graph_modes(modes):
@@ -177,14 +178,14 @@ def _capture(it: Interpreter, ci: ClassInfo, q: Path) -> Path:
 
     def warm_up(r: Path) -> Path:
         for name in (IN_GRAPH_PREP, "forward", WARMUP_HOOK):
-            it.forget_outside(r, ("backend",))
+            _forget_outside(it, r)
             r = _step(it, ci, name, me, r, {BATCH: batch})
         return r
 
-    q.heap["batch"] = Obj(_batch_class(it.tree), (), False, "the runner's capture batch")
+    q.heap["batch"] = _new_batch(it)
     q = _step(it, ci, CAPTURE_ENTRY, me, q, {BATCH: batch, "in_capture": ("const", True)})
     q = _fixpoint(it, q, warm_up)
-    it.forget_outside(q, ("backend",))
+    _forget_outside(it, q)
     q = _step(it, ci, IN_GRAPH_PREP, me, q, {BATCH: batch})
     return _fixpoint(it, q, lambda r: _step(it, ci, "forward", me, r, {BATCH: batch}))
 
@@ -304,6 +305,123 @@ def _shape(p: Path):
 
 def _one(it: Interpreter, paths: list[Path]) -> Path:
     return paths[0] if len(paths) == 1 else it.join(paths)
+
+
+def _forget_outside(it: Interpreter, p: Path) -> None:
+    """What the runner's own code may have stored, forgotten before a step: on the backend and the objects the
+    interpretation did not make (``Interpreter.forget_outside``), and on the capture batch the fields code it does
+    not run may store there (``Interpreter.stored_on_batch``)."""
+    it.forget_outside(p, ("backend",))
+    o = p.heap.get("batch")
+    if o is not None and o.made:
+        gone = [k for k, _ in o.fields if k in o.maybe]
+        if gone:
+            fields = {k: (it.fresh() if k in gone else v) for k, v in o.fields}
+            p.heap["batch"] = replace(o, fields=tuple(sorted(fields.items(), key=lambda kv: kv[0])))
+
+
+def _new_batch(it: Interpreter) -> Obj:
+    """The runner's capture batch: where the tree's capture runner builds its ``ForwardBatch`` (``_runner_batch``),
+    a made object with the fields it passes or stores unknown (a literal the same in every construction kept),
+    every field code the interpretation does not run may store there unknown (``maybe``), and every other field its
+    dataclass default; else one whose every field is unknown."""
+    spec = _runner_batch(it.tree)
+    cls = _batch_class(it.tree)
+    if spec is None or cls is None:
+        return Obj(cls, (), False, "the runner's capture batch")
+    fields = {k: (it._literal(v) if v is not None else it.fresh()) for k, v in sorted(spec.items())}
+    from fencecheck.decision.absint import _dataclass_fields
+
+    maybe = frozenset(f for f in _dataclass_fields(it.tree, cls) if f not in fields and it.stored_on_batch(f))
+    return Obj(cls, tuple(sorted(fields.items())), True, "the runner's capture batch", maybe)
+
+
+def _runner_batch(tree: Tree) -> dict | None:
+    """field -> the literal every construction gives it (None: not one literal), over the ``ForwardBatch(...)``
+    constructions in the method holding the runner's capture call and the runner's methods it calls (``self.m(...)``,
+    transitively: ``_capture_methods``), a field stored on the constructed local later in the same method unknown;
+    None when there is none, or one passes ``**`` or sets an attribute named by an expression. A batch the runner
+    builds elsewhere (a warm-up's dummy run) is not the capture's."""
+    memo = tree.__dict__.setdefault("_captured_runner_batch", {})
+    if "spec" in memo:
+        return memo["spec"]
+    memo["spec"] = None
+    from fencecheck.decision.absint import _dataclass_fields
+    from fencecheck.sglang_source.capture_state import capture_call
+
+    at, cls = capture_call(tree), _batch_class(tree)
+    if at is None or cls is None:
+        return None
+    mod = next((tree.module(m) for m in tree.paths if tree.rel(m) == at[0]), None)
+    runner = next((c for c in (mod.classes.values() if mod else ())
+                   if c.node.lineno <= at[1] <= (c.node.end_lineno or c.node.lineno)), None)
+    if runner is None:
+        return None
+    names = _dataclass_fields(tree, cls)
+    spec: dict = {}
+    seen = 0
+    for c, fn in _capture_methods(tree, runner, at[1]):
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)
+                 and isinstance(n.func, (ast.Name, ast.Attribute)) and tree.resolve_expr(c.module, n.func) is cls]
+        if not calls:
+            continue
+        local = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and n.value in calls
+                 for t in n.targets if isinstance(t, ast.Name)}
+        for call in calls:
+            seen += 1
+            given = dict(zip(names, call.args))
+            for k in call.keywords:
+                if k.arg is None:
+                    return None
+                given[k.arg] = k.value
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                return None
+            for k in [k for k in spec if k not in given]:
+                spec[k] = None  # its default in this construction, something else in an earlier one
+            for k, v in given.items():
+                lit = v if isinstance(v, ast.Constant) else None
+                if k in spec and (spec[k] is None or lit is None or ast.dump(spec[k]) != ast.dump(lit)):
+                    spec[k] = None
+                elif k not in spec:
+                    spec[k] = lit if seen == 1 else None  # absent from an earlier construction: not one value
+        for n in ast.walk(fn):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                n, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in local:
+                    spec[t.attr] = None
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
+                    and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in local:
+                if len(n.args) < 2 or not isinstance(n.args[1], ast.Constant):
+                    return None
+                spec[n.args[1].value] = None
+    if not seen:
+        return None
+    memo["spec"] = spec
+    return spec
+
+
+def _capture_methods(tree: Tree, runner: ClassInfo, line: int) -> list:
+    """(class, method) of the runner's method holding ``line`` and of each of the runner's methods it calls through
+    ``self`` (on its MRO, transitively), in the order found."""
+    start = next(((c, f) for c in tree.mro(runner) for f in c.methods.values()
+                  if c.module is runner.module and f.lineno <= line <= (f.end_lineno or f.lineno)), None)
+    if start is None:
+        return []
+    out, todo, seen = [], [start], set()
+    while todo:
+        c, fn = todo.pop(0)
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        out.append((c, fn))
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                    and n.func.value.id == "self":
+                hit = tree.lookup(runner, n.func.attr)
+                if hit is not None:
+                    todo.append(hit)
+    return out
 
 
 def _batch_class(tree: Tree):
