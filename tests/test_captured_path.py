@@ -487,3 +487,4 @@ def test_a_store_of_the_field_elsewhere_counts_unless_its_receiver_is_a_new_obje
                                                                                   text, captured_):
     (a,) = _plan(tmp_path, {f"srt/model_executor/{where}": text})
     assert a.captured is captured_, a
+

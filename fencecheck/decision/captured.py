@@ -182,6 +182,7 @@ def _capture(it: Interpreter, ci: ClassInfo, q: Path) -> Path:
             r = _step(it, ci, name, me, r, {BATCH: batch})
         return r
 
+    _retire_batch(it, q)
     q.heap["batch"] = _new_batch(it)
     q = _step(it, ci, CAPTURE_ENTRY, me, q, {BATCH: batch, "in_capture": ("const", True)})
     q = _fixpoint(it, q, warm_up)
@@ -305,6 +306,28 @@ def _shape(p: Path):
 
 def _one(it: Interpreter, paths: list[Path]) -> Path:
     return paths[0] if len(paths) == 1 else it.join(paths)
+
+
+def _retire_batch(it: Interpreter, p: Path) -> None:
+    """An earlier capture's batch moved to an object id of its own before this capture makes its new one at
+    ``batch``: what the earlier capture stored of it (a cache keyed by the batch) refers to that old object, never to
+    the new batch."""
+    if "batch" not in p.heap:
+        return
+    old = p.heap.pop("batch")
+    oid = f"o{next(it.budget.objs)}"
+    p.heap[oid] = old
+
+    def ren(v):
+        if isinstance(v, tuple) and v and v[0] == "alts":
+            return ("alts", tuple(ren(m) for m in v[1]))
+        return Ref(oid) if isinstance(v, Ref) and v.oid == "batch" else v
+
+    for k, o in list(p.heap.items()):
+        if any(ren(v) != v for _, v in o.fields) or any(ren(v) != v for v in o.alts):
+            p.heap[k] = replace(o, fields=tuple((f, ren(v)) for f, v in o.fields),
+                                alts=tuple(ren(v) for v in o.alts))
+    p.local = {k: ren(v) for k, v in p.local.items()}
 
 
 def _forget_outside(it: Interpreter, p: Path) -> None:
