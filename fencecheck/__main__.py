@@ -6,17 +6,13 @@ import sys
 
 
 def run() -> int:
-    from fencecheck.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, TERMINATED, ending_signals, say
+    from fencecheck.errors import ended, ending_signals
 
     try:
         with ending_signals():
             from fencecheck.commands.main import main
     except KeyboardInterrupt:
-        if TERMINATED:
-            say(sys.stderr, "fencecheck: terminated")
-            return EXIT_TERMINATED
-        say(sys.stderr, "fencecheck: interrupted")
-        return EXIT_INTERRUPTED
+        return ended(sys.stderr)
     return main()
 
 

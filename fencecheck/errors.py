@@ -266,6 +266,15 @@ def quiet_interrupted_finalizers() -> None:
         pass
 
 
+def ended(err) -> int:
+    """The one line and the status of a run ended by Ctrl-C (130) or by SIGTERM or SIGHUP (143)."""
+    if TERMINATED:
+        say(err, "fencecheck: terminated")
+        return EXIT_TERMINATED
+    say(err, "fencecheck: interrupted")
+    return EXIT_INTERRUPTED
+
+
 def say(err, line: str) -> None:
     """One line on stderr; a stderr that cannot take it is not worth a second error."""
     try:

@@ -130,6 +130,10 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
         options = [d for d in PUBLISHING_ENDS
                    if set(f.sites) <= COVERED_SITES[d]]
         over = f.honest and options and options[0] < f.declared
+
+        def declare_label(d: SharedReadEnds, f=f) -> str:
+            return f"declare {d.name} for {f.mode.value}" + (
+                f" on {report.backend}" if f.declared_by != report.backend else "")
         if not racing and not over:
             continue
         mode_racing = racing and f.mode in implicated
@@ -139,8 +143,7 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                 if not mode_racing:
                     break
                 continue
-            label = f"declare {d.name} for {f.mode.value}" + (f" on {report.backend}" if f.declared_by != report.backend
-                                                               else "")
+            label = declare_label(d)
             # fixing a race, the context's own races are not the change's; giving overlap back, the change must
             # bring no race anywhere (an earlier publish where the context is already broken is no improvement)
             chk = verified(label, _declare(b, f.mode, d), honest=mode_racing)
@@ -167,17 +170,15 @@ def advise(b, report: VerifyReport, catalog: list[Scenario], bounds: Bounds = BO
                 for d in options:
                     if d == f.declared:
                         continue
-                    label = f"declare {d.name} for {f.mode.value}" + (
-                        f" on {report.backend}" if f.declared_by != report.backend else "")
-                    chk = verified(label, _declare(b, f.mode, d), alone=f.mode)
+                    chk = verified(declare_label(d), _declare(b, f.mode, d), alone=f.mode)
                     if not chk.safe:
                         failed_here.append(f"{d.name} with the backend in {f.mode.value} alone: {chk.text()}")
-                    if chk.safe:
-                        found = Advice(label, f"covers every site {f.mode.value} reads: verified with the backend in "
-                                              f"{f.mode.value} alone, the races of {', '.join(others)} being theirs "
-                                              "(each advised on its own); with the backend whole: "
-                                              + "; ".join(failed_here), chk)
-                        break
+                        continue
+                    found = Advice(declare_label(d), f"covers every site {f.mode.value} reads: verified with the "
+                                                     f"backend in {f.mode.value} alone, the races of "
+                                                     f"{', '.join(others)} being theirs (each advised on its own); "
+                                                     "with the backend whole: " + "; ".join(failed_here), chk)
+                    break
             if found is not None:
                 out.append(found)
             elif failed_here and mode_racing and not over:

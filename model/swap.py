@@ -101,33 +101,23 @@ def races_whatever_the_backend(s: Scenario, b, facts: list[ModeFacts],
     return True
 
 
-def honest_reads(facts: list[ModeFacts], base_rule: bool = False) -> dict[str, dict[ReadSite, tuple[str, ...]]]:
-    """What an honest backend of ``facts`` reads in each mode: what the backend reads where it reads it, or, with
-    ``base_rule``, every location it reads there at every site the base rule's declaration for the mode covers."""
+def honest_reads(facts: list[ModeFacts]) -> dict[str, dict[ReadSite, tuple[str, ...]]]:
+    """What the base-rule honest backend of ``facts`` reads: in each mode, every location the backend reads there, at
+    every site the base rule's declaration for the mode covers."""
     out = {}
     for f in facts:
-        if not any(f.sites.values()):
-            continue
-        if base_rule:
-            locs = tuple(sorted({loc for locs in f.sites.values() for loc in locs}))
+        locs = tuple(sorted({loc for locs in f.sites.values() for loc in locs}))
+        if locs:
             covered = COVERED_SITES[base_shared_read_ends(f.mode)]
             out[f.mode.value] = {site: locs for site in SITES if site in covered}
-        else:
-            out[f.mode.value] = {site: tuple(sorted(locs)) for site, locs in f.sites.items() if locs}
     return out
-
-
-def honest_declares(facts: list[ModeFacts], base_rule: bool = False) -> dict[ForwardMode, SharedReadEnds]:
-    """What an honest backend of ``facts`` declares in each mode: the earliest end covering every site the backend
-    reads there (``ModeFacts.earliest``), or, with ``base_rule`` or where it reads nothing, the base rule."""
-    return {f.mode: (f.earliest() if any(f.sites.values()) and not base_rule else base_shared_read_ends(f.mode))
-            for f in facts}
 
 
 def honest_stand_in(b, facts: list[ModeFacts]) -> BackendSpec:
     """The base-rule honest backend in ``b``'s place: the base rule's declaration in each mode, reading ``b``'s
     locations at every site it covers (what SGLang's default asks of a backend)."""
-    return BackendSpec(root_name(b), declares=honest_declares(facts, True), reads=honest_reads(facts, True))
+    return BackendSpec(root_name(b), declares={f.mode: base_shared_read_ends(f.mode) for f in facts},
+                       reads=honest_reads(facts))
 
 
 def honest_races(s: Scenario, b, facts: list[ModeFacts], decide: Callable[[Scenario], Decision]) -> frozenset:

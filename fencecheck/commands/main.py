@@ -36,15 +36,13 @@ from fencecheck.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_BUG,
     EXIT_CODES_HELP,
-    EXIT_INTERRUPTED,
     EXIT_IO,
-    EXIT_TERMINATED,
     INTERRUPTED,
-    TERMINATED,
     FencecheckError,
     InputError,
-    one_line,
+    ended,
     ending_signals,
+    one_line,
     os_reason,
     quiet_interrupted_finalizers,
     raise_if_interrupted,
@@ -165,10 +163,10 @@ def _run(argv, out: TextIO, err: TextIO) -> int:
         say(err, f"fencecheck: error: {where}{os_reason(e)}")
         return EXIT_IO
     except KeyboardInterrupt:
-        return _ended(err)
+        return ended(err)
     except Exception as e:  # a bug: one line, never a traceback unless asked for
         if INTERRUPTED:  # what a Ctrl-C caused on its way (ctypes wraps one raised in an argument's conversion)
-            return _ended(err)
+            return ended(err)
         if os.environ.get(TRACEBACK_ENV):
             import traceback
 
@@ -176,15 +174,6 @@ def _run(argv, out: TextIO, err: TextIO) -> int:
         say(err, f"fencecheck: internal error, a bug in fencecheck: {type(e).__name__}: {one_line(e, 300)} "
                   f"(set {TRACEBACK_ENV}=1 for the traceback)")
         return EXIT_BUG
-
-
-def _ended(err) -> int:
-    """The one line and the status of a run ended by Ctrl-C (130) or by SIGTERM or SIGHUP (143)."""
-    if TERMINATED:
-        say(err, "fencecheck: terminated")
-        return EXIT_TERMINATED
-    say(err, "fencecheck: interrupted")
-    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1392,6 +1392,19 @@ def _fresh_before(tree: Tree, mod, fn: ast.FunctionDef, stmt: ast.stmt, name: st
     return False
 
 
+def attribute_stores(node):
+    """(the statement or ``setattr`` call, the attribute's name or None where ``setattr`` computes it, the receiver)
+    of each store of an attribute in ``node``'s subtree (an assignment's target, ``+=`` and the like, ``setattr``)."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Attribute):
+                    yield n, t.attr, t.value
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and n.args:
+            name = n.args[1].value if len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) else None
+            yield n, name, n.args[0]
+
+
 def _stored_on_batch(it: "Interpreter", attr: str) -> bool:
     tree = it.tree
     mods = store_modules(tree).get(attr, frozenset())
@@ -1413,28 +1426,20 @@ def _stored_on_batch(it: "Interpreter", attr: str) -> bool:
             inside |= {id(n) for n in ast.walk(fn)}
         # a store outside every function (module or class level): anything
         for n in ast.walk(mod.tree):
-            if id(n) not in inside and _stores_name(n, attr) and not isinstance(n, (ast.FunctionDef,
-                                                                                    ast.AsyncFunctionDef)):
+            if id(n) not in inside and _stores_name(n, attr):
                 return True
         for fn in funcs:
             c = owners.get(id(fn))
             if c is not None and (c.key in own or c.key in backends):
                 continue
             fresh = None
-            for n in ast.walk(fn):
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
-                    n, (ast.AugAssign, ast.AnnAssign)) else []
-                recv = [t.value for t in targets if isinstance(t, ast.Attribute) and t.attr == attr]
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
-                        and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) and n.args[1].value == attr:
-                    recv.append(n.args[0])
-                for r in recv:
-                    if isinstance(r, ast.Name) and r.id == "self":
+            for n, name, r in attribute_stores(fn):
+                if name != attr or isinstance(r, ast.Name) and r.id == "self":
+                    continue
+                if isinstance(r, ast.Name):
+                    if fresh is None:
+                        fresh = _fresh_locals(tree, mod, fn)
+                    if r.id in fresh or _fresh_before(tree, mod, fn, n, r.id):
                         continue
-                    if isinstance(r, ast.Name):
-                        if fresh is None:
-                            fresh = _fresh_locals(tree, mod, fn)
-                        if r.id in fresh or _fresh_before(tree, mod, fn, n, r.id):
-                            continue
-                    return True
+                return True
     return False

@@ -30,19 +30,18 @@ class TreeRace:
                 "own": self.own}
 
 
-def _honest(table: dict, modes) -> list[dict]:
-    """The honest backend in the place of the backend file ``table`` (``model.swap.honest_stand_in``, the one the
-    catalog contexts compare with), over ``modes``: the base rule reading the file's locations at every site it
-    covers."""
+def _honest(table: dict, modes) -> dict:
+    """The base-rule honest backend in the place of the backend file ``table`` (``model.swap.honest_stand_in``, the
+    one the catalog contexts compare with), over ``modes``: the base rule reading the file's locations at every site
+    it covers."""
     from fencecheck.files.scenario_io import backend_from_dict
     from fencecheck.model.backend_facts import mode_facts
-    from fencecheck.model.swap import honest_declares, honest_reads
+    from fencecheck.model.swap import honest_reads
 
     facts = [f for f in mode_facts(backend_from_dict(table, table["name"])) if f.mode.value in modes]
-    declares = {m.value: e.name for m, e in honest_declares(facts, True).items()}
-    return [{"declares": {m: declares.get(m, base_shared_read_ends(ForwardMode[m]).name) for m in modes},
-             "reads": {m: {s.value: list(locs) for s, locs in sites.items()}
-                       for m, sites in honest_reads(facts, True).items()}}]
+    return {"declares": {m: base_shared_read_ends(ForwardMode[m]).name for m in modes},
+            "reads": {m: {s.value: list(locs) for s, locs in sites.items()}
+                      for m, sites in honest_reads(facts).items()}}
 
 
 def _with(ctx: dict, name: str, backends: dict, modes: set[str]) -> dict:
@@ -100,7 +99,7 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
     root = {k: v for k, v in table.items() if k not in ("name", "backends", "note")}
     backends = {name: root, **table.get("backends", {})}
     modes = (set(root.get("declares", {})) | set(root.get("reads", {}))) & set(ForwardMode.__members__)
-    honest_tables = _honest(table, modes)
+    honest_table = _honest(table, modes)
     decided, races = 0, []
     for cfg in sorted(conf.get("configurations", ()), key=lambda c: c["name"]):
         if not cfg["barrier"] or not ({p["mode"] for p in cfg["phases"]} & modes):
@@ -111,11 +110,9 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
         got = _decided(memo["sim"], data, cfg["name"], simulated)
         if got is None:
             continue
-        honest = set()
-        for i, h in enumerate(honest_tables):
-            honest |= set(_decided(memo["honest"], _with(ctx, f"honest{i}", {f"honest{i}": h}, modes), cfg["name"],
-                                   honest_races))
-        own = set(got) <= honest  # nothing beyond the honest backends' races: the configuration's own
+        honest = _decided(memo["honest"], _with(ctx, "honest", {"honest": honest_table}, modes), cfg["name"],
+                          honest_races)
+        own = set(got) <= set(honest)  # nothing beyond the honest backend's races: the configuration's own
         verdict = _decided(memo["model"], data, cfg["name"], modelled) if own_models or not own else None
         races.append(TreeRace(cfg["name"], got, verdict, own))
     return decided, races

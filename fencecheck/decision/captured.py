@@ -48,9 +48,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, replace
 
-from fencecheck.decision.absint import NONE, Died, Fn, Interpreter, Obj, Path, Ref, Sym
+from fencecheck.decision.absint import (NONE, Died, Fn, Interpreter, Obj, Path, Ref, Sym, _dataclass_fields,
+                                        attribute_stores)
 from fencecheck.sglang_source.backend_reader import STARTUP_ENTRIES
-from fencecheck.sglang_source.capture_state import CAPTURE_ENTRY, IN_GRAPH_PREP, WARMUP_HOOK, graph_modes, read_hops
+from fencecheck.sglang_source.capture_state import (CAPTURE_ENTRY, IN_GRAPH_PREP, WARMUP_HOOK, capture_call, graph_modes,
+                                                    read_hops)
 from fencecheck.sglang_source.tree import ClassInfo, Tree
 
 #: The parameter name of the forward batch in the backend's methods.
@@ -353,8 +355,6 @@ def _new_batch(it: Interpreter) -> Obj:
     if spec is None or cls is None:
         return Obj(cls, (), False, "the runner's capture batch")
     fields = {k: (it._literal(v) if v is not None else it.fresh()) for k, v in sorted(spec.items())}
-    from fencecheck.decision.absint import _dataclass_fields
-
     maybe = frozenset(f for f in _dataclass_fields(it.tree, cls) if f not in fields and it.stored_on_batch(f))
     return Obj(cls, tuple(sorted(fields.items())), True, "the runner's capture batch", maybe)
 
@@ -369,9 +369,6 @@ def _runner_batch(tree: Tree) -> dict | None:
     if "spec" in memo:
         return memo["spec"]
     memo["spec"] = None
-    from fencecheck.decision.absint import _dataclass_fields
-    from fencecheck.sglang_source.capture_state import capture_call
-
     at, cls = capture_call(tree), _batch_class(tree)
     if at is None or cls is None:
         return None
@@ -407,17 +404,11 @@ def _runner_batch(tree: Tree) -> dict | None:
                     spec[k] = None
                 elif k not in spec:
                     spec[k] = lit if seen == 1 else None  # absent from an earlier construction: not one value
-        for n in ast.walk(fn):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
-                n, (ast.AugAssign, ast.AnnAssign)) else []
-            for t in targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in local:
-                    spec[t.attr] = None
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
-                    and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in local:
-                if len(n.args) < 2 or not isinstance(n.args[1], ast.Constant):
+        for _, name, recv in attribute_stores(fn):
+            if isinstance(recv, ast.Name) and recv.id in local:
+                if name is None:
                     return None
-                spec[n.args[1].value] = None
+                spec[name] = None
     if not seen:
         return None
     memo["spec"] = spec

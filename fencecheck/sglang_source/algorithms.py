@@ -308,6 +308,22 @@ def _enclosing_both(pos, chain, functions: dict) -> set[str]:
     return out
 
 
+class _ModeTests(ast.NodeTransformer):
+    """A test with each ``X.forward_mode.is_M()`` replaced by its value in ``mode``, where ``modes`` decides it."""
+
+    def __init__(self, modes: Modes, mode: str):
+        self.modes, self.mode = modes, mode
+
+    def visit_Call(self, node):
+        f = node.func
+        if not node.args and not node.keywords and isinstance(f, ast.Attribute) \
+                and isinstance(f.value, ast.Attribute) and f.value.attr == "forward_mode":
+            v = self.modes.predicate(f.attr, self.mode)
+            if v is not None:
+                return ast.copy_location(ast.Constant(v), node)
+        return self.generic_visit(node)
+
+
 def _settled(bound: PlatformPaths, read, pub, after: After, chain, functions: dict) -> tuple:
     """Per platform, the conditions of a worker read after the publisher (the read's, the publisher's, the
     publishing phase's) not settled there, or None where one is false there. Settled are: the read's conditions
@@ -318,21 +334,7 @@ def _settled(bound: PlatformPaths, read, pub, after: After, chain, functions: di
     from fencecheck.vocab import Platform
 
     implied = _enclosing_both(_position(read), chain, functions)
-    modes = bound.modes
-
-    def known(e):
-        class _Mode(ast.NodeTransformer):
-            def visit_Call(self, node):
-                f = node.func
-                if not node.args and not node.keywords and isinstance(f, ast.Attribute) \
-                        and isinstance(f.value, ast.Attribute) and f.value.attr == "forward_mode":
-                    v = modes.predicate(f.attr, after.mode)
-                    if v is not None:
-                        return ast.copy_location(ast.Constant(v), node)
-                return self.generic_visit(node)
-
-        return _Mode().visit(e)
-
+    known = _ModeTests(bound.modes, after.mode).visit
     texts = list(dict.fromkeys(tuple(c for c in read.conditions if c not in implied) + tuple(pub.conditions)))
     phase = [c for c in dict.fromkeys(after.conditions) if c not in texts]
     got = bound.values(read, functions, texts) + bound.values(read, functions, phase, known)

@@ -268,13 +268,15 @@ class PlatformPaths:
         ``platform.Evaluator``, each module-level predicate binding replaced by its call) and the bindings it used
         (``name = call (file:line)``); ``known(e)``, where given, replaces what it decides in each parsed test first
         (a forward-mode test the phase decides)."""
+        return self._values(*self._usable(read, functions), texts, known)
+
+    def _values(self, mods, usable: dict, texts, known=None) -> list[tuple[str, dict, list[str]]]:
         from fencecheck.vocab import Platform
 
         from .constructed import _Aliases
         from .platform import Evaluator
         from .tree import copy_node
 
-        mods, usable = self._usable(read, functions)
         aliases = _Aliases({n: b[0] for n, b in usable.items()}) if usable else None
         ev = Evaluator(self.tree)
         mod = mods[-1] if mods else None
@@ -306,7 +308,7 @@ class PlatformPaths:
             return None
         possible = [p.value for p in Platform]
         deciding, used = [], []
-        for text, vals, names in self.values(read, functions, read.conditions):
+        for text, vals, names in self._values(mods, usable, read.conditions):
             false_on = [p for p in possible if vals.get(p) is False]
             if false_on:
                 possible = [p for p in possible if p not in false_on]
