@@ -243,16 +243,16 @@ def test_the_mode_decides_a_test_in_the_prep_whose_store_the_guard_reads(tmp_pat
     assert a.captured is False
 
 
-def test_a_capture_whose_every_warm_up_raises_is_not_followed(tmp_path, rules_off):
-    """Where every path of a step of the capture raises, the capture fails on that tree: the interpretation does not
-    follow it, and the answer stays open (None), never "not captured"."""
+def test_a_capture_whose_every_warm_up_raises_captures_nothing(tmp_path, rules_off):
+    """Where every path of a step of this mode's own capture raises, the capture fails, and SGLang's runner fails
+    with it (it re-raises a failed capture): no graph of the mode holds the read, and the answer names the raise."""
     (a,) = _tiny(tmp_path, """\
         def forward_decode(self, q, k, v, layer, forward_batch):
             if self.forward_metadata.ready:
                 raise NotImplementedError("not in a graph")
             return self.req_to_token[forward_batch.req_pool_indices]
         """)
-    assert a.captured is None and "the capture is not followed" in a.why
+    assert a.captured is False and "the capture of DECODE raises" in a.why and "not in a graph" in a.why
 
 
 DICT_HEAD = PREAMBLE + """\
@@ -488,3 +488,96 @@ def test_a_store_of_the_field_elsewhere_counts_unless_its_receiver_is_a_new_obje
     (a,) = _plan(tmp_path, {f"srt/model_executor/{where}": text})
     assert a.captured is captured_, a
 
+
+
+def _on_cuda(tmp_path, src: str, subject: str, files=None) -> list:
+    """The interpretation's answers on CUDA for ``subject``'s in-graph reads in the capture tree with ``src``."""
+    root = build(tmp_path, {f"{ATTN}/tiny_backend.py": src, FB: FORWARD_BATCH + "    plan: object = None\n",
+                            **(files or {})}, "capture_metadata")
+    ex = read_path(root)
+    tree = Tree(__import__("pathlib").Path(ex.root))
+    modes = Reader(tree).modes
+    out = []
+    for f in ex.findings:
+        if f.subject == subject and f.kind == "read_outside_declaration":
+            (ci,) = tree.classes_named(subject)
+            out += [captured(tree, ci, modes, f.mode, r, platform="cuda") for s, r in f.uncovered
+                    if s in (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER)]
+    return out
+
+
+@pytest.mark.parametrize("imports", [
+    "from sglang.srt.utils import is_hip\n",  # through the package's `from .common import *`
+    "",  # imported inside the method that calls it
+])
+def test_a_cached_platform_predicate_however_imported_is_a_constant(tmp_path, rules_off, imports):
+    """``is_hip`` behind ``@lru_cache``, named through a package that re-exports it with ``import *`` or imported
+    inside ``__init__``: on CUDA it is false, so the helper before the read raises on every path."""
+    common = ("import torch\nfrom functools import lru_cache\n\n\ndef is_cuda():\n    return True\n\n\n"
+              "@lru_cache(maxsize=1)\ndef is_hip():\n    return False\n")
+    local = "" if imports else "        from sglang.srt.utils import is_hip\n\n"
+    src = PREAMBLE + imports + f"""\
+
+
+class PlatBackend(AttentionBackend):
+    def __init__(self, model_runner):
+{local}        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.on_hip = is_hip()
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        pass
+
+    def _check(self):
+        if not self.on_hip:
+            raise NotImplementedError("this path runs on ROCm only")
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        if layer.is_cross_attention:
+            self._check()
+            return self.req_to_token[forward_batch.req_pool_indices]
+        return q
+"""
+    (a,) = _on_cuda(tmp_path, src, "PlatBackend", {"srt/utils/common.py": common})
+    assert a.captured is False and "ROCm only" in a.why
+
+
+def test_an_attribute_of_none_in_an_unfollowed_call_s_argument_ends_the_path(tmp_path, rules_off):
+    """``torch.cat([forward_batch.plan.device])``: Python evaluates the argument before the call it cannot follow,
+    and the capture batch's ``plan`` is its default None there, so the capture raises before the read."""
+    (a,) = _on_cuda(tmp_path, HEAD + """\
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        lens = torch.cat([forward_batch.plan.device])
+        return self.req_to_token[forward_batch.req_pool_indices]
+""", "TinyBackend", {"srt/model_executor/runner/decode_capture.py": _RUNNER})
+    assert a.captured is False and "`forward_batch.plan.device`: an attribute of None" in a.why
+
+
+@pytest.mark.parametrize("helper,captured_", [
+    ("            return self.req_to_token.shape\n", False),  # stores nothing: the guard stays decided
+    ("            self.forward_metadata.ready = False\n", True),  # clears the field the guard reads
+    ("            opaque_kernel(self)\n", True),  # hands the backend itself to code not followed
+])
+def test_a_nested_function_handed_to_a_kernel_changes_what_its_helpers_may_store(tmp_path, rules_off, helper,
+                                                                                  captured_):
+    """A nested function handed to a call the interpretation does not follow may run there: the method it calls
+    is summarised (what it stores, what it hands on), and only that is forgotten."""
+    (a,) = _tiny(tmp_path, """\
+        def _helper(self, x):
+""" + helper + """\
+
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            def cb(x):
+                return self._helper(x)
+
+            run_kernel(q, cb)
+            if not self.forward_metadata.ready:
+                return self.req_to_token[forward_batch.req_pool_indices]
+            return q
+        """)
+    assert a.captured is captured_, a
+
+
+def test_a_store_in_test_code_is_not_a_store_the_runner_makes(tmp_path, rules_off):
+    """``fb.plan = ...`` in a test module (no server runs it) leaves the capture batch's ``plan`` its default."""
+    (a,) = _plan(tmp_path, {"test/unit/test_glue.py": "def attach(fb, plan):\n    fb.plan = plan\n"})
+    assert a.captured is False

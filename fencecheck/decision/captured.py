@@ -24,6 +24,9 @@ the interpretation runs what SGLang runs on one abstract backend object, in its 
    the read's own call chain (``Read.via``), each function from its start to the call of the next (its arguments
    evaluated and bound), the last to the read's line.
 
+Where a step of this mode's own capture (steps 2-3, the prep or the layers) ends on every path, the capture raises:
+the runner fails with it (SGLang does not fall back from a failed capture), so no graph of the mode holds the read.
+
 Steps 1 and 2-3 for the other captures are the same for every mode: they are interpreted once per class, each mode's
 own capture on a copy of their state. The work of one class's start-up and captures is bounded (``MAX_TOTAL``, in
 statements weighted by their heaps' sizes): where the other captures need more, the state they may leave is taken as
@@ -48,8 +51,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, replace
 
-from fencecheck.decision.absint import (NONE, Died, Fn, Interpreter, Obj, Path, Ref, Sym, _dataclass_fields,
-                                        attribute_stores)
+from fencecheck.decision.absint import (NONE, ON_BATCH, Died, Fn, Interpreter, Obj, Path, Ref, Sym,
+                                        _dataclass_fields, attribute_stores)
 from fencecheck.sglang_source.backend_reader import STARTUP_ENTRIES
 from fencecheck.sglang_source.capture_state import (CAPTURE_ENTRY, IN_GRAPH_PREP, WARMUP_HOOK, capture_call, graph_modes,
                                                     read_hops)
@@ -125,8 +128,11 @@ def _before_forward(tree: Tree, ci: ClassInfo, modes, mode: str, platform: str |
     it.budget.resume(mark)
     try:
         p = _capture(it, ci, _copy(p))
-    except (_NoPath, _Spent) as e:
+    except _Spent as e:
         return it, str(e)
+    except _NoPath as e:  # the capture raises: the runner never holds a graph of this mode with this backend
+        return it, _Never(f"{e}: the capture of {mode} raises, so no graph of it is ever captured with "
+                          f"{ci.name}")
     p.local = {}
     return it, p
 
@@ -166,7 +172,9 @@ def _startup_and_captures(tree: Tree, ci: ClassInfo, modes, platform: str | None
         except _Spent:  # too much to interpret: the state they may leave is the one where what they store is unknown
             it.budget.total = spent
             p = base
-    except (_NoPath, _Spent) as e:
+    except _NoPath as e:
+        return it, f"{e}: the capture is not followed"
+    except _Spent as e:
         return it, str(e)
     finally:
         it.mode = None
@@ -218,8 +226,7 @@ def _step(it: Interpreter, ci: ClassInfo, name: str, me: Ref, p: Path, named: di
     if got is None:
         return p
     if not got:
-        raise _NoPath(f"every path of {ci.name}.{name} ends ({_reasons(it.last_died, [])}): the capture is not "
-                      "followed")
+        raise _NoPath(f"every path of {ci.name}.{name} ends ({_reasons(it.last_died, [])})")
     return _one(it, got)
 
 
@@ -339,7 +346,7 @@ def _forget_outside(it: Interpreter, p: Path) -> None:
     it.forget_outside(p, ("backend",))
     o = p.heap.get("batch")
     if o is not None and o.made:
-        gone = [k for k, _ in o.fields if k in o.maybe]
+        gone = [k for k, _ in o.fields if it.maybe_stored(o, k)]
         if gone:
             fields = {k: (it.fresh() if k in gone else v) for k, v in o.fields}
             p.heap["batch"] = replace(o, fields=tuple(sorted(fields.items(), key=lambda kv: kv[0])))
@@ -355,8 +362,8 @@ def _new_batch(it: Interpreter) -> Obj:
     if spec is None or cls is None:
         return Obj(cls, (), False, "the runner's capture batch")
     fields = {k: (it._literal(v) if v is not None else it.fresh()) for k, v in sorted(spec.items())}
-    maybe = frozenset(f for f in _dataclass_fields(it.tree, cls) if f not in fields and it.stored_on_batch(f))
-    return Obj(cls, tuple(sorted(fields.items())), True, "the runner's capture batch", maybe)
+    given = frozenset(f"!{k}" for k in fields)  # the construction's own: not among those code outside may store
+    return Obj(cls, tuple(sorted(fields.items())), True, "the runner's capture batch", frozenset({ON_BATCH}) | given)
 
 
 def _runner_batch(tree: Tree) -> dict | None:

@@ -84,6 +84,8 @@ class Module:
     functions: dict[str, FuncInfo] = field(default_factory=dict)
     #: local name -> ("module", dotted) or ("symbol", dotted module, name)
     imports: dict[str, tuple] = field(default_factory=dict)
+    #: the modules ``from X import *`` at its top level names, the last first (a later one binds over an earlier)
+    stars: list[str] = field(default_factory=list)
 
 
 #: A name is followed through at most this many ``from X import name`` re-exports.
@@ -341,6 +343,8 @@ class Tree:
                 for a in node.names:
                     if a.name != "*":
                         m.imports[a.asname or a.name] = ("symbol", src, a.name)
+                    elif src:
+                        m.stars.insert(0, src)
         self._modules[name] = m
         return m
 
@@ -357,7 +361,7 @@ class Tree:
             return mod.functions[name]
         imp = mod.imports.get(name)
         if imp is None:
-            return None
+            return self._starred(mod, name, _depth)
         if imp[0] == "module":
             return ("module", imp[1])
         _, src, sym = imp
@@ -367,6 +371,23 @@ class Tree:
         if target is None:
             return None
         return self.resolve(target, sym, _depth + 1)
+
+    def _starred(self, mod: Module, name: str, depth: int):
+        """What ``name`` means through ``mod``'s ``from X import *`` (a public name: no leading underscore, and in
+        ``X.__all__`` where ``X`` lists one literally), or None."""
+        if name.startswith("_"):
+            return None
+        for src in mod.stars:
+            target = self.module(src)
+            if target is None:
+                continue
+            public = _literal_all(target)
+            if public is not None and name not in public:
+                continue
+            r = self.resolve(target, name, depth + 1)
+            if r is not None:
+                return r
+        return None
 
     def local_imports(self, mod: Module, stmts) -> dict[str, list]:
         """name -> what each ``from X import Y [as name]`` anywhere in ``stmts`` (imports inside functions) binds it
@@ -690,3 +711,14 @@ def _absolute(mod: str, is_pkg: bool, target: str | None, level: int) -> str:
     if level > 1:
         parts = parts[: len(parts) - (level - 1)]
     return ".".join(parts + ([target] if target else []))
+
+
+def _literal_all(mod: Module) -> frozenset | None:
+    """The names a module's top-level ``__all__ = [...]`` (or tuple) of string literals lists, None when it has none
+    the reader can read."""
+    for node in mod.tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets) \
+                and isinstance(node.value, (ast.List, ast.Tuple)) \
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
+            return frozenset(e.value for e in node.value.elts)
+    return None
