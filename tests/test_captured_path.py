@@ -581,3 +581,58 @@ def test_a_store_in_test_code_is_not_a_store_the_runner_makes(tmp_path, rules_of
     """``fb.plan = ...`` in a test module (no server runs it) leaves the capture batch's ``plan`` its default."""
     (a,) = _plan(tmp_path, {"test/unit/test_glue.py": "def attach(fb, plan):\n    fb.plan = plan\n"})
     assert a.captured is False
+
+
+# -- the pipeline's step: shown findings decided by the interpretation ----------------------------------------------
+
+def _paged_doc(tmp_path, forward_decode: str, extra: str = "") -> tuple[int, dict]:
+    """``fencecheck sglang --json`` on the pull-request pair's head tree with PagedBackend's ``forward_decode``
+    replaced by ``forward_decode`` (and ``extra`` appended to its module)."""
+    import io
+    import json
+
+    from pr_pair import lay
+
+    from fencecheck.commands.main import main
+
+    root = lay(tmp_path / "head", "head")
+    p = root / "sglang/srt/layers/attention/paged_backend.py"
+    text = p.read_text()
+    head, _, _ = text.partition("    def forward_decode(")
+    p.write_text("from sglang.srt.utils.common import is_hip\n" + head.replace(
+        "        self.page_table = None\n", "        self.page_table = None\n        self.on_hip = is_hip()\n")
+        + textwrap.indent(textwrap.dedent(forward_decode), "    ") + extra)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", str(root), "--json"], out, err)
+    return code, json.loads(out.getvalue())
+
+
+def test_a_shown_finding_no_captured_graph_runs_becomes_a_not_finding_naming_how_its_paths_end(tmp_path):
+    """The read follows a helper that raises unless on ROCm: the simulator alone confirms it, and the captured path
+    interpreted on CUDA (the one platform with the marker) ends every path before it, so it is a not finding."""
+    code, doc = _paged_doc(tmp_path, """\
+        def _check(self):
+            if not self.on_hip:
+                raise NotImplementedError("ROCm only")
+
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            self._check()
+            pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]
+            return q @ pages
+        """)
+    assert not [f for f in doc["findings"] if f["subject"] == "PagedBackend"]
+    (n,) = [n for n in doc["not_findings"] if n["subject"] == "PagedBackend" and n["mode"] == "DECODE"]
+    assert n["why"].startswith("no graph captures its path (the captured path interpreted on cuda): ")
+    assert "ROCm only" in n["why"]
+
+
+def test_a_shown_finding_a_captured_graph_may_run_stays_confirmed(tmp_path):
+    code, doc = _paged_doc(tmp_path, """\
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            if self.on_hip:
+                raise NotImplementedError("CUDA only")
+            pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]
+            return q @ pages
+        """)
+    (f,) = [f for f in doc["findings"] if f["subject"] == "PagedBackend"]
+    assert code == 1 and f["status"] == "confirmed"

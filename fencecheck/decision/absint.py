@@ -1501,12 +1501,8 @@ def _backend_classes(tree: Tree) -> set:
     """The keys of the tree's attention backend classes (``AttentionBackend`` on their MRO)."""
     memo = tree.__dict__.get("_absint_backends")
     if memo is None:
-        memo = set()
-        for m in tree.modules_containing("Backend"):
-            mod = tree.module(m)
-            for c in (mod.classes.values() if mod else ()):
-                if any(k.name == "AttentionBackend" for k in tree.mro(c)):
-                    memo.add(c.key)
+        roots = [c for c in tree.classes_named("AttentionBackend")]
+        memo = {c.key for c in tree.subclasses(roots)} if roots else set()
         tree.__dict__["_absint_backends"] = memo
     return memo
 

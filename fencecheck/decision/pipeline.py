@@ -12,7 +12,9 @@ in one order, each on the extraction the step before returned:
    only the findings a change adds, ``decide_added``);
 4. ``workers.decide_worker_reads``: the speculative workers' reads after the publisher's runner;
 5. ``fallback.decide_fallback``: the no-marker fallback on the platforms without the marker;
-6. ``status.settle``: each finding's status from what was decided about it.
+6. ``status.settle``: each finding's status from what was decided about it;
+7. ``graph_capture.demote_not_captured``: the shown findings whose in-graph reads no captured graph runs (the
+   captured path interpreted), moved to the not findings with their scenarios dropped.
 """
 
 from __future__ import annotations
@@ -80,9 +82,18 @@ def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None) -> D
     tell("workers")
     ex, workers = decide_worker_reads(ex, model=plan.worker_model)
     ex, fallback = decide_fallback(ex, model=plan.fallback_model)
-    ex = settle(ex)
+    ex, dropped = _not_captured(settle(ex))
     tell("settled")
-    return Decided(ex, tuple(scenarios) + tuple(fallback) + tuple(workers))
+    return Decided(ex, tuple(s for s in tuple(scenarios) + tuple(fallback) + tuple(workers) if s.name not in dropped))
+
+
+def _not_captured(ex, only=None):
+    """``graph_capture.demote_not_captured``, with the names of the scenarios no remaining finding uses."""
+    from fencecheck.decision.graph_capture import demote_not_captured
+
+    ex, dropped = demote_not_captured(ex, only)
+    used = {f.decision.scenario for f in ex.findings if getattr(f, "decision", None) is not None}
+    return ex, dropped - used
 
 
 def read_decided(path: str | None, installed: bool, plan: Plan, freeze: bool = False) -> Decided:
@@ -107,8 +118,9 @@ def decide_added(ex, doc: dict, wanted: set[int], plan: Plan) -> Decided:
                         context_model=plan.context_model)
     decided = dict(zip(subset, sub.findings))
     names = {decided[i].decision.scenario for i in wanted if decided[i].decision is not None}
-    ex = settle(replace(ex, findings=tuple(decided.get(i, f) for i, f in enumerate(ex.findings))))
-    return Decided(ex, tuple(s for s in built if s.name in names))
+    ex, dropped = _not_captured(settle(replace(ex, findings=tuple(decided.get(i, f) for i, f in enumerate(ex.findings)))),
+                                set(wanted))
+    return Decided(ex, tuple(s for s in built if s.name in names - dropped))
 
 
 def backend_in_tree(tree_path: str, name: str):
