@@ -636,3 +636,65 @@ def test_a_shown_finding_a_captured_graph_may_run_stays_confirmed(tmp_path):
         """)
     (f,) = [f for f in doc["findings"] if f["subject"] == "PagedBackend"]
     assert code == 1 and f["status"] == "confirmed"
+
+
+# -- a step run once per state shape ---------------------------------------------------------------------------------
+
+def test_two_states_that_differ_only_in_numbering_have_one_canonical_form_and_a_step_is_renamed_onto_the_other():
+    from fencecheck.decision import captured as C
+    from fencecheck.decision.absint import Obj, Path, Ref, Sym
+
+    def state(a: int, b: int, obj: str) -> Path:
+        return Path({"backend": Obj(None, (("meta", Ref(obj)), ("x", Sym(a))), True),
+                     obj: Obj(None, (("ready", Sym(b)), ("y", Sym(a))), True)}, {})
+
+    one, two = C._Canon.of(state(3, 4, "o7"), {}), C._Canon.of(state(40, 41, "o9"), {})
+    assert one.key == two.key and one.key != C._Canon.of(state(3, 3, "o7"), {}).key  # a link between fields counts
+    # a step run on the first state stored x in a fresh object o20 and a fresh unknown 50 in y: renamed onto the second
+    out = Path({"backend": Obj(None, (("meta", Ref("o7")), ("new", Ref("o20")), ("x", Sym(3))), True),
+                "o7": Obj(None, (("ready", Sym(4)), ("y", Sym(50))), True),
+                "o20": Obj(None, (("z", Sym(3)),), True)}, {})
+    it = type("It", (), {})()
+    it.budget = __import__("fencecheck.decision.absint", fromlist=["Budget"]).Budget()
+    it.budget.resume((0, 100, 30))
+    it.last_died = []
+    entry = C._Entry(one, out, [], 5, 50, 51, 20, 21)
+    got = C._replayed(it, entry, two, state(40, 41, "o9"))
+    assert got.heap["backend"].fields == (("meta", Ref("o9")), ("new", Ref("o30")), ("x", Sym(40)))
+    assert got.heap["o9"].fields == (("ready", Sym(41)), ("y", Sym(100)))
+    assert got.heap["o30"].fields == (("z", Sym(40)),)
+    assert it.budget.total == 5 and C._counters(it) == (101, 31)  # counted as the run counted
+
+
+@pytest.mark.parametrize("test", [test_a_store_of_the_capture_flows_to_the_guard_after_it,
+                                  test_a_warm_up_forward_that_may_clear_the_field_keeps_the_read,
+                                  test_a_nested_function_that_clears_the_field_is_followed,
+                                  test_a_per_size_dict_of_objects_the_captures_make_is_followed,
+                                  test_the_capture_batch_is_the_runner_s_construction_its_other_fields_their_defaults])
+def test_the_answers_are_the_same_when_no_step_is_replayed(tmp_path, rules_off, monkeypatch, test):
+    """Each of these small backends answered with every step run afresh (the canonical form switched off)
+    passes the same test: replaying a step changes no answer."""
+    from fencecheck.decision import captured as C
+
+    monkeypatch.setattr(C._Canon, "of", staticmethod(lambda p, named: None))
+    test(tmp_path, None)
+
+
+@pytest.mark.parametrize("body,captured_", [
+    ("        return cls(fb.seq_lens)\n", False),  # reads the batch, stores nothing: the default stays
+    ("        fb.plan = fb.seq_lens\n        return cls(fb.seq_lens)\n", True),  # stores the field the guard reads
+])
+def test_a_class_method_in_an_unfollowed_call_s_arguments_runs_as_its_summary_says(tmp_path, rules_off, body,
+                                                                                   captured_):
+    """``run_kernel(Loc.for_batch(forward_batch))``: Python runs the class method before the kernel; what it may
+    store on the batch (its summary) is forgotten, not the whole batch it is handed."""
+    loc = "\n\nclass Loc:\n    def __init__(self, x):\n        self.x = x\n\n    @classmethod\n" \
+          "    def for_batch(cls, fb):\n" + body
+    read = _PLAN_READ.replace("        if forward_batch.plan is not None:\n",
+                              "        run_kernel(Loc.for_batch(forward_batch))\n"
+                              "        if forward_batch.plan is not None:\n")
+    fb = FORWARD_BATCH + "    plan: object = None\n"
+    root = build(tmp_path, {f"{ATTN}/tiny_backend.py": HEAD + read + loc, FB: fb,
+                            "srt/model_executor/runner/decode_capture.py": _RUNNER}, "capture_metadata")
+    (a,) = _answers(read_path(root), "TinyBackend")
+    assert a.captured is captured_, a

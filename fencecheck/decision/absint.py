@@ -763,9 +763,57 @@ class Interpreter:
                 out.append((q, Died("none", fn.file, c.lineno, f"`{ast.unparse(c.func)}`: a method of None")))
                 continue
             for r, _ in self._args(fn, q, c, out):
-                self._forget_passed(fn, r, _handed(c))
+                self._call_effects(fn, r, c)
                 got.append((r, self.fresh()))
         return self._cap_values(got)
+
+    def _call_effects(self, fn: Fn, p: Path, c: ast.Call) -> None:
+        """What the call ``c``, not run, may change, forgotten on ``p``: where it binds to a function of the tree
+        (``callee``, or one whose decorators only bind or cache it: ``_summarisable``), what its summary says
+        (``effects``: the names it may store, the objects it hands on, what it is handed for the parameters it hands
+        to code not followed); else every object it is handed."""
+        target = self.callee(fn, p, c) or self._summarisable(fn, p, c)
+        eff = self.effects(target[1], self._class_of(p, target[2])) if target is not None \
+            and target[0] != "construct" else None
+        if eff is None:
+            self._forget_passed(fn, p, _handed(c))
+            return
+        if eff.escapes:
+            self._forget_passed(fn, p, _passed_for(c, target[1], eff.escapes, target[0] == "method"))
+        for a in eff.stores:
+            self._forget_attr(p, a)
+        for a in eff.handed:
+            self._forget_values(p, [v for o in list(p.heap.values()) for k, v in o.fields if k == a])
+
+    def _summarisable(self, fn: Fn, p: Path, c: ast.Call):
+        """("method", Fn, receiver) or ("function", Fn, None) for a call of a function or method of the tree whose
+        decorators only make it a class or static method or cache its result (``_BINDING``), called by name or on
+        a class or an object of a known class; None otherwise."""
+        f, hit, receiver = c.func, None, None
+        if isinstance(f, ast.Name) and f.id not in p.local:
+            r = self.resolve_name(fn, f.id)
+            if r is not None and not isinstance(r, (ClassInfo, tuple)) and hasattr(r, "node"):
+                hit = (None, r.node, r.module)
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, (ast.Name, ast.Attribute)):
+            owner = None
+            if isinstance(f.value, ast.Name) and f.value.id not in p.local:
+                k = self.resolve_name(fn, f.value.id)
+                owner = k if isinstance(k, ClassInfo) else None
+            if owner is None:
+                vals = self.expr(fn, p.copy(), f.value, [])
+                if len(vals) == 1 and isinstance(vals[0][1], Ref):
+                    owner = self._class_of(vals[0][0], vals[0][1])
+                    receiver = vals[0][1]
+            found = self.tree.lookup(owner, f.attr) if owner is not None else None
+            if found is not None:
+                hit = (found[0], found[1], found[0].module)
+        if hit is None or not all(_decorator_name(d) in _BINDING for d in hit[1].decorator_list):
+            return None
+        owner, node, module = hit
+        if owner is None:
+            return "function", Fn(node, module, None), None
+        static = any(_decorator_name(d) == "staticmethod" for d in node.decorator_list)
+        return ("function" if static else "method"), Fn(node, module, owner), receiver
 
     def _platform_call(self, fn: Fn, p: Path, c: ast.Call) -> bool | None:
         """Whether the call ``c`` of one of the tree's platform predicates holds on the interpreter's platform
@@ -1286,18 +1334,7 @@ class Interpreter:
                 elif isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)):
                     self._forget_attr(p, n.attr)
                 elif isinstance(n, ast.Call):
-                    target = self.callee(fn, p, n)
-                    eff = self.effects(target[1], self._class_of(p, target[2])) if target is not None \
-                        and target[0] != "construct" else None
-                    if eff is None:
-                        self._forget_passed(fn, p, _handed(n))
-                        continue
-                    if eff.escapes:
-                        self._forget_passed(fn, p, _passed_for(n, target[1], eff.escapes, target[0] == "method"))
-                    for a in eff.stores:
-                        self._forget_attr(p, a)
-                    for a in eff.handed:
-                        self._forget_values(p, [v for o in list(p.heap.values()) for k, v in o.fields if k == a])
+                    self._call_effects(fn, p, n)
 
     def _class_of(self, p: Path, v) -> ClassInfo | None:
         o = p.heap.get(v.oid) if isinstance(v, Ref) else None
@@ -1455,6 +1492,17 @@ def _atoms(t) -> set:
         else:
             todo += list(x.children())
     return out
+
+
+#: Decorators that only make a function a class or static method, or cache its result: a call of it runs its body
+#: (or returns a result the body computed before).
+_BINDING = frozenset({"classmethod", "staticmethod", "lru_cache", "cache"})
+
+
+def _decorator_name(d) -> str:
+    """A decorator's last name: ``lru_cache`` for ``@functools.lru_cache(maxsize=1)``."""
+    d = d.func if isinstance(d, ast.Call) else d
+    return d.attr if isinstance(d, ast.Attribute) else d.id if isinstance(d, ast.Name) else ""
 
 
 def _decorated(node) -> bool:

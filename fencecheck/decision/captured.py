@@ -49,7 +49,13 @@ during a capture and nothing else of the backend; graphs are captured before any
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 from dataclasses import dataclass, replace
+
+import z3
+
+from fencecheck.decision import absint
 
 from fencecheck.decision.absint import (NONE, ON_BATCH, Died, Fn, Interpreter, Obj, Path, Ref, Sym,
                                         _dataclass_fields, attribute_stores)
@@ -218,16 +224,169 @@ class _Spent(Exception):
 
 def _step(it: Interpreter, ci: ClassInfo, name: str, me: Ref, p: Path, named: dict) -> Path:
     """``p`` after ``ci``'s method ``name`` (``p`` itself where the class has none), its paths joined; ``_NoPath``
-    where every path of it raises."""
+    where every path of it raises. A step already run on a state of the same shape (``_Canon``: the same objects,
+    fields and values up to the numbering of unknowns and objects) is not run again: its result is renamed onto
+    this state, with the work, the unknowns and the objects it made counted as a run would count them (the same
+    answer, numbering and bound whatever ran before)."""
     if it.budget.total > MAX_TOTAL:
         raise _Spent(f"its start-up and captures need more than {MAX_TOTAL:,} units of interpretation "
                      "(captured.MAX_TOTAL): the capture is not followed")
-    got = _run_method(it, ci, name, me, [p], named)
-    if got is None:
-        return p
-    if not got:
+    canon = _Canon.of(p, named) if not p.cond else None
+    key = (ci.key, name, it.mode, canon.key) if canon is not None else None
+    memo = it.__dict__.setdefault("_steps", {})
+    if key is not None and key in memo:
+        out = _replayed(it, memo[key], canon, p)
+    else:
+        total = it.budget.total
+        sym0, obj0 = _counters(it)
+        got = _run_method(it, ci, name, me, [p], named)
+        out = p if got is None else _one(it, got) if got else None
+        sym1, obj1 = _counters(it)
+        if key is not None and (out is None or got is None or not out.cond):
+            memo[key] = _Entry(canon, out, list(it.last_died), it.budget.total - total, sym0, sym1, obj0, obj1,
+                               got is None)
+    if out is None:
         raise _NoPath(f"every path of {ci.name}.{name} ends ({_reasons(it.last_died, [])})")
-    return _one(it, got)
+    return out
+
+
+def _counters(it: Interpreter) -> tuple[int, int]:
+    """The next unknown's and object's numbers, the counters left where they were."""
+    s, o = next(it.budget.syms), next(it.budget.objs)
+    it.budget.syms, it.budget.objs = itertools.count(s), itertools.count(o)
+    return s, o
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A step's run: the canonical state it ran on, its joined result (None: every path ended), why paths ended, its
+    work, the unknowns and objects it numbered (``sym0`` to ``sym1``, ``obj0`` to ``obj1``), and whether the class
+    has no such method (``absent``: the state goes on as it was)."""
+
+    canon: "_Canon"
+    out: Path | None
+    died: list
+    cost: int
+    sym0: int
+    sym1: int
+    obj0: int
+    obj1: int
+    absent: bool = False
+
+
+#: An atom's number in a z3 term's text (``truthy#12``).
+_ATOM = re.compile(r"#(\d+)")
+
+
+class _NoCanon(Exception):
+    """A value the canonical form does not cover (a z3 truth value): the step is run, not replayed."""
+
+
+class _Canon:
+    """A state's reachable part up to renaming: the objects reached from the roots (``backend``, ``batch``) and the
+    step's arguments, breadth first in the order found (fields by name), each unknown numbered by first appearance
+    in that order."""
+
+    def __init__(self):
+        self.syms: dict[int, int] = {}
+        self.order: list[str] = []
+        self.index: dict[str, int] = {}
+        self.key = None
+
+    @classmethod
+    def of(cls, p: Path, named: dict) -> "_Canon | None":
+        c = cls()
+        todo = ["backend", "batch"] + [v.oid for _, v in sorted(named.items()) if isinstance(v, Ref)]
+        while todo:
+            oid = todo.pop(0)
+            if oid in c.index or oid not in p.heap:
+                continue
+            c.index[oid] = len(c.order)
+            c.order.append(oid)
+            o = p.heap[oid]
+            todo += [r for v in [*(v for _, v in o.fields), *o.alts] for r in _refs(v)]
+        try:
+            objs = []
+            for oid in c.order:
+                o = p.heap[oid]
+                objs.append((o.cls.key if o.cls else None, tuple((k, c._val(v)) for k, v in o.fields), o.made, o.at,
+                             tuple(sorted(o.maybe)), o.box, tuple(c._val(v) for v in o.alts), o.opened))
+            c.key = (tuple(objs), tuple((k, c._val(v)) for k, v in sorted(named.items())))
+        except _NoCanon:
+            return None
+        return c
+
+    def _val(self, v):
+        if isinstance(v, Sym):
+            return ("s", self.syms.setdefault(v.n, len(self.syms)))
+        if isinstance(v, Ref):
+            return ("r", self.index.get(v.oid, v.oid))
+        if isinstance(v, tuple) and v and v[0] == "alts":
+            return ("alts", tuple(self._val(m) for m in v[1]))
+        if isinstance(v, tuple) and v and v[0] in ("class", "func", "closure"):
+            return (v[0], id(v[1]))
+        if v == NONE or isinstance(v, tuple) and v and v[0] == "const":
+            return v
+        if isinstance(v, tuple) and len(v) == 2 and v[0] == "bool" and z3.is_expr(v[1]):
+            # a truth value over atoms named ``kind#N`` (N an unknown's number, or a fresh atom's from the same count)
+            return ("bool", _ATOM.sub(lambda m: "#" + str(self.syms.setdefault(int(m.group(1)), len(self.syms))),
+                                      v[1].sexpr()))
+        raise _NoCanon
+
+
+def _refs(v) -> list[str]:
+    if isinstance(v, Ref):
+        return [v.oid]
+    if isinstance(v, tuple) and v and v[0] == "alts":
+        return [r for m in v[1] for r in _refs(m)]
+    return []
+
+
+def _replayed(it: Interpreter, e: _Entry, canon: _Canon, p: Path) -> Path | None:
+    """The memoised step ``e`` renamed onto ``p`` (whose canonical form ``canon`` is the entry's), its work and
+    numbering counted; None where every path of it ended."""
+    it.budget.total += e.cost
+    it.last_died[:] = e.died
+    now_sym, now_obj = _counters(it)
+    it.budget.syms = itertools.count(now_sym + e.sym1 - e.sym0)
+    it.budget.objs = itertools.count(now_obj + e.obj1 - e.obj0)
+    if e.absent:
+        return p
+    if e.out is None:
+        return None
+    back = {i: n for n, i in canon.syms.items()}
+    syms = {n: back[i] for n, i in e.canon.syms.items()}
+    oids = dict(zip(e.canon.order, canon.order))
+
+    def made(o: str) -> bool:
+        return o.startswith("o") and o[1:].isdigit() and e.obj0 <= int(o[1:]) < e.obj1
+
+    def oid(o: str) -> str:
+        return oids[o] if o in oids else f"o{int(o[1:]) - e.obj0 + now_obj}" if made(o) else o
+
+    def val(v):
+        if isinstance(v, Sym):
+            n = v.n
+            return Sym(syms[n]) if n in syms else Sym(n - e.sym0 + now_sym) if e.sym0 <= n < e.sym1 else v
+        if isinstance(v, Ref):
+            return Ref(oid(v.oid))
+        if isinstance(v, tuple) and v and v[0] == "alts":
+            return ("alts", tuple(val(m) for m in v[1]))
+        if isinstance(v, tuple) and len(v) == 2 and v[0] == "bool" and z3.is_expr(v[1]):
+            pairs = []
+            for a in absint._atoms(v[1]):
+                kind, _, n = a.decl().name().rpartition("#")
+                new = val(Sym(int(n))).n
+                if new != int(n):
+                    pairs.append((a, it.atom(f"{kind}#{new}")))
+            return ("bool", z3.substitute(v[1], *pairs) if pairs else v[1])
+        return v
+
+    heap = {k: o for k, o in p.heap.items() if k not in canon.index}  # what the step cannot reach: as it was
+    for k, o in e.out.heap.items():
+        if k in oids or made(k):
+            heap[oid(k)] = replace(o, fields=tuple((f, val(v)) for f, v in o.fields), alts=tuple(val(v) for v in o.alts))
+    return Path(heap, {k: val(v) for k, v in e.out.local.items()}, (), e.out.ret)
 
 
 def _fixpoint(it: Interpreter, p: Path, step) -> Path:
