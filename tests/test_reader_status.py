@@ -165,3 +165,27 @@ def test_a_change_that_adds_only_a_question_exits_3_in_pull_request_mode_without
     assert code == 3 and "  ADDED UNRESOLVED read_outside_declaration: PagedBackend DECODE" in text
     added = text.split("  ADDED UNRESOLVED", 1)[1].split("\nprotocol facts:", 1)[0]
     assert "scenario sglang-paged-backend-decode: counterexample" in added and "fix:" not in added
+
+
+def test_a_root_cause_folding_a_shown_finding_with_questions_is_listed_with_the_findings():
+    """Two backends with the same uncovered read, one confirmed and one unresolved, are one root cause: it is shown
+    under the findings (its worst status), not under the questions' line, which still counts the question."""
+    from types import SimpleNamespace
+
+    from fencecheck.render.summary import summary_lines
+
+    from fencecheck.sglang_source.records import Evidence
+
+    def at(line: int):
+        return (Evidence("d.py", 1, "declares"), Evidence("f.py", line, "reads req_to_token at in_graph_after_marker "
+                                                                         "via B.forward_decode"))
+
+    shown = ReadOutsideDeclaration(**{**_rod(status="confirmed").__dict__, "evidence": at(3)})
+    asked = ReadOutsideDeclaration(**{**_rod(status="unresolved").__dict__, "subject": "A", "subject_at": "g.py:1",
+                                      "evidence": at(3)})
+    other = ReadOutsideDeclaration(**{**_rod(status="unresolved").__dict__, "subject": "C", "subject_at": "h.py:1",
+                                      "evidence": at(9)})  # another read: another root cause
+    lines = summary_lines(SimpleNamespace(findings=(asked, shown, other)))
+    heads = [i for i, line in enumerate(lines) if not line.startswith("      ")]
+    assert lines[heads[0]].startswith("  CONFIRMED ") and "A, B (DECODE)" in lines[heads[0]]
+    assert lines[heads[1]].startswith("questions: 2 ") and lines[heads[2]].startswith("  UNRESOLVED ")

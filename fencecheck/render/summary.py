@@ -207,9 +207,10 @@ def summary_lines(ex) -> list[str]:
 
     lines = []
     entries = _entries(root_causes(ex.findings))
-    asked = sum(len(fs) for _, _, _, fs in entries if is_question(fs[0]))
+    # a root cause is a question when all its findings are (one that folds a shown finding is shown with them)
+    asked = sum(is_question(f) for f in ex.findings)
     for status, kind, reads, fs in entries:
-        question = is_question(fs[0])
+        question = all(is_question(f) for f in fs)
         if question and asked:
             lines.append(f"questions: {asked} (not findings: each hangs on a fact the reader could not settle, named "
                          "on its second line; --details gives each with its evidence)")
