@@ -576,23 +576,33 @@ class Interpreter:
     def class_value(self, ci: ClassInfo, attr: str):
         """A field's value on a freshly made instance of ``ci`` where nothing stored it: the class attribute or
         dataclass default; ``"absent"`` when no class on the MRO has it nor defines ``__getattr__``; else unknown."""
+        memo = self.tree.__dict__.setdefault("_absint_class_values", {})
+        key = (ci.key, attr)
+        if key not in memo:
+            memo[key] = self._class_entry(ci, attr)
+        got = memo[key]
+        return "absent" if got == "absent" else self.fresh() if got is None else self._literal(got)
+
+    def _class_entry(self, ci: ClassInfo, attr: str):
+        """``class_value``'s answer, read once per class and name: the expression of the class attribute or default,
+        None for unknown, or ``"absent"``."""
         mro = self.tree.mro(ci)
         if any("__getattr__" in c.methods or "__getattribute__" in c.methods for c in mro):
-            return self.fresh()
+            return None
         for c in mro:
             for s in c.node.body:
                 if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == attr:
-                    return self._literal(s.value) if s.value is not None else self.fresh()
+                    return s.value
                 if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in s.targets):
-                    return self._literal(s.value)
+                    return s.value
             if attr in c.methods:
-                return self.fresh()
+                return None
             for m in c.methods.values():
-                for n in ast.walk(m):
+                for n in self.tree.walk(m):
                     if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store):
-                        return self.fresh()
+                        return None
         if not self._bases_all_known(ci):
-            return self.fresh()
+            return None
         return "absent"
 
     def _bases_all_known(self, ci: ClassInfo) -> bool:
@@ -742,7 +752,7 @@ class Interpreter:
             return [(q, const(held)) for q, _ in self._args(fn, p, c, out)]  # its arguments still evaluated
         target = self.callee(fn, p, c)
         if target is None or self.depth >= MAX_DEPTH or self.budget.steps >= MAX_STEPS:
-            return self._opaque(fn, p, c, out)
+            return self._opaque(fn, p, c, out, target)
         kind, callee, receiver = target
         got: list[tuple[Path, object]] = []
         for q, args in self._args(fn, p, c, out):
@@ -752,27 +762,30 @@ class Interpreter:
                 got += self.invoke(callee, q, receiver, args, out)
         return got
 
-    def _opaque(self, fn: Fn, p: Path, c: ast.Call, out: list) -> list[tuple[Path, object]]:
-        """A call the interpretation does not follow: its receiver and arguments evaluated as Python does before
-        the call (a method of None, or an attribute of None among them, ends the path), then what it is handed
-        forgotten; its result unknown."""
+    def _opaque(self, fn: Fn, p: Path, c: ast.Call, out: list, target=None) -> list[tuple[Path, object]]:
+        """A call the interpretation does not follow (``target``: what it binds to, past a bound): its receiver and
+        arguments evaluated as Python does before the call (a method of None, or an attribute of None among them,
+        ends the path), then what it may change forgotten (``_call_effects``); its result unknown."""
         got = []
         bases = self.expr(fn, p, c.func.value, out) if isinstance(c.func, ast.Attribute) else [(p, None)]
         for q, base in bases:
             if base == NONE:
                 out.append((q, Died("none", fn.file, c.lineno, f"`{ast.unparse(c.func)}`: a method of None")))
                 continue
+            found = target or self._summarisable(fn, q, c, base)
             for r, _ in self._args(fn, q, c, out):
-                self._call_effects(fn, r, c)
+                self._call_effects(fn, r, c, found)
                 got.append((r, self.fresh()))
         return self._cap_values(got)
 
-    def _call_effects(self, fn: Fn, p: Path, c: ast.Call) -> None:
+    def _call_effects(self, fn: Fn, p: Path, c: ast.Call, target=False) -> None:
         """What the call ``c``, not run, may change, forgotten on ``p``: where it binds to a function of the tree
         (``callee``, or one whose decorators only bind or cache it: ``_summarisable``), what its summary says
         (``effects``: the names it may store, the objects it hands on, what it is handed for the parameters it hands
-        to code not followed); else every object it is handed."""
-        target = self.callee(fn, p, c) or self._summarisable(fn, p, c)
+        to code not followed); else every object it is handed. ``target``: what the call binds to, where the caller
+        found it already (None: nothing)."""
+        if target is False:
+            target = self.callee(fn, p, c) or self._summarisable(fn, p, c)
         eff = self.effects(target[1], self._class_of(p, target[2])) if target is not None \
             and target[0] != "construct" else None
         if eff is None:
@@ -785,10 +798,11 @@ class Interpreter:
         for a in eff.handed:
             self._forget_values(p, [v for o in list(p.heap.values()) for k, v in o.fields if k == a])
 
-    def _summarisable(self, fn: Fn, p: Path, c: ast.Call):
+    def _summarisable(self, fn: Fn, p: Path, c: ast.Call, base=None):
         """("method", Fn, receiver) or ("function", Fn, None) for a call of a function or method of the tree whose
         decorators only make it a class or static method or cache its result (``_BINDING``), called by name or on
-        a class or an object of a known class; None otherwise."""
+        a class or an object of a known class (``base``: the receiver's value, where evaluated already); None
+        otherwise."""
         f, hit, receiver = c.func, None, None
         if isinstance(f, ast.Name) and f.id not in p.local:
             r = self.resolve_name(fn, f.id)
@@ -799,11 +813,8 @@ class Interpreter:
             if isinstance(f.value, ast.Name) and f.value.id not in p.local:
                 k = self.resolve_name(fn, f.value.id)
                 owner = k if isinstance(k, ClassInfo) else None
-            if owner is None:
-                vals = self.expr(fn, p.copy(), f.value, [])
-                if len(vals) == 1 and isinstance(vals[0][1], Ref):
-                    owner = self._class_of(vals[0][0], vals[0][1])
-                    receiver = vals[0][1]
+            if owner is None and isinstance(base, Ref):
+                owner, receiver = self._class_of(p, base), base
             found = self.tree.lookup(owner, f.attr) if owner is not None else None
             if found is not None:
                 hit = (found[0], found[1], found[0].module)
@@ -1317,11 +1328,13 @@ class Interpreter:
         return True
 
     def _forget_attr(self, p: Path, attr: str) -> None:
+        """``attr`` may have been stored on any object: unknown where an object holds it, and on an object the
+        interpretation made that does not, no longer its class's default (named in its ``maybe``)."""
         for oid, o in list(p.heap.items()):
             if o.get(attr) is not None:
                 p.heap[oid] = o.set(attr, self.fresh())
-            elif o.made:
-                p.heap[oid] = o.set(attr, self.fresh())
+            elif o.made and attr not in o.maybe:
+                p.heap[oid] = replace(o, maybe=o.maybe | {attr})
 
     def _forget_stores(self, fn: Fn, p: Path, stmts) -> None:
         """Forget what ``stmts`` may store: locals, fields (on every object, by name), and what calls in them may
