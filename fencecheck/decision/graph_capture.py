@@ -40,7 +40,7 @@ def demote_not_captured(ex, only=None) -> tuple[object, set]:
     from fencecheck.sglang_source.tree import Tree
 
     with reading(ex.root):
-        tree = Tree(Path(ex.root))
+        tree = ex.tree if ex.tree is not None else Tree(Path(ex.root))  # the reader's, its modules parsed
         modes = Reader(tree).modes
         keep, moved, dropped = [], [], set()
         for i, f in enumerate(ex.findings):

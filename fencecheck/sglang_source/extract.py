@@ -62,6 +62,9 @@ class Extraction:
     stats: dict = field(default_factory=dict, compare=False)
     protocol: object = field(default=None, compare=False, repr=False)  # protocol.Protocol: fence, runners, platforms
     facts: dict = field(default_factory=dict, compare=False)  # facts.read_facts: the protocol facts' top-level keys
+    #: the ``Tree`` it was read from (its modules parsed already), for a decision step that reads the tree again
+    #: (``decision.graph_capture``); not in the document
+    tree: object = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -120,7 +123,7 @@ def read_tree(tree: Tree) -> Extraction:
                     read_algorithms(tree, rd.modes, worker_rows, runner_rows), tuple(findings),
                     tuple(unique[k] for k in sorted(unique)), call_graph=rd.walker.graph, protocol=proto)
     prints = collect(tree, rd, ex)
-    return replace(ex, fingerprints=prints, facts=read_facts(tree, rd, ex), notes=notes(tree), stats={
+    return replace(ex, fingerprints=prints, facts=read_facts(tree, rd, ex), notes=notes(tree), tree=tree, stats={
         "files": len(tree.paths), "parsed": tree.parsed, "graph_nodes": rd.walker.graph.number_of_nodes(),
         "graph_edges": rd.walker.graph.number_of_edges()})
 
