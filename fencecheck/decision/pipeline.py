@@ -14,11 +14,14 @@ in one order, each on the extraction the step before returned:
 5. ``fallback.decide_fallback``: the no-marker fallback on the platforms without the marker;
 6. ``status.settle``: each finding's status from what was decided about it;
 7. ``graph_capture.demote_not_captured``: the shown findings whose in-graph reads no captured graph runs (the
-   captured path interpreted), moved to the not findings with their scenarios dropped.
+   captured path interpreted), moved to the not findings with their scenarios dropped (where step 3 ran; in
+   pull-request mode, ``decide_added`` asks about the findings a change adds).
 """
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -74,17 +77,39 @@ def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None) -> D
     from fencecheck.decision.workers import decide_worker_reads
 
     tell = stage or (lambda _: None)
-    ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
-    scenarios: list = []
-    if plan.findings:
-        tell("findings")
-        ex, scenarios = decide(ex, witness=plan.witness, context_model=plan.context_model)
-    tell("workers")
-    ex, workers = decide_worker_reads(ex, model=plan.worker_model)
-    ex, fallback = decide_fallback(ex, model=plan.fallback_model)
-    ex, dropped = _not_captured(settle(ex))
+    if not plan.findings:
+        ex = replace(ex, tree=None)  # step 7 does not run: the reader's tree can go
+    with collector_paused():
+        ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
+        scenarios: list = []
+        if plan.findings:
+            tell("findings")
+            ex, scenarios = decide(ex, witness=plan.witness, context_model=plan.context_model)
+        tell("workers")
+        ex, workers = decide_worker_reads(ex, model=plan.worker_model)
+        ex, fallback = decide_fallback(ex, model=plan.fallback_model)
+        # the shown findings this run decided (pull-request mode asks about those a change adds: ``decide_added``)
+        ex, dropped = _not_captured(settle(ex)) if plan.findings else (settle(ex), set())
     tell("settled")
+    ex = replace(ex, tree=None)
     return Decided(ex, tuple(s for s in tuple(scenarios) + tuple(fallback) + tuple(workers) if s.name not in dropped))
+
+
+@contextmanager
+def collector_paused():
+    """What the process holds (a reading's tree, and the cycles of what it made: millions of objects) left alone by
+    the cyclic collector while the decision runs (it would walk them each time the model's z3 terms start a full
+    collection), and collectable again afterwards, unless the command froze its reading for good
+    (``read_path(..., freeze=True)``: a command that exits after one read)."""
+    on = gc.isenabled()
+    release = on and gc.get_freeze_count() == 0
+    if on:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if release:
+            gc.unfreeze()
 
 
 def _not_captured(ex, only=None):
@@ -108,6 +133,11 @@ def decide_added(ex, doc: dict, wanted: set[int], plan: Plan) -> Decided:
     ``wanted`` decided as ``decide_tree`` decides them (their scenarios, and the generated configurations), and their
     scenarios. The findings of the same backend and mode are decided with them, so that each scenario keeps the name
     it has in a run that decides every finding."""
+    with collector_paused():
+        return _decide_added(ex, doc, wanted, plan)
+
+
+def _decide_added(ex, doc: dict, wanted: set[int], plan: Plan) -> Decided:
     from fencecheck.decision.findings import decide
     from fencecheck.decision.status import settle
 
