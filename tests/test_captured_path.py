@@ -395,17 +395,15 @@ def test_a_graph_state_that_raises_on_every_path_means_no_graph_is_captured(tmp_
     assert a.captured is False and "no graph is ever captured" in a.why and "raise NotImplementedError()" in a.why
 
 
-def test_a_platform_predicate_is_a_constant_on_the_platform_asked(tmp_path, rules_off):
-    """``self.on_hip = is_hip()`` at start-up, and a helper the forward calls before the read raises unless it
-    holds: on CUDA no captured path reaches the read (the predicate is false there); on ROCm, or with no platform
-    given, it stays captured."""
-    src = PREAMBLE + """\
-from sglang.srt.utils.common import is_hip
+def _plat_backend(imports: str, local: str = "") -> str:
+    """A backend that sets ``self.on_hip = is_hip()`` at start-up (``imports`` naming ``is_hip`` at the top, or
+    ``local`` inside ``__init__``) and whose forward calls a helper that raises unless on ROCm before its read."""
+    return PREAMBLE + imports + """\
 
 
 class PlatBackend(AttentionBackend):
     def __init__(self, model_runner):
-        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+{local}        self.req_to_token = model_runner.req_to_token_pool.req_to_token
         self.on_hip = is_hip()
 
     def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
@@ -420,7 +418,14 @@ class PlatBackend(AttentionBackend):
             self._check()
             return self.req_to_token[forward_batch.req_pool_indices]
         return q
-"""
+""".replace("{local}", local)
+
+
+def test_a_platform_predicate_is_a_constant_on_the_platform_asked(tmp_path, rules_off):
+    """``self.on_hip = is_hip()`` at start-up, and a helper the forward calls before the read raises unless it
+    holds: on CUDA no captured path reaches the read (the predicate is false there); on ROCm, or with no platform
+    given, it stays captured."""
+    src = _plat_backend("from sglang.srt.utils.common import is_hip\n")
     root = build(tmp_path, {f"{ATTN}/plat_backend.py": src, FB: FORWARD_BATCH}, "capture_metadata")
     ex = read_path(root)
     tree = Tree(__import__("pathlib").Path(ex.root))
@@ -516,27 +521,7 @@ def test_a_cached_platform_predicate_however_imported_is_a_constant(tmp_path, ru
     common = ("import torch\nfrom functools import lru_cache\n\n\ndef is_cuda():\n    return True\n\n\n"
               "@lru_cache(maxsize=1)\ndef is_hip():\n    return False\n")
     local = "" if imports else "        from sglang.srt.utils import is_hip\n\n"
-    src = PREAMBLE + imports + f"""\
-
-
-class PlatBackend(AttentionBackend):
-    def __init__(self, model_runner):
-{local}        self.req_to_token = model_runner.req_to_token_pool.req_to_token
-        self.on_hip = is_hip()
-
-    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
-        pass
-
-    def _check(self):
-        if not self.on_hip:
-            raise NotImplementedError("this path runs on ROCm only")
-
-    def forward_decode(self, q, k, v, layer, forward_batch):
-        if layer.is_cross_attention:
-            self._check()
-            return self.req_to_token[forward_batch.req_pool_indices]
-        return q
-"""
+    src = _plat_backend(imports, local)
     (a,) = _on_cuda(tmp_path, src, "PlatBackend", {"srt/utils/common.py": common})
     assert a.captured is False and "ROCm only" in a.why
 
