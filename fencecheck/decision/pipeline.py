@@ -97,19 +97,16 @@ def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None) -> D
 
 @contextmanager
 def collector_paused():
-    """What the process holds (a reading's tree, and the cycles of what it made: millions of objects) left alone by
-    the cyclic collector while the decision runs (it would walk them each time the model's z3 terms start a full
-    collection), and collectable again afterwards, unless the command froze its reading for good
-    (``read_path(..., freeze=True)``: a command that exits after one read)."""
+    """The cyclic collector off while the decision runs, and as it was afterwards: what the process holds (a
+    reading's tree, the cycles of what it made: millions of objects) would be walked each time the model's z3 terms
+    start a full collection; the decision's own objects are freed by their counts, and any cycles once it ends."""
     on = gc.isenabled()
-    release = on and gc.get_freeze_count() == 0
-    if on:
-        gc.freeze()
+    gc.disable()
     try:
         yield
     finally:
-        if release:
-            gc.unfreeze()
+        if on:
+            gc.enable()
 
 
 def _not_captured(ex, only=None):
