@@ -242,7 +242,7 @@ def _step(it: Interpreter, ci: ClassInfo, name: str, me: Ref, p: Path, named: di
         got = _run_method(it, ci, name, me, [p], named)
         out = p if got is None else _one(it, got) if got else None
         sym1, obj1 = _counters(it)
-        if key is not None and (out is None or got is None or not out.cond):
+        if key is not None and (out is None or not out.cond):  # a single path's conditions are not renamed
             memo[key] = _Entry(canon, out, list(it.last_died), it.budget.total - total, sym0, sym1, obj0, obj1,
                                got is None)
     if out is None:

@@ -34,7 +34,6 @@ def demote_not_captured(ex, only=None) -> tuple[object, set]:
     asked = [i for i, f in enumerate(ex.findings) if (only is None or i in only) and _candidate(f)]
     if not asked or not marker:
         return ex, set()
-    from fencecheck.decision.captured import captured
     from fencecheck.sglang_source import reading
     from fencecheck.sglang_source.backend_reader import Reader
     from fencecheck.sglang_source.tree import Tree
@@ -44,7 +43,7 @@ def demote_not_captured(ex, only=None) -> tuple[object, set]:
         modes = Reader(tree).modes
         keep, moved, dropped = [], [], set()
         for i, f in enumerate(ex.findings):
-            why = _why_not_captured(tree, modes, f, marker, captured) if i in asked else None
+            why = _why_not_captured(tree, modes, f, marker) if i in asked else None
             if why is None:
                 keep.append(f)
                 continue
@@ -60,9 +59,10 @@ def _candidate(f) -> bool:
         and all(site in _IN_GRAPH for site, _ in f.uncovered)
 
 
-def _why_not_captured(tree, modes, f, platforms, captured) -> str | None:
+def _why_not_captured(tree, modes, f, platforms) -> str | None:
     """How every captured path of ``f``'s reads ended, on each platform; None where one may be captured or the
     interpretation cannot say."""
+    from fencecheck.decision.captured import captured
     from fencecheck.sglang_source.capture_state import graph_modes
 
     if f.mode not in graph_modes(modes):

@@ -207,9 +207,9 @@ def summary_lines(ex) -> list[str]:
 
     lines = []
     entries = _entries(root_causes(ex.findings))
-    # a root cause is a question when all its findings are (one that folds a shown finding is shown with them)
     asked = sum(is_question(f) for f in ex.findings)
     for status, kind, reads, fs in entries:
+        # a root cause is a question when all its findings are (one that folds a shown finding is shown with them)
         question = all(is_question(f) for f in fs)
         if question and asked:
             lines.append(f"questions: {asked} (not findings: each hangs on a fact the reader could not settle, named "
