@@ -683,3 +683,21 @@ def test_a_class_method_in_an_unfollowed_call_s_arguments_runs_as_its_summary_sa
                             "srt/model_executor/runner/decode_capture.py": _RUNNER}, "capture_metadata")
     (a,) = _answers(read_path(root), "TinyBackend")
     assert a.captured is captured_, a
+
+
+def test_a_function_s_summary_does_not_depend_on_which_was_summarised_first(tmp_path):
+    """``a`` and ``b`` call each other: a summary made while the other is being made is cut at the cycle and not
+    kept, so each function's summary is the same whichever is asked first."""
+    from fencecheck.decision.absint import Fn, Interpreter
+
+    mod = ("def a(x, y):\n    x.left = 1\n    b(x, y)\n\n\n"
+           "def b(x, y):\n    y.right = 2\n    a(y, x)\n    kernel(x.inner)\n")
+    root = build(tmp_path, {"srt/layers/cycle.py": mod, FB: FORWARD_BATCH}, "capture_metadata")
+    tree = Tree(root)
+    (m,) = [tree.module(n) for n in tree.paths if n.endswith("layers.cycle")]
+
+    def summaries(first: str, second: str) -> dict:
+        it = Interpreter(tree, Reader(tree).modes, None)
+        return {name: it.effects(Fn(m.functions[name].node, m, None)) for name in (first, second)}
+
+    assert summaries("a", "b") == summaries("b", "a")

@@ -266,6 +266,7 @@ class Interpreter:
         self.own = list(own)
         self._outside: dict[str, bool] = {}
         self.depth = 0  # calls followed below the function run first
+        self._effects_cut = False  # a summary being made met a cycle or the depth bound below it (``effects``)
         self.last_died: list = []  # why the paths of the last method a caller ran ended
 
     def stored_outside(self, attr: str) -> bool:
@@ -1358,16 +1359,19 @@ class Interpreter:
         (through any receiver) and those whose objects it hands to code it does not bind (a call it cannot
         resolve given ``param.attr``, or the receiver ``param.attr`` of one), the same of the functions and
         methods it calls that bind by name (``self.m(...)`` on ``cls``, the receiver's class, or else the callee's
-        own; a function of the tree), and
-        the parameters it hands themselves (or through a local holding one) to such code (``escapes``: the caller
-        forgets the objects it passes for them). None past ``MAX_DEPTH`` nested summaries."""
+        own; a function of the tree), and the parameters it hands themselves (or through a local holding one) to such
+        code (``escapes``: the caller forgets the objects it passes for them). None past ``MAX_DEPTH`` nested
+        summaries or for a function already being summarised (a cycle). A summary is kept for reuse only where no
+        summary below it was cut so: what is kept does not depend on which function was summarised first."""
         memo = self.__dict__.setdefault("_effects", {})
         cls = cls if cls is not None and callee.owner is not None else callee.owner
         key = (callee.node, cls.key if cls is not None else None)
         if key in memo:
             return memo[key]
         if key in _open or len(_open) >= MAX_DEPTH:
+            self._effects_cut = True
             return None
+        outer_cut, self._effects_cut = self._effects_cut, False
         node = callee.node
         params = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
         params |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
@@ -1411,7 +1415,9 @@ class Interpreter:
                         else:
                             handed.add(r[1])
         out = Effects(frozenset(stores), frozenset(handed), frozenset(escapes))
-        memo[key] = out
+        if not self._effects_cut:
+            memo[key] = out
+        self._effects_cut = outer_cut or self._effects_cut
         return out
 
     def _bound_by_name(self, fn: Fn, cls: ClassInfo | None, c: ast.Call) -> "Fn | None":
