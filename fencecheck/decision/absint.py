@@ -163,12 +163,29 @@ class Obj:
     opened: bool = False
 
     def get(self, attr: str):
-        return dict(self.fields).get(attr)
+        return self.field_map().get(attr)
+
+    def field_map(self) -> dict:
+        """``dict(fields)``, made once per object (kept beside its fields, not one of them: equality and hashing
+        are the fields'; never changed by a caller)."""
+        d = self.__dict__.get("_map")
+        if d is None:
+            d = dict(self.fields)
+            object.__setattr__(self, "_map", d)
+        return d
 
     def set(self, attr: str, value) -> "Obj":
         d = dict(self.fields)
         d[attr] = value
-        return replace(self, fields=tuple(sorted(d.items(), key=lambda kv: kv[0])))
+        return self.with_(fields=tuple(sorted(d.items(), key=lambda kv: kv[0])))
+
+    def with_(self, **changes) -> "Obj":
+        """``dataclasses.replace(self, **changes)`` without its per-call introspection (the interpretation makes
+        millions of objects)."""
+        d = {"cls": self.cls, "fields": self.fields, "made": self.made, "at": self.at, "maybe": self.maybe,
+             "box": self.box, "alts": self.alts, "opened": self.opened}
+        d.update(changes)
+        return Obj(**d)
 
 
 @dataclass(frozen=True)
@@ -794,8 +811,7 @@ class Interpreter:
             return
         if eff.escapes:
             self._forget_passed(fn, p, _passed_for(c, target[1], eff.escapes, target[0] == "method"))
-        for a in eff.stores:
-            self._forget_attr(p, a)
+        self._forget_attrs(p, eff.stores)
         for a in eff.handed:
             self._forget_values(p, [v for o in list(p.heap.values()) for k, v in o.fields if k == a])
 
@@ -1092,7 +1108,7 @@ class Interpreter:
     def _forget_values(self, p: Path, values) -> None:
         for oid in self._reachable_objs(p, values):
             o = p.heap[oid]
-            p.heap[oid] = replace(o, fields=(), made=False, maybe=frozenset({"*"}), opened=True)
+            p.heap[oid] = o.with_(fields=(), made=False, maybe=frozenset({"*"}), opened=True)
 
     def _forget_passed(self, fn: Fn, p: Path, exprs) -> None:
         """What an opaque call handed: every object a reference to which the expressions give (an argument itself,
@@ -1149,10 +1165,10 @@ class Interpreter:
             if len({o.cls.key if o.cls else None for o in objs}) > 1:
                 heap[oid] = Obj(None, (), False)
                 continue
-            keys = sorted(set().union(*(dict(o.fields) for o in objs)))
+            keys = sorted(set().union(*(o.field_map() for o in objs)))
             fields = {}
             for k in keys:
-                vals = [dict(o.fields).get(k) for o in objs]
+                vals = [o.get(k) for o in objs]
                 if None in vals and objs[0].cls is not None and all(o.made for o in objs) \
                         and not any(self.maybe_stored(o, k) for o in objs):
                     default = self.class_value(objs[0].cls, k)  # a made object's missing field: what a read gives
@@ -1331,11 +1347,30 @@ class Interpreter:
     def _forget_attr(self, p: Path, attr: str) -> None:
         """``attr`` may have been stored on any object: unknown where an object holds it, and on an object the
         interpretation made that does not, no longer its class's default (named in its ``maybe``)."""
+        self._forget_attrs(p, (attr,))
+
+    def _forget_attrs(self, p: Path, attrs) -> None:
+        """``_forget_attr`` of each of ``attrs``, in one pass over the heap (each object's new symbols numbered in
+        the names' sorted order)."""
+        names = frozenset(attrs)
+        if not names:
+            return
         for oid, o in list(p.heap.items()):
-            if o.get(attr) is not None:
-                p.heap[oid] = o.set(attr, self.fresh())
-            elif o.made and attr not in o.maybe:
-                p.heap[oid] = replace(o, maybe=o.maybe | {attr})
+            m = o.field_map()
+            held = [a for a in names if a in m]
+            if held:
+                held = sorted(a for a in held if m[a] is not None)
+            new = names.difference(o.maybe, held) if o.made else None
+            if not held and not new:
+                continue
+            if held:
+                d = dict(m)
+                for a in held:
+                    d[a] = self.fresh()
+                o = o.with_(fields=tuple(sorted(d.items(), key=lambda kv: kv[0])))
+            if new:
+                o = o.with_(maybe=o.maybe | new)
+            p.heap[oid] = o
 
     def _forget_stores(self, fn: Fn, p: Path, stmts) -> None:
         """Forget what ``stmts`` may store: locals, fields (on every object, by name), and what calls in them may
