@@ -45,9 +45,9 @@ def test_a_second_check_against_the_same_baseline_uses_its_entry_and_says_the_sa
 
     real = sglang_pr.read_document
 
-    def head_only(path, installed, cross):
+    def head_only(path, installed, cross, *rest):
         assert Path(path).resolve() == head.resolve(), f"read {path} again"
-        return real(path, installed, cross)
+        return real(path, installed, cross, *rest)
 
     monkeypatch.setattr(sglang_pr, "read_document", head_only)  # the baseline's process is forked from here
     assert run(str(head), "--baseline", str(base)) == first

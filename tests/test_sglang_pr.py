@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -170,9 +171,9 @@ def test_a_revision_without_the_package_is_one_line_and_exit_2(tmp_path):
 def test_the_unpacked_revision_is_removed_also_when_its_read_fails(tmp_path):
     import tempfile
 
-    def left():
+    def left():  # this process's only: tests running beside it in other processes make and remove their own
         return {p for d in ("/dev/shm", tempfile.gettempdir()) if Path(d).is_dir()
-                for p in Path(d).glob("fencecheck-baseline-*")}
+                for p in Path(d).glob(f"fencecheck-baseline-{os.getpid()}-*")}
 
     before = left()
     repo = _repo(tmp_path)

@@ -26,8 +26,10 @@ def run(args, out: TextIO) -> int:
                                                   "against a recorded release; --baseline compares two trees)")
     base = resolve(args.baseline, None if args.installed else args.path)
     with scratch(base) as into:
+        # the syntax trees live until the command ends: the comparing and deciding part's collections need not
+        # scan them
         head_ex, worker_scen, base_doc, base_supp = read_both(args.path, args.installed, base, args.cross_check,
-                                                              into)
+                                                              into, freeze=True)
     read_doc = head_ex.to_json()
     head_supp = apply(scan(Path(head_ex.root)), root_causes(read_doc))
     states = compare(read_doc, base_doc, head_supp, base_supp)

@@ -27,18 +27,18 @@ class _BaselineFailed(FencecheckError):
         self.exit_code = code
 
 
-def read_document(path: str | None, installed: bool, cross_check: bool) -> tuple[object, list]:
+def read_document(path: str | None, installed: bool, cross_check: bool, freeze: bool = False) -> tuple[object, list]:
     """The tree's extraction with its worker reads and its no-marker fallback decided (``pipeline.Plan.pull_request``),
-    and the scenarios of those findings."""
+    and the scenarios of those findings. ``freeze``: as ``read_path``'s (for a process that exits after this read)."""
     from fencecheck.decision.pipeline import Plan, read_decided
 
-    decided = read_decided(path, installed, Plan.pull_request(cross_check))
+    decided = read_decided(path, installed, Plan.pull_request(cross_check), freeze)
     return decided.extraction, list(decided.scenarios)
 
 
-def read_baseline(base, cross_check: bool, into: str | None = None):
+def read_baseline(base, cross_check: bool, into: str | None = None, freeze: bool = False):
     """The baseline's document (its revision unpacked first) and its suppressions, read leniently (a malformed one
-    in the baseline is the baseline's own business)."""
+    in the baseline is the baseline's own business). ``freeze``: as ``read_path``'s."""
     from pathlib import Path
 
     from fencecheck.decision import cache as cache
@@ -54,34 +54,37 @@ def read_baseline(base, cross_check: bool, into: str | None = None):
 
             doc = {**doc, "root": str(find_package_root(base.path))}
         return doc, apply(found, root_causes(doc))
-    doc = read_document(unpack(base, into), False, cross_check)[0].to_json()
+    doc = read_document(unpack(base, into), False, cross_check, freeze)[0].to_json()
     found = scan(Path(doc["root"]), strict=False)
     cache.store(k, doc, found)
     return doc, apply(found, root_causes(doc))
 
 
-def _in_child(base, cross_check: bool, into: str | None):
+def _in_child(base, cross_check: bool, into: str | None, freeze: bool = False):
     """In the baseline's process: ``read_baseline``'s answer, or the failure's (message, exit code)."""
     from fencecheck.errors import EXIT_BUG
 
     try:
-        return read_baseline(base, cross_check, into), None
+        return read_baseline(base, cross_check, into, freeze), None
     except FencecheckError as e:
         return None, (str(e), e.exit_code)
     except Exception as e:  # noqa: BLE001 - a bug, reported as one line by the parent
         return None, (f"internal error, a bug in fencecheck: {type(e).__name__}: {e}", EXIT_BUG)
 
 
-def read_both(head: str | None, installed: bool, base, cross_check: bool, into: str | None = None):
+def read_both(head: str | None, installed: bool, base, cross_check: bool, into: str | None = None,
+              freeze: bool = False):
     """(HEAD's extraction, its worker scenarios, the baseline's document and suppressions): the baseline (from the
     cache, ``sglang_cache``, or unpacked into ``into`` and read) in a forked process while HEAD is read here, when
-    this machine has a second core (``beside``: on Ctrl-C or a failure here it is not waited for)."""
+    this machine has a second core (``beside``: on Ctrl-C or a failure here it is not waited for). ``freeze``: as
+    ``read_path``'s, for both reads (a command that exits once it has compared them: the forked process's answer is
+    then made and sent, and HEAD's decided, without collections that scan the syntax trees again)."""
     from fencecheck.decision.beside import beside
 
-    with beside(_in_child, base, cross_check, into) as baseline:
-        ex, scen = read_document(head, installed, cross_check)
+    with beside(_in_child, base, cross_check, into, True) as baseline:  # the process ends after its one read
+        ex, scen = read_document(head, installed, cross_check, freeze)
         if baseline is None:
-            return ex, scen, *read_baseline(base, cross_check, into)
+            return ex, scen, *read_baseline(base, cross_check, into, freeze)
         got, failed = baseline()
     if failed is not None:
         raise _BaselineFailed(f"the baseline: {failed[0]}", failed[1])
