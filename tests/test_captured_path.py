@@ -623,6 +623,41 @@ def test_a_shown_finding_a_captured_graph_may_run_stays_confirmed(tmp_path):
     assert code == 1 and f["status"] == "confirmed"
 
 
+
+_HIP_ONLY = """\
+    def _check(self):
+        if not self.on_hip:
+            raise NotImplementedError("ROCm only")
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        self._check()
+        pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]
+        return q @ pages
+    """
+
+
+@pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="the answers are asked beside only with a second core")
+def test_the_step_s_answers_asked_beside_the_decision_are_those_it_finds_itself(tmp_path, monkeypatch):
+    """Where a second core exists the captured path is asked in a forked process while the findings are decided, for
+    the findings that may settle as shown: the step then asks nothing itself, and the document is the one it gives
+    when it asks every answer itself."""
+    import contextlib
+
+    from fencecheck.decision import graph_capture, pipeline
+
+    here = []
+    real = graph_capture._why_not_captured
+    monkeypatch.setattr(graph_capture, "_why_not_captured", lambda *a: here.append(a[2].subject) or real(*a))
+    code, doc = _paged_doc(tmp_path / "beside", _HIP_ONLY)
+    asked_beside = list(here)
+    here.clear()
+    monkeypatch.setattr(pipeline, "_asked_beside", lambda ex: contextlib.nullcontext(None))
+    code2, doc2 = _paged_doc(tmp_path / "here", _HIP_ONLY)
+    assert asked_beside == [] and "PagedBackend" in here  # the forked process's calls are its own
+    text = __import__("json").dumps(doc).replace(str(tmp_path / "beside"), str(tmp_path / "here"))
+    assert (code, text) == (code2, __import__("json").dumps(doc2))
+    assert not [f for f in doc["findings"] if f["subject"] == "PagedBackend"]
+
 # -- a step run once per state shape ---------------------------------------------------------------------------------
 
 def test_two_states_that_differ_only_in_numbering_have_one_canonical_form_and_a_step_is_renamed_onto_the_other():

@@ -10,7 +10,9 @@ the finding's scenarios are dropped. An open answer (the interpretation could no
 read keeps the finding as it is.
 
 Only shown findings are asked: a question (``unresolved``) stays a question, and the interpretation's cost (a class's
-start-up and captures, once per class and platform) is paid only where a claim hangs on it.
+start-up and captures, once per class and platform) is paid only where a claim hangs on it. The pipeline may ask
+before the statuses are settled, in a forked process beside the decision (``may_be_asked``, ``answers``): for the
+findings whose status may settle as shown, the answer being a function of the finding's class, mode and reads alone.
 """
 
 from __future__ import annotations
@@ -25,32 +27,80 @@ SHOWN = ("confirmed", "reachable")
 _IN_GRAPH = (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER)
 
 
-def demote_not_captured(ex, only=None) -> tuple[object, set]:
+def demote_not_captured(ex, only=None, answers: dict | None = None) -> tuple[object, set]:
     """``ex`` (settled) with each shown finding whose in-graph reads no captured graph runs moved to its not findings,
     and the names of the scenarios of the findings moved. ``only``: the indexes of the findings to ask about (None:
-    every one)."""
-    marker = [p["platform"] for p in ((ex.facts or {}).get("platforms") or {}).get("platforms", ())
-              if p.get("marker") == "present"]
+    every one); ``answers``: what ``answers`` gave for some of them (each asked here where not)."""
+    marker = _marker_platforms(ex)
     asked = [i for i, f in enumerate(ex.findings) if (only is None or i in only) and _candidate(f)]
     if not asked or not marker:
         return ex, set()
+    answers = answers or {}
+    if all(_key(ex.findings[i]) in answers for i in asked):
+        return _demoted(ex, asked, marker, lambda f: answers[_key(f)])
     from fencecheck.sglang_source import reading
+
+    with reading(ex.root):
+        tree, modes = _tree_of(ex)
+        return _demoted(ex, asked, marker, lambda f: answers[_key(f)] if _key(f) in answers
+                        else _why_not_captured(tree, modes, f, marker))
+
+
+def may_be_asked(ex) -> list[int]:
+    """The indexes of the findings of ``ex`` (not yet decided) that ``demote_not_captured`` may ask about once
+    decided: those whose status the decision may settle as shown (not ``unresolved`` already, and no condition left
+    on their reads' paths on CUDA: ``status.status_of`` makes the others questions) with every uncovered read in
+    the graph."""
+    from fencecheck.decision.status import _read_conditions
+
+    return [i for i, f in enumerate(ex.findings)
+            if f.kind == "read_outside_declaration" and f.status != "unresolved" and bool(f.uncovered)
+            and all(site in _IN_GRAPH for site, _ in f.uncovered) and _read_conditions(f, "cuda")[0] == ()]
+
+
+def answers(ex, indexes: list[int]) -> dict:
+    """``_key(f)`` -> how every captured path of ``f``'s reads ended (None: one may be captured, or the
+    interpretation cannot say), for the findings of ``ex`` at ``indexes``: what ``demote_not_captured`` would find
+    for each (``ex`` need not be decided: the answer depends on the finding's class, mode and reads alone)."""
+    marker = _marker_platforms(ex)
+    if not indexes or not marker:
+        return {}
+    from fencecheck.sglang_source import reading
+
+    with reading(ex.root):
+        tree, modes = _tree_of(ex)
+        return {_key(ex.findings[i]): _why_not_captured(tree, modes, ex.findings[i], marker) for i in indexes}
+
+
+def _key(f) -> tuple:
+    """What an answer depends on: the class (and where it is), the mode and the uncovered reads."""
+    return (f.subject, f.subject_at, f.mode, tuple((site, r.file, r.line, r.location) for site, r in f.uncovered))
+
+
+def _marker_platforms(ex) -> list[str]:
+    return [p["platform"] for p in ((ex.facts or {}).get("platforms") or {}).get("platforms", ())
+            if p.get("marker") == "present"]
+
+
+def _tree_of(ex):
     from fencecheck.sglang_source.backend_reader import Reader
     from fencecheck.sglang_source.tree import Tree
 
-    with reading(ex.root):
-        tree = ex.tree if ex.tree is not None else Tree(Path(ex.root))  # the reader's, its modules parsed
-        modes = Reader(tree).modes
-        keep, moved, dropped = [], [], set()
-        for i, f in enumerate(ex.findings):
-            why = _why_not_captured(tree, modes, f, marker) if i in asked else None
-            if why is None:
-                keep.append(f)
-                continue
-            moved += not_findings_of(f, f"no graph captures its path (the captured path interpreted on "
-                                        f"{', '.join(marker)}): {why}")
-            if f.decision is not None and f.decision.scenario:
-                dropped.add(f.decision.scenario)
+    tree = ex.tree if ex.tree is not None else Tree(Path(ex.root))  # the reader's, its modules parsed
+    return tree, Reader(tree).modes
+
+
+def _demoted(ex, asked: list[int], marker: list[str], why_of) -> tuple[object, set]:
+    keep, moved, dropped = [], [], set()
+    for i, f in enumerate(ex.findings):
+        why = why_of(f) if i in asked else None
+        if why is None:
+            keep.append(f)
+            continue
+        moved += not_findings_of(f, f"no graph captures its path (the captured path interpreted on "
+                                    f"{', '.join(marker)}): {why}")
+        if f.decision is not None and f.decision.scenario:
+            dropped.add(f.decision.scenario)
     return with_not_findings(ex, keep, moved), dropped
 
 
