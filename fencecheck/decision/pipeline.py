@@ -17,8 +17,8 @@ in one order, each on the extraction the step before returned:
    captured path interpreted), moved to the not findings with their scenarios dropped (where step 3 ran; in
    pull-request mode, ``decide_added`` asks about the findings a change adds).
 
-Step 7's questions do not depend on steps 3-6: where a second core exists, the findings it may be asked about (those
-step 6 may show: ``graph_capture.may_be_asked``) are asked in a forked process while steps 3-6 run (``beside``), and
+Step 7's questions do not depend on steps 1-6: where a second core exists, the findings it may be asked about (those
+step 6 may show: ``graph_capture.may_be_asked``) are asked in a forked process while steps 1-6 run (``beside``), and
 step 7 takes the answers it needs from there (asking itself any other; the answers are the same either way).
 """
 
@@ -83,19 +83,18 @@ def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None) -> D
     tell = stage or (lambda _: None)
     if not plan.findings:
         ex = replace(ex, tree=None)  # step 7 does not run: the reader's tree can go
-    with collector_paused():
+    with collector_paused(), _asked_beside(ex) if plan.findings else nullcontext() as asked:
         ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
         scenarios: list = []
-        with _asked_beside(ex) if plan.findings else nullcontext() as asked:
-            if plan.findings:
-                tell("findings")
-                ex, scenarios = decide(ex, witness=plan.witness, context_model=plan.context_model)
-            tell("workers")
-            ex, workers = decide_worker_reads(ex, model=plan.worker_model)
-            ex, fallback = decide_fallback(ex, model=plan.fallback_model)
-            # the shown findings this run decided (pull-request mode asks about those a change adds: ``decide_added``)
-            ex, dropped = _not_captured(settle(ex), answers=asked() if asked is not None else None) \
-                if plan.findings else (settle(ex), set())
+        if plan.findings:
+            tell("findings")
+            ex, scenarios = decide(ex, witness=plan.witness, context_model=plan.context_model)
+        tell("workers")
+        ex, workers = decide_worker_reads(ex, model=plan.worker_model)
+        ex, fallback = decide_fallback(ex, model=plan.fallback_model)
+        # the shown findings this run decided (pull-request mode asks about those a change adds: ``decide_added``)
+        ex, dropped = _not_captured(settle(ex), answers=asked() if asked is not None else None) \
+            if plan.findings else (settle(ex), set())
     tell("settled")
     ex = replace(ex, tree=None)
     return Decided(ex, tuple(s for s in tuple(scenarios) + tuple(fallback) + tuple(workers) if s.name not in dropped))
@@ -116,7 +115,7 @@ def collector_paused():
 
 
 def _asked_beside(ex):
-    """``beside``: step 7's answers for the findings of ``ex`` (before step 3) it may be asked about, computed in a
+    """``beside``: step 7's answers for the findings of ``ex`` (not decided yet) it may be asked about, computed in a
     forked process (None where there is no second core)."""
     from fencecheck.decision.beside import beside
     from fencecheck.decision.graph_capture import answers, may_be_asked
