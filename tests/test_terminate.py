@@ -54,20 +54,38 @@ def _alive(pid: int) -> bool:
         return True
 
 
+#: A ``sitecustomize`` for the checked process: its baseline's read waits 30 s before it starts (a small tree is read
+#: in milliseconds, so a signal sent once its folder exists could otherwise come after the run ended).
+_SLOW_BASELINE = """
+import os, time
+import fencecheck.decision.pull_request as pr
+_real = pr.read_baseline
+def _held(*args, **kwargs):
+    open(os.environ["FENCECHECK_TEST_HELD"], "w").close()
+    time.sleep(30)
+    return _real(*args, **kwargs)
+pr.read_baseline = _held
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "killpg"), reason="needs git and POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_while_the_baseline_is_read_leaves_no_process_and_no_folder(tmp_path, sig):
     repo = repository(tmp_path / "repo")
+    shim = tmp_path / "shim"  # the baseline's read held open, so the signal surely comes while it runs
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(_SLOW_BASELINE)
+    held = tmp_path / "held"  # made once the read is held
+    env = {**ENV, "PYTHONPATH": f"{shim}{os.pathsep}{ROOT}", "FENCECHECK_TEST_HELD": str(held)}
     proc = subprocess.Popen([sys.executable, "-m", "fencecheck", "sglang", str(repo / "python"), "--baseline",
-                             "HEAD~1"], cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             "HEAD~1"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not _scratch_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+    while not (_scratch_of(proc.pid) and held.exists()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
-    if proc.poll() is not None:
-        pytest.fail(f"the check ended ({proc.returncode}) before its baseline folder was seen: {proc.stderr.read()}")
-    time.sleep(0.05)  # the forked reader is unpacking or reading
+    if proc.poll() is not None or not held.exists():
+        pytest.fail(f"the check ended ({proc.returncode}) before its baseline was read: {proc.stderr.read()}")
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     want = (130, "fencecheck: interrupted") if sig == signal.SIGINT else (143, "fencecheck: terminated")
