@@ -638,12 +638,12 @@ _HIP_ONLY = """\
 
 @pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="the answers are asked beside only with a second core")
 def test_the_step_s_answers_asked_beside_the_decision_are_those_it_finds_itself(tmp_path, monkeypatch):
-    """Where a second core exists the captured path is asked in a forked process while the findings are decided, for
-    the findings that may settle as shown: the step then asks nothing itself, and the document is the one it gives
-    when it asks every answer itself."""
+    """Where a second core exists the captured path is asked in a forked process once the reader has the findings,
+    for those that may settle as shown, while the reading and the decision go on: the step then asks nothing
+    itself, and the document is the one it gives when it asks every answer itself."""
     import contextlib
 
-    from fencecheck.decision import graph_capture, pipeline
+    from fencecheck.decision import beside, graph_capture
 
     here = []
     real = graph_capture._why_not_captured
@@ -651,7 +651,7 @@ def test_the_step_s_answers_asked_beside_the_decision_are_those_it_finds_itself(
     code, doc = _paged_doc(tmp_path / "beside", _HIP_ONLY)
     asked_beside = list(here)
     here.clear()
-    monkeypatch.setattr(pipeline, "_asked_beside", lambda ex: contextlib.nullcontext(None))
+    monkeypatch.setattr(beside, "beside", lambda *a, **k: contextlib.nullcontext(None))  # as with one core
     code2, doc2 = _paged_doc(tmp_path / "here", _HIP_ONLY)
     assert asked_beside == [] and "PagedBackend" in here  # the forked process's calls are its own
     text = __import__("json").dumps(doc).replace(str(tmp_path / "beside"), str(tmp_path / "here"))

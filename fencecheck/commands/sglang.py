@@ -7,6 +7,7 @@ new one; any other file is never touched."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
@@ -145,11 +146,10 @@ def exit_code(ex, drift: dict | None = None) -> int:
 
 def cmd_sglang(args, out: TextIO) -> int:
     from fencecheck.errors import InputError
-    from fencecheck.sglang_source import read_path
 
     if bool(args.path) == bool(args.installed):
         raise InputError("<flags>", "PATH", "expected exactly one of PATH or --installed")
-    from fencecheck.render.output import finish, resolve_format
+    from fencecheck.render.output import resolve_format
 
     args.format = resolve_format(args)
     if args.baseline is not None and not args.baseline.strip():
@@ -167,20 +167,29 @@ def cmd_sglang(args, out: TextIO) -> int:
         from fencecheck.commands.sglang_pr import run
 
         return run(args, out)
-    from fencecheck.decision.drift import drift as drift_of
-    from fencecheck.decision.drift import record_document, record_text, write_record
     from fencecheck.sglang_source.drift import load_release
-    from fencecheck.sglang_source.tree import find_installed, find_package_root
 
     if args.against and not Path(args.against).is_dir():
         load_release(args.against)  # a bad --against is bad input before the work
+    with ExitStack() as stack:  # the captured path's answers, asked beside the reading on (pipeline.EarlyAnswers)
+        return _read_and_decide(args, out, stack)
+
+
+def _read_and_decide(args, out: TextIO, stack: ExitStack) -> int:
+    from fencecheck.decision.drift import drift as drift_of
+    from fencecheck.decision.drift import record_document, record_text, write_record
     from fencecheck.commands.progress import progress_bar
+    from fencecheck.decision.pipeline import EarlyAnswers
+    from fencecheck.render.output import finish
+    from fencecheck.sglang_source import read_path
+    from fencecheck.sglang_source.tree import find_installed, find_package_root
 
     bar = progress_bar(3, "sglang", args.progress, args.err, unit="stage")
     bar.set_postfix_str("reading")
+    early = EarlyAnswers(stack)
     try:
         # the syntax trees live until the command ends: the deciding part's collections need not scan them
-        ex = read_path(args.path, installed=args.installed, freeze=True)
+        ex = read_path(args.path, installed=args.installed, freeze=True, early=early)
     except BaseException:
         bar.close()
         raise
@@ -211,7 +220,7 @@ def cmd_sglang(args, out: TextIO) -> int:
             bar.update(1)
 
     try:
-        decided = decide_tree(ex, Plan.one_tree(args.cross_check, args.witness), stage)
+        decided = decide_tree(ex, Plan.one_tree(args.cross_check, args.witness), stage, early)
     finally:
         bar.close()
     ex, scenarios = decided.extraction, decided.scenarios

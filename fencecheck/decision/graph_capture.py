@@ -46,14 +46,13 @@ def demote_not_captured(ex, only=None, answers: dict | None = None) -> tuple[obj
                         else _why_not_captured(tree, modes, f, marker))
 
 
-def may_be_asked(ex) -> list[int]:
-    """The indexes of the findings of ``ex`` (not yet decided) that ``demote_not_captured`` may ask about once
-    decided: those whose status the decision may settle as shown (not ``unresolved`` already, and no condition left
-    on their reads' paths on CUDA: ``status.status_of`` makes the others questions) with every uncovered read in
-    the graph."""
+def may_be_asked(findings) -> list[int]:
+    """The indexes of ``findings`` (not yet decided) that ``demote_not_captured`` may ask about once decided: those
+    whose status the decision may settle as shown (not ``unresolved`` already, and no condition left on their reads'
+    paths on CUDA: ``status.status_of`` makes the others questions) with every uncovered read in the graph."""
     from fencecheck.decision.status import _read_conditions
 
-    return [i for i, f in enumerate(ex.findings)
+    return [i for i, f in enumerate(findings)
             if f.kind == "read_outside_declaration" and f.status != "unresolved" and bool(f.uncovered)
             and all(site in _IN_GRAPH for site, _ in f.uncovered) and _read_conditions(f, "cuda")[0] == ()]
 
@@ -62,14 +61,29 @@ def answers(ex, indexes: list[int]) -> dict:
     """``_key(f)`` -> how every captured path of ``f``'s reads ended (None: one may be captured, or the
     interpretation cannot say), for the findings of ``ex`` at ``indexes``: what ``demote_not_captured`` would find
     for each (``ex`` need not be decided: the answer depends on the finding's class, mode and reads alone)."""
-    marker = _marker_platforms(ex)
-    if not indexes or not marker:
+    if not indexes or not _marker_platforms(ex):
         return {}
     from fencecheck.sglang_source import reading
 
     with reading(ex.root):
         tree, modes = _tree_of(ex)
-        return {_key(ex.findings[i]): _why_not_captured(tree, modes, ex.findings[i], marker) for i in indexes}
+        return answers_in(tree, modes, [ex.findings[i] for i in indexes], _marker_platforms(ex))
+
+
+def answers_in(tree, modes, findings, marker: list[str]) -> dict:
+    """``answers`` for ``findings`` of the reader's ``tree`` (its forward modes ``modes``), asked on the platforms
+    ``marker`` (those with the marker: ``marker_platforms``)."""
+    from fencecheck.sglang_source import reading
+
+    if not findings or not marker:
+        return {}
+    with reading(tree.root):
+        return {_key(f): _why_not_captured(tree, modes, f, marker) for f in findings}
+
+
+def marker_platforms(rows) -> list[str]:
+    """The platforms of the tree's platform rows (``Protocol.platforms``) that have the marker."""
+    return [p["platform"] for p in rows or () if p.get("marker") == "present"]
 
 
 def _key(f) -> tuple:
@@ -78,8 +92,7 @@ def _key(f) -> tuple:
 
 
 def _marker_platforms(ex) -> list[str]:
-    return [p["platform"] for p in ((ex.facts or {}).get("platforms") or {}).get("platforms", ())
-            if p.get("marker") == "present"]
+    return marker_platforms(((ex.facts or {}).get("platforms") or {}).get("platforms", ()))
 
 
 def _tree_of(ex):

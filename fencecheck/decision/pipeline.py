@@ -19,7 +19,9 @@ in one order, each on the extraction the step before returned:
 
 Step 7's questions do not depend on steps 1-6: where a second core exists, the findings it may be asked about (those
 step 6 may show: ``graph_capture.may_be_asked``) are asked in a forked process while steps 1-6 run (``beside``), and
-step 7 takes the answers it needs from there (asking itself any other; the answers are the same either way).
+step 7 takes the answers it needs from there (asking itself any other; the answers are the same either way). The
+one-tree command starts that process sooner, as soon as the reader has the findings (``EarlyAnswers``), so that it
+also runs while the reader reads the rest of the tree's facts.
 """
 
 from __future__ import annotations
@@ -70,9 +72,10 @@ class Decided:
     scenarios: tuple
 
 
-def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None) -> Decided:
+def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None, early: EarlyAnswers | None = None) -> Decided:
     """``ex`` (the reader's extraction of a tree with the declaration fence) decided by ``plan``. ``stage`` is told
-    ``"findings"`` before step 3, ``"workers"`` before step 4 and ``"settled"`` at the end (a progress bar's stages)."""
+    ``"findings"`` before step 3, ``"workers"`` before step 4 and ``"settled"`` at the end (a progress bar's stages).
+    ``early``: step 7's answers asked while the tree was read (``EarlyAnswers``), where it started."""
     from fencecheck.decision.fallback import decide_fallback
     from fencecheck.decision.findings import decide
     from fencecheck.decision.platform import demote_platform_bound
@@ -83,7 +86,9 @@ def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None) -> D
     tell = stage or (lambda _: None)
     if not plan.findings:
         ex = replace(ex, tree=None)  # step 7 does not run: the reader's tree can go
-    with collector_paused(), _asked_beside(ex) if plan.findings else nullcontext() as asked:
+    started = early is not None and early.started
+    with collector_paused(), _asked_beside(ex) if plan.findings and not started else \
+            nullcontext(early.result if started else None) as asked:
         ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
         scenarios: list = []
         if plan.findings:
@@ -120,7 +125,27 @@ def _asked_beside(ex):
     from fencecheck.decision.beside import beside
     from fencecheck.decision.graph_capture import answers, may_be_asked
 
-    return beside(answers, ex, may_be_asked(ex))
+    return beside(answers, ex, may_be_asked(ex.findings))
+
+
+class EarlyAnswers:
+    """Step 7's answers asked as soon as the reader has the findings, while it reads on (the rest of the tree's
+    facts) and the decision runs: ``read_path(..., early=e)`` calls it with the reader's tree, forward modes, findings
+    and platform rows; ``decide_tree(..., early=e)`` takes the answers from there. The forked process lives as long as
+    ``stack`` (an ``ExitStack`` the caller holds over the read and the decision)."""
+
+    def __init__(self, stack):
+        self.stack = stack
+        self.started = False
+        self.result = None  # ``beside``'s result, None where there is no second core
+
+    def __call__(self, tree, modes, findings, platforms) -> None:
+        from fencecheck.decision.beside import beside
+        from fencecheck.decision.graph_capture import answers_in, marker_platforms, may_be_asked
+
+        asked = [findings[i] for i in may_be_asked(findings)]
+        self.result = self.stack.enter_context(beside(answers_in, tree, modes, asked, marker_platforms(platforms)))
+        self.started = True
 
 
 def _not_captured(ex, only=None, answers=None):

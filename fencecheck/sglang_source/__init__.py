@@ -11,14 +11,15 @@ from .extract import Extraction, read_tree
 from .tree import NotSGLang, Tree, find_installed, find_package_root
 
 
-def read_path(path: str | None, installed: bool = False, freeze: bool = False) -> Extraction:
+def read_path(path: str | None, installed: bool = False, freeze: bool = False, early=None) -> Extraction:
     """The extraction of the tree at ``path`` (a checkout root, its ``python/`` folder or a ``sglang`` package
     folder), or of the installed ``sglang`` when ``installed``. ``freeze``: what the reading made is moved out of the
     cyclic collector's reach before it is switched back on (a command that exits after one read: no collection
-    scans the syntax trees again; a process that reads many trees leaves it off, or their cycles are never freed)."""
+    scans the syntax trees again; a process that reads many trees leaves it off, or their cycles are never freed).
+    ``early``: as ``read_tree``'s."""
     root = find_installed() if installed else find_package_root(path)
     with reading(root, freeze):
-        return read_tree(Tree(root))
+        return read_tree(Tree(root), early)
 
 
 @contextlib.contextmanager

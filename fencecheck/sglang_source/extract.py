@@ -83,9 +83,11 @@ class Extraction:
         }
 
 
-def read_tree(tree: Tree) -> Extraction:
+def read_tree(tree: Tree, early=None) -> Extraction:
     """The extraction of ``tree``: with the declaration fence, everything (backends, findings, protocol facts); with an
-    older fence or none, its protocol facts only (``older_fence``)."""
+    older fence or none, its protocol facts only (``older_fence``). ``early``: called with the tree, its forward modes,
+    the findings and the platform rows as soon as the findings are read, before the rest of the facts (a caller that
+    starts work on them meanwhile)."""
     from .algorithms import read_algorithms
     from .device import never_published, silent_devices
     from .drift import collect
@@ -115,6 +117,8 @@ def read_tree(tree: Tree) -> Extraction:
     worker_rows = workers(tree, proto.publisher_property or "last_shared_read_runner")
     runner_rows = tuple(r.row() for r in proto.runners)
     findings, moved = never_published(tree, rd, findings, runner_rows)
+    if early is not None:
+        early(tree, rd.modes, tuple(findings), proto.platforms)
     _model_notes(tree, rd, runner_rows)
     unique = {(f.subject, f.mode or "", f.file, f.line, f.location, f.why): f for f in
               sorted(not_findings + moved, key=lambda f: (len(f.via), f.via), reverse=True)}
