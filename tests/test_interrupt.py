@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from test_terminate import default_signals
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -21,7 +23,7 @@ def _interrupted(args: list[str], after: float, cwd: Path) -> tuple[int | None, 
     before that."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "fencecheck", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_signals)
     time.sleep(after)
     ended_first = proc.poll() is not None
     if not ended_first:

@@ -26,6 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+def default_signals() -> None:
+    """In the checked process before it starts: Ctrl-C, SIGTERM and SIGHUP at their default dispositions, whatever this
+    process inherited (under ``nohup`` SIGHUP is ignored, and fencecheck rightly leaves an ignored signal ignored)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _scratch_of(pid: int) -> list[str]:
     where = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
     return glob.glob(os.path.join(where, f"fencecheck-baseline-{pid}-*"))
@@ -80,7 +87,7 @@ def test_a_signal_while_the_baseline_is_read_leaves_no_process_and_no_folder(tmp
     env = {**ENV, "PYTHONPATH": f"{shim}{os.pathsep}{ROOT}", "FENCECHECK_TEST_HELD": str(held)}
     proc = subprocess.Popen([sys.executable, "-m", "fencecheck", "sglang", str(repo / "python"), "--baseline",
                              "HEAD~1"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=default_signals)
     deadline = time.monotonic() + 60
     while not (_scratch_of(proc.pid) and held.exists()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -135,7 +142,7 @@ def test_a_caller_killed_outright_takes_its_forked_process_with_it(tmp_path):
 @pytest.mark.parametrize("after", [0.1, 0.25, 0.5])
 def test_a_signal_while_the_command_loads_is_one_line(tmp_path, sig, want, after):
     proc = subprocess.Popen([sys.executable, "-m", "fencecheck", "prove"], cwd=tmp_path, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     time.sleep(after)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
