@@ -573,8 +573,15 @@ def test_a_store_in_test_code_is_not_a_store_the_runner_makes(tmp_path, rules_of
 def _paged_doc(tmp_path, forward_decode: str, extra: str = "") -> tuple[int, dict]:
     """``fencecheck sglang --json`` on the pull-request pair's head tree with PagedBackend's ``forward_decode``
     replaced by ``forward_decode`` (and ``extra`` appended to its module)."""
-    import io
     import json
+
+    code, out, _ = _paged_run(tmp_path, forward_decode, extra)
+    return code, json.loads(out)
+
+
+def _paged_run(tmp_path, forward_decode: str, extra: str = "") -> tuple[int, str, str]:
+    """``_paged_doc``'s run: (exit status, stdout, stderr)."""
+    import io
 
     from pr_pair import lay
 
@@ -589,7 +596,7 @@ def _paged_doc(tmp_path, forward_decode: str, extra: str = "") -> tuple[int, dic
         + textwrap.indent(textwrap.dedent(forward_decode), "    ") + extra)
     out, err = io.StringIO(), io.StringIO()
     code = main(["sglang", str(root), "--json"], out, err)
-    return code, json.loads(out.getvalue())
+    return code, out.getvalue(), err.getvalue()
 
 
 def test_a_shown_finding_no_captured_graph_runs_becomes_a_not_finding_naming_how_its_paths_end(tmp_path):
@@ -657,6 +664,44 @@ def test_the_step_s_answers_asked_beside_the_decision_are_those_it_finds_itself(
     text = __import__("json").dumps(doc).replace(str(tmp_path / "beside"), str(tmp_path / "here"))
     assert (code, text) == (code2, __import__("json").dumps(doc2))
     assert not [f for f in doc["findings"] if f["subject"] == "PagedBackend"]
+
+
+@pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2 or not __import__("sys").platform.startswith("linux"),
+                    reason="the answers are asked beside only with a second core; children read from /proc")
+def test_a_read_that_fails_after_the_answers_were_asked_leaves_no_process(tmp_path, monkeypatch):
+    """The forked process asked for the captured path once the reader had the findings ends with the command when
+    the rest of the read fails (bad input found later): one line, exit 2, no process of it left."""
+    import os
+    from pathlib import Path
+
+    from fencecheck.sglang_source import facts
+    from fencecheck.sglang_source.tree import NotSGLang
+
+    def broken(*a, **k):
+        raise NotSGLang("somewhere.py", "line 1", "not valid Python: a test's")
+
+    def children() -> set[int]:
+        me = os.getpid()
+        return {int(c) for t in Path(f"/proc/{me}/task").iterdir() for c in (t / "children").read_text().split()}
+
+    from fencecheck.decision import pipeline
+
+    started = []
+    real = pipeline.EarlyAnswers.__call__
+
+    def asked(self, *a):
+        real(self, *a)
+        started.append(self.result is not None and children() - before)  # forked, and alive then
+
+    from fencecheck.decision import graph_capture
+
+    before = children()
+    monkeypatch.setattr(graph_capture, "answers_in", lambda *a: __import__("time").sleep(60))  # held: still asking
+    monkeypatch.setattr(pipeline.EarlyAnswers, "__call__", asked)
+    monkeypatch.setattr(facts, "read_facts", broken)  # read after the findings
+    code, out, err = _paged_run(tmp_path, _HIP_ONLY)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "a test's" in err
+    assert len(started) == 1 and started[0] and children() <= before
 
 # -- a step run once per state shape ---------------------------------------------------------------------------------
 
