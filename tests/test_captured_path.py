@@ -599,19 +599,23 @@ def _paged_run(tmp_path, forward_decode: str, extra: str = "") -> tuple[int, str
     return code, out.getvalue(), err.getvalue()
 
 
+#: A forward whose read follows a helper that raises unless on ROCm.
+_HIP_ONLY = """\
+    def _check(self):
+        if not self.on_hip:
+            raise NotImplementedError("ROCm only")
+
+    def forward_decode(self, q, k, v, layer, forward_batch):
+        self._check()
+        pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]
+        return q @ pages
+    """
+
+
 def test_a_shown_finding_no_captured_graph_runs_becomes_a_not_finding_naming_how_its_paths_end(tmp_path):
     """The read follows a helper that raises unless on ROCm: the simulator alone confirms it, and the captured path
     interpreted on CUDA (the one platform with the marker) ends every path before it, so it is a not finding."""
-    code, doc = _paged_doc(tmp_path, """\
-        def _check(self):
-            if not self.on_hip:
-                raise NotImplementedError("ROCm only")
-
-        def forward_decode(self, q, k, v, layer, forward_batch):
-            self._check()
-            pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]
-            return q @ pages
-        """)
+    code, doc = _paged_doc(tmp_path, _HIP_ONLY)
     assert not [f for f in doc["findings"] if f["subject"] == "PagedBackend"]
     (n,) = [n for n in doc["not_findings"] if n["subject"] == "PagedBackend" and n["mode"] == "DECODE"]
     assert n["why"].startswith("no graph captures its path (the captured path interpreted on cuda): ")
@@ -630,17 +634,6 @@ def test_a_shown_finding_a_captured_graph_may_run_stays_confirmed(tmp_path):
     assert code == 1 and f["status"] == "confirmed"
 
 
-
-_HIP_ONLY = """\
-    def _check(self):
-        if not self.on_hip:
-            raise NotImplementedError("ROCm only")
-
-    def forward_decode(self, q, k, v, layer, forward_batch):
-        self._check()
-        pages = self.req_to_token[forward_batch.req_pool_indices, : forward_batch.seq_lens]
-        return q @ pages
-    """
 
 
 @pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="the answers are asked beside only with a second core")
