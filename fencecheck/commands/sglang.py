@@ -176,9 +176,9 @@ def cmd_sglang(args, out: TextIO) -> int:
 
 
 def _read_and_decide(args, out: TextIO, stack: ExitStack) -> int:
+    from fencecheck.commands.progress import progress_bar
     from fencecheck.decision.drift import drift as drift_of
     from fencecheck.decision.drift import record_document, record_text, write_record
-    from fencecheck.commands.progress import progress_bar
     from fencecheck.decision.pipeline import EarlyAnswers
     from fencecheck.render.output import finish
     from fencecheck.sglang_source import read_path

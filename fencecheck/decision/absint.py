@@ -175,7 +175,7 @@ class Obj:
         return d
 
     def set(self, attr: str, value) -> "Obj":
-        d = dict(self.fields)
+        d = dict(self.field_map())
         d[attr] = value
         return self.with_(fields=tuple(sorted(d.items(), key=lambda kv: kv[0])))
 
@@ -1357,9 +1357,7 @@ class Interpreter:
             return
         for oid, o in list(p.heap.items()):
             m = o.field_map()
-            held = [a for a in names if a in m]
-            if held:
-                held = sorted(a for a in held if m[a] is not None)
+            held = sorted(a for a in names if m.get(a) is not None)
             new = names.difference(o.maybe, held) if o.made else None
             if not held and not new:
                 continue

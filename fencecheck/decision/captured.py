@@ -55,9 +55,7 @@ from dataclasses import dataclass, replace
 
 import z3
 
-from fencecheck.decision import absint
-
-from fencecheck.decision.absint import (NONE, ON_BATCH, Died, Fn, Interpreter, Obj, Path, Ref, Sym,
+from fencecheck.decision.absint import (NONE, ON_BATCH, Died, Fn, Interpreter, Obj, Path, Ref, Sym, _atoms,
                                         _dataclass_fields, attribute_stores)
 from fencecheck.sglang_source.backend_reader import STARTUP_ENTRIES
 from fencecheck.sglang_source.capture_state import (CAPTURE_ENTRY, IN_GRAPH_PREP, WARMUP_HOOK, capture_call, graph_modes,
@@ -374,7 +372,7 @@ def _replayed(it: Interpreter, e: _Entry, canon: _Canon, p: Path) -> Path | None
             return ("alts", tuple(val(m) for m in v[1]))
         if isinstance(v, tuple) and len(v) == 2 and v[0] == "bool" and z3.is_expr(v[1]):
             pairs = []
-            for a in absint._atoms(v[1]):
+            for a in _atoms(v[1]):
                 kind, _, n = a.decl().name().rpartition("#")
                 new = val(Sym(int(n))).n
                 if new != int(n):

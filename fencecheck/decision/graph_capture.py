@@ -11,7 +11,7 @@ read keeps the finding as it is.
 
 Only shown findings are asked: a question (``unresolved``) stays a question, and the interpretation's cost (a class's
 start-up and captures, once per class and platform) is paid only where a claim hangs on it. The pipeline may ask
-before the statuses are settled, in a forked process beside the decision (``may_be_asked``, ``answers``): for the
+before the statuses are settled, in a forked process beside the decision (``may_be_asked``, ``answers_of``): for the
 findings whose status may settle as shown, the answer being a function of the finding's class, mode and reads alone.
 """
 
@@ -30,55 +30,54 @@ _IN_GRAPH = (ReadSite.IN_GRAPH_BEFORE_MARKER, ReadSite.IN_GRAPH_AFTER_MARKER)
 def demote_not_captured(ex, only=None, answers: dict | None = None) -> tuple[object, set]:
     """``ex`` (settled) with each shown finding whose in-graph reads no captured graph runs moved to its not findings,
     and the names of the scenarios of the findings moved. ``only``: the indexes of the findings to ask about (None:
-    every one); ``answers``: what ``answers`` gave for some of them (each asked here where not)."""
+    every one); ``answers``: what ``answers_of`` gave for some of them (each other asked here)."""
     marker = _marker_platforms(ex)
     asked = [i for i, f in enumerate(ex.findings) if (only is None or i in only) and _candidate(f)]
     if not asked or not marker:
         return ex, set()
-    answers = answers or {}
-    if all(_key(ex.findings[i]) in answers for i in asked):
-        return _demoted(ex, asked, marker, lambda f: answers[_key(f)])
-    from fencecheck.sglang_source import reading
-
-    with reading(ex.root):
-        tree, modes = _tree_of(ex)
-        return _demoted(ex, asked, marker, lambda f: answers[_key(f)] if _key(f) in answers
-                        else _why_not_captured(tree, modes, f, marker))
+    known = dict(answers or {})
+    known.update(answers_of(ex, [ex.findings[i] for i in asked if _key(ex.findings[i]) not in known]))
+    return _demoted(ex, asked, marker, lambda f: known[_key(f)])
 
 
-def may_be_asked(findings) -> list[int]:
-    """The indexes of ``findings`` (not yet decided) that ``demote_not_captured`` may ask about once decided: those
-    whose status the decision may settle as shown (not ``unresolved`` already, and no condition left on their reads'
-    paths on CUDA: ``status.status_of`` makes the others questions) with every uncovered read in the graph."""
+def may_be_asked(findings) -> list:
+    """The ``findings`` (not yet decided) that ``demote_not_captured`` may ask about once decided: those whose status
+    the decision may settle as shown (not ``unresolved`` already, and no condition left on their reads' paths on
+    CUDA: ``status.status_of`` makes the others questions) with every uncovered read in the graph."""
     from fencecheck.decision.status import _read_conditions
 
-    return [i for i, f in enumerate(findings)
+    return [f for f in findings
             if f.kind == "read_outside_declaration" and f.status != "unresolved" and bool(f.uncovered)
             and all(site in _IN_GRAPH for site, _ in f.uncovered) and _read_conditions(f, "cuda")[0] == ()]
 
 
-def answers(ex, indexes: list[int]) -> dict:
+def answers_of(ex, findings) -> dict:
     """``_key(f)`` -> how every captured path of ``f``'s reads ended (None: one may be captured, or the
-    interpretation cannot say), for the findings of ``ex`` at ``indexes``: what ``demote_not_captured`` would find
-    for each (``ex`` need not be decided: the answer depends on the finding's class, mode and reads alone)."""
-    if not indexes or not _marker_platforms(ex):
+    interpretation cannot say), for ``findings`` of ``ex``: what ``demote_not_captured`` would find for each (``ex``
+    need not be decided: the answer depends on the finding's class, mode and reads alone)."""
+    marker = _marker_platforms(ex)
+    if not findings or not marker:
         return {}
     from fencecheck.sglang_source import reading
 
     with reading(ex.root):
         tree, modes = _tree_of(ex)
-        return answers_in(tree, modes, [ex.findings[i] for i in indexes], _marker_platforms(ex))
+        return _answers(tree, modes, findings, marker)
 
 
 def answers_in(tree, modes, findings, marker: list[str]) -> dict:
-    """``answers`` for ``findings`` of the reader's ``tree`` (its forward modes ``modes``), asked on the platforms
+    """``answers_of`` for ``findings`` of the reader's ``tree`` (its forward modes ``modes``), asked on the platforms
     ``marker`` (those with the marker: ``marker_platforms``)."""
-    from fencecheck.sglang_source import reading
-
     if not findings or not marker:
         return {}
+    from fencecheck.sglang_source import reading
+
     with reading(tree.root):
-        return {_key(f): _why_not_captured(tree, modes, f, marker) for f in findings}
+        return _answers(tree, modes, findings, marker)
+
+
+def _answers(tree, modes, findings, marker: list[str]) -> dict:
+    return {_key(f): _why_not_captured(tree, modes, f, marker) for f in findings}
 
 
 def marker_platforms(rows) -> list[str]:

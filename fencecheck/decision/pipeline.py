@@ -86,9 +86,7 @@ def decide_tree(ex, plan: Plan, stage: Callable[[str], None] | None = None, earl
     tell = stage or (lambda _: None)
     if not plan.findings:
         ex = replace(ex, tree=None)  # step 7 does not run: the reader's tree can go
-    started = early is not None and early.started
-    with collector_paused(), _asked_beside(ex) if plan.findings and not started else \
-            nullcontext(early.result if started else None) as asked:
+    with collector_paused(), _answers_beside(ex, plan, early) as asked:
         ex, _ = demote_platform_bound(demote_never_replayed(ex)[0])
         scenarios: list = []
         if plan.findings:
@@ -119,13 +117,18 @@ def collector_paused():
             gc.enable()
 
 
-def _asked_beside(ex):
-    """``beside``: step 7's answers for the findings of ``ex`` (not decided yet) it may be asked about, computed in a
-    forked process (None where there is no second core)."""
+def _answers_beside(ex, plan: Plan, early: "EarlyAnswers | None"):
+    """A context yielding ``result()`` for step 7's answers computed in a forked process, or None (no second core, or
+    step 7 does not run): the one ``early`` started while the tree was read, else one started now for the findings
+    of ``ex`` (not decided yet) it may be asked about."""
     from fencecheck.decision.beside import beside
-    from fencecheck.decision.graph_capture import answers, may_be_asked
+    from fencecheck.decision.graph_capture import answers_of, may_be_asked
 
-    return beside(answers, ex, may_be_asked(ex.findings))
+    if not plan.findings:
+        return nullcontext(None)
+    if early is not None and early.started:
+        return nullcontext(early.result)
+    return beside(answers_of, ex, may_be_asked(ex.findings))
 
 
 class EarlyAnswers:
@@ -143,8 +146,8 @@ class EarlyAnswers:
         from fencecheck.decision.beside import beside
         from fencecheck.decision.graph_capture import answers_in, marker_platforms, may_be_asked
 
-        asked = [findings[i] for i in may_be_asked(findings)]
-        self.result = self.stack.enter_context(beside(answers_in, tree, modes, asked, marker_platforms(platforms)))
+        self.result = self.stack.enter_context(beside(answers_in, tree, modes, may_be_asked(findings),
+                                                      marker_platforms(platforms)))
         self.started = True
 
 

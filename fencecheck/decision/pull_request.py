@@ -60,12 +60,13 @@ def read_baseline(base, cross_check: bool, into: str | None = None, freeze: bool
     return doc, apply(found, root_causes(doc))
 
 
-def _in_child(base, cross_check: bool, into: str | None, freeze: bool = False):
-    """In the baseline's process: ``read_baseline``'s answer, or the failure's (message, exit code)."""
+def _in_child(base, cross_check: bool, into: str | None):
+    """In the baseline's process, which ends after this one read (what it made frozen): ``read_baseline``'s answer,
+    or the failure's (message, exit code)."""
     from fencecheck.errors import EXIT_BUG
 
     try:
-        return read_baseline(base, cross_check, into, freeze), None
+        return read_baseline(base, cross_check, into, freeze=True), None
     except FencecheckError as e:
         return None, (str(e), e.exit_code)
     except Exception as e:  # noqa: BLE001 - a bug, reported as one line by the parent
@@ -81,7 +82,7 @@ def read_both(head: str | None, installed: bool, base, cross_check: bool, into: 
     then made and sent, and HEAD's decided, without collections that scan the syntax trees again)."""
     from fencecheck.decision.beside import beside
 
-    with beside(_in_child, base, cross_check, into, True) as baseline:  # the process ends after its one read
+    with beside(_in_child, base, cross_check, into) as baseline:
         ex, scen = read_document(head, installed, cross_check, freeze)
         if baseline is None:
             return ex, scen, *read_baseline(base, cross_check, into, freeze)
