@@ -1,7 +1,7 @@
 """Pull-request mode on a change that weakens the fence: each loss is one line and exits 1.
 
 HEAD with the older fence or none where the baseline has the declaration fence, or without a barrier call site,
-publish point or clear the baseline had. Each loss is one line (text, ``--json``'s ``fence.lost``, SARIF's run
+publish point or clear the baseline had, or whose barrier gate no longer turns the barrier on by default. Each loss is one line (text, ``--json``'s ``fence.lost``, SARIF's run
 properties). Both sides are ``pr_pair.py``'s base, HEAD changed by one edit."""
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ def _no_publish(head: Path) -> None:
     _edit(head, RUNNER, "            self.model_runner.shared_read_done_event = read_done\n", "            pass\n")
 
 
+def _gate_off(head: Path) -> None:
+    _edit(head, SCHED, "self._war_barrier_enabled = is_cuda() or envs.SGLANG_ENABLE_WAR_BARRIER.get()",
+          "self._war_barrier_enabled = envs.SGLANG_ENABLE_WAR_BARRIER.get()")
+
+
 def _no_declaration(head: Path) -> None:
     (head / ATTN / "late_backend.py").unlink()
 
@@ -79,6 +84,7 @@ def _pair(tmp_path: Path, change) -> tuple[Path, Path]:
                          "the baseline 1"),
     (_no_publish, "publish", "LOST a runner's publish point is gone: DecodeCudaGraphRunner has 1 publish point(s), "
                              "the baseline 2"),
+    (_gate_off, "barrier", "LOST the barrier is no longer on by default on cuda: default True"),
 ])
 def test_a_change_that_weakens_the_fence_exits_1_and_names_the_loss(tmp_path, change, what, says):
     base, head = _pair(tmp_path, change)

@@ -103,7 +103,7 @@ def test_added_code_has_no_races_now(tmp_path):
 
 def test_a_respelled_phase_condition_is_one_changed_phase():
     def phases(cond):
-        return {"declarations": {}, "runners": {}, "publishers": {}, "barrier": {},
+        return {"declarations": {}, "runners": {}, "publishers": {}, "barrier": {}, "protocol": {},
                 "phases": {f"EAGLE (EagleWorker) when {cond}.enable_multi_layer_eagle": [
                     f"TpModelWorker TARGET_VERIFY if {cond}.enable_multi_layer_eagle"],
                     "NGRAM (NGRAMWorker)": ["TpModelWorker TARGET_VERIFY"]}}

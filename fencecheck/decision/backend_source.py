@@ -128,8 +128,9 @@ def configurations(tree) -> dict | None:
         return None
     runner_rows = tuple(r.row() for r in proto.runners)
     worker_rows = workers(tree, proto.publisher_property or "last_shared_read_runner")
-    algos = [a.to_json() for a in read_algorithms(tree, Modes(tree), worker_rows, runner_rows, worker_reads=False)]
-    steps = step_facts(tree, proto, algos)
+    modes = Modes(tree)
+    algos = [a.to_json() for a in read_algorithms(tree, modes, worker_rows, runner_rows, worker_reads=False)]
+    steps = step_facts(tree, proto, algos, modes)
     return configurations(tree, proto, steps, algos, [e.to_json() for e in barrier(tree).event_loops])
 
 

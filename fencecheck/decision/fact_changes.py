@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 from fencecheck.decision.identity import without_lines
 
-CATEGORIES = ("declarations", "runners", "phases", "publishers", "barrier")
+CATEGORIES = ("declarations", "runners", "phases", "publishers", "barrier", "protocol")
+#: The keys of the reader's fact table (``fact_drift.fact_table``) the other categories do not hold: the fence, the
+#: barrier's gate per platform and its settings, the marker and the platforms' runners, each graph runner's fallback,
+#: publish points, clears and binding, each algorithm's clears, the prefill publish's gates and the shared locations.
+_PROTOCOL_KEYS = ("fence/", "barrier/", "setting/", "marker", "platform/", "prefill/", "location/")
+_PROTOCOL_RUNNER = ("/fallback", "/publishes", "/clears", "/binds")
 
 
 def _decl_text(v) -> str:
@@ -73,7 +78,31 @@ def facts(doc: dict) -> dict[str, dict]:
     barrier = {k: (v if isinstance(v, str) else f"{v} barrier call site{'s' if v != 1 else ''}")
                for k, v in barrier.items()}
     return {"declarations": declarations, "runners": runners, "phases": phases, "publishers": publishers,
-            "barrier": barrier}
+            "barrier": barrier, "protocol": _protocol(doc)}
+
+
+def _protocol(doc: dict) -> dict[str, str]:
+    """The ``protocol`` category: the fact table's keys the other categories do not hold (``_PROTOCOL_KEYS``), each
+    value as one line of text."""
+    from fencecheck.sglang_source.fact_drift import fact_table
+
+    out = {}
+    for key, v in fact_table(doc).items():
+        if key.startswith(_PROTOCOL_KEYS) or (key.startswith(("runner/", "algorithm/"))
+                                              and key.endswith(_PROTOCOL_RUNNER)):
+            out[key] = _plain(v["value"])
+    return out
+
+
+def _plain(v) -> str:
+    """A fact table value as one line of text."""
+    if v is None:
+        return "none"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_plain(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, list):
+        return "; ".join(_plain(x) if not isinstance(x, list) else " ".join(_plain(y) for y in x) for x in v) or "none"
+    return str(v)
 
 
 @dataclass(frozen=True)
@@ -217,7 +246,8 @@ def losses(base_doc: dict, head_doc: dict, changes: list[FactChange]) -> list[Lo
     """What HEAD lost of the baseline's fence: the fence itself (HEAD's is older or absent), then, from ``changes``
     (``diff`` of the two documents' facts) and the runners' and mailbox's rows, each declaration row (a mode's, of a
     backend HEAD keeps: a backend HEAD deletes takes its reads with it), barrier definition or call site, runner
-    publish point and clear the baseline had and HEAD has not.
+    publish point and clear the baseline had and HEAD has not, a platform the barrier's gate no longer turns on by
+    default, and what the prefill gates no longer keep off (``_prefill_losses``).
     A HEAD without any fence loses the fence alone (nothing of it is read); a HEAD without declarations loses the
     declaration fence, not each row."""
     out: list[Loss] = []
@@ -251,9 +281,56 @@ def losses(base_doc: dict, head_doc: dict, changes: list[FactChange]) -> list[Lo
         if h_pub.get((runner, kind), 0) < n:
             out.append(Loss("publish", runner, f"a runner's publish point is gone: {runner} has "
                                                f"{h_pub.get((runner, kind), 0)} {kind} point(s), the baseline {n}"))
+    out += _prefill_losses(changes)
+    for x in changes:  # the barrier's gate: on by default on a platform in the baseline, not in HEAD
+        if x.category == "protocol" and x.key.startswith("barrier/") and x.change == "changed" \
+                and str(x.before).startswith("default True") and not str(x.after).startswith("default True"):
+            platform = x.key.split("/", 1)[1]
+            out.append(Loss("barrier", x.key, f"the barrier is no longer on by default on {platform}: "
+                                              f"{x.before} -> {x.after}"))
     b_clr, h_clr = _clears(base_doc), _clears(head_doc)
     for fn, n in sorted(b_clr.items()):
         if h_clr.get(fn, 0) < n:
             out.append(Loss("clear", fn, f"a clear of the read-done event is gone: {fn} has {h_clr.get(fn, 0)}, "
                                          f"the baseline {n}"))
+    return out
+
+
+def _prefill_losses(changes: list[FactChange]) -> list[Loss]:
+    """What HEAD lost of the prefill publish's gates, by what they decide (their tests may move between functions
+    and be respelled): a forward mode now let through (``prefill/modes``), the test of the backend's declaration
+    (``prefill/declaration``), a server condition that kept the publish off (``prefill/unless``, compared
+    respelled), a setting that turned it off (``prefill/setting/NAME``), and a speculative algorithm the gates kept
+    off whatever the settings (``never``), or a new one, that may publish now: the configurations hold no
+    speculative prefill step, so no model decides that the draft's reads after the target's prefill are covered, and
+    the gate passes nothing it could not decide. A setting's default turning a publish on is a changed fact, not a
+    loss."""
+    out = []
+    for x in changes:
+        if x.category != "protocol" or not x.key.startswith("prefill/") or x.change == "removed":
+            continue
+        key = x.key.split("/", 1)[1]
+        before, after = str(x.before or ""), str(x.after or "")
+        if key == "modes" and x.before is not None:
+            gained = [m for m in after.split("; ") if m and m not in before.split("; ")]
+            if gained:
+                out.append(Loss("prefill gate", "modes", "the prefill publish's gates no longer keep it off in "
+                                                         + ", ".join(gained)))
+        elif key == "declaration" and before == "must be PRE_REPLAY" and after != before:
+            out.append(Loss("prefill gate", "declaration", "the prefill publish no longer tests that the backend "
+                                                           "declares PRE_REPLAY"))
+        elif key == "unless" and x.before is not None:
+            kept = {respelled(t) for t in after.split("; ")}
+            for t in before.split("; "):
+                if t and t != "none" and respelled(t) not in kept:
+                    out.append(Loss("prefill gate", "unless", f"the prefill publish is no longer kept off when {t}"))
+        elif key.startswith("setting/") and before.startswith("publish off when") and after != before:
+            name = key.split("/", 1)[1]
+            out.append(Loss("prefill gate", name, f"{name} no longer turns the prefill publish off "
+                                                  f"({before} -> {after or 'not tested'})"))
+        elif key.startswith("algorithm/") and x.before in (None, "never") and x.after != "never":
+            name = key.split("/", 1)[1]
+            out.append(Loss("prefill publish", name, f"{name}'s target prefill may now publish its read-done "
+                                                    f"event ({x.before or 'a new algorithm'} -> {x.after}): no "
+                                                    "configuration decides the draft's reads after it"))
     return out

@@ -291,24 +291,16 @@ def _plain(proto, steps, platform_name) -> dict[str, list[list[dict]]]:
     return out
 
 
-def _prefill_default(tree, proto) -> tuple[bool, list[str]]:
-    """Whether prefill may publish with every setting at its default (the settings, ``envs.X.get()``, its publish's
-    conditions test, at their defaults in ``Envs``); and the settings that turn it on otherwise."""
-    from .platform import setting_names, settings
-
-    conds = set()
-    for r in proto.runners:
-        if r.policy == "prefill_publish":
-            for e in r.events:
-                if e.kind == "publish":
-                    conds.update(e.conditions)
-    names = sorted({n for c in conds for n in setting_names(ast.parse(c, mode="eval").body)})
-    if not names:
+def _prefill_default(steps: dict) -> tuple[bool, list[str]]:
+    """Whether prefill may publish with every setting at its default, and the settings that turn it on otherwise:
+    the tree's prefill gates (``steps["prefill_gates"]``, ``prefill_gates.prefill_gates``) for no speculation; a
+    publish its gates cannot decide counts as on."""
+    g = steps.get("prefill_gates")
+    if g is None:
         return True, []
-    defaults = {n: s.default for n, s in settings(tree, names).items()}
-    values = {f"envs.{n}.get()": d for n, d in defaults.items() if d is not None}
-    needs = [c for c in conds if _literal_value(c, values) is False]
-    return (not needs), sorted(f"{n}=True" for n, d in defaults.items() if d is False)
+    on = g["no_speculation"] in ("allowed", "may")
+    return on, sorted(f"{x['name']}={not x['publish_off_when']}" for x in g["settings"]
+                      if x["publish_off_when"] is not None and x["default"] == x["publish_off_when"])
 
 
 def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops: list[dict]) -> dict:
@@ -323,7 +315,7 @@ def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops
     for x in loops:
         if x["kind"] is not None:
             by_kind.setdefault(x["kind"], []).append(x)
-    prefill_on, prefill_settings = _prefill_default(tree, proto)
+    prefill_on, prefill_settings = _prefill_default(steps)
     configs: list[dict] = []
     seen: dict = {}  # key -> the configuration: a path another algorithm shares is one configuration
 
@@ -367,7 +359,7 @@ def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops
             if runs & {"prefill", "both"}:
                 for ph in plain["prefill"]:
                     add("no speculation: prefill", None, ph, "target", cls, kind, ls)
-                    if not prefill_on and barrier_loop:
+                    if not prefill_on and barrier_loop and prefill_settings:
                         add("no speculation: prefill", None, ph, "target", cls, kind, ls, prefill_settings)
             if not barrier_loop or not runs & {"decode", "both"}:
                 continue

@@ -100,6 +100,23 @@ def fact_table(doc: dict) -> dict[str, dict]:
         k = f"algorithm/{a['name']}|{a['worker'] or ''}"
         _put(out, f"{k}/clears", sorted({(c.get("runner"), c.get("mode")) for c in a["clears"]},
                                         key=lambda x: tuple(y or "" for y in x)), None)
+    pg = (doc.get("steps") or {}).get("prefill_gates")
+    if pg:
+        _put(out, "prefill/no_speculation", pg["no_speculation"], None)
+        _put(out, "prefill/modes", pg["modes"], None)
+        _put(out, "prefill/declaration", "must be PRE_REPLAY" if pg["declaration"] else "not tested", None)
+        _put(out, "prefill/unless", pg["unless"], None)
+        for a in pg["algorithms"]:
+            _put(out, f"prefill/algorithm/{a['name']}", a["publish"], None)
+        for g in pg["gates"]:
+            _put(out, f"prefill/gate/{g['function']}", sorted(x["test"] for x in g["exits"]), _at(g))
+        for x in pg["stagers"]:
+            _put(out, f"prefill/stager/{x['attribute']}", sorted(s["value"] for s in x["stores"]),
+                 _at(x["stores"][0]) if x["stores"] else None)
+        for x in pg["settings"]:
+            _put(out, f"setting/{x['name']}", x["default"], _at(x))
+            _put(out, f"prefill/setting/{x['name']}", "no effect" if x["publish_off_when"] is None else
+                 f"publish off when {x['publish_off_when']}", _at(x))
     for x in (doc.get("shared_locations") or {}).get("locations", ()):
         _put(out, f"location/{x['name']}", "written after the barrier, read by a backend", _at(x["writes"][0]))
     return {k: {"value": _jsonable(v["value"]), "at": v["at"]} for k, v in sorted(out.items())}

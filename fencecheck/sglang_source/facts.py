@@ -34,7 +34,7 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     out = protocol_keys(proto)
     out["shared_locations"] = shared_locations(tree)
     algorithms = algorithm_rows(ex)
-    out["steps"] = step_facts(tree, proto, algorithms)
+    out["steps"] = step_facts(tree, proto, algorithms, rd.modes)
     from .replay import graph_replay
 
     out["graph_replay"] = graph_replay(tree, proto, rd)

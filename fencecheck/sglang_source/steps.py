@@ -121,9 +121,9 @@ def _name(f) -> str:
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
 
 
-def step_facts(tree: Tree, proto, algorithms: list[dict]) -> dict:
+def step_facts(tree: Tree, proto, algorithms: list[dict], modes=None) -> dict:
     """``{"model_runner": [...], "bindings": {...}, "algorithms": [{name, condition, alternatives, publisher,
-    clears}]}``."""
+    clears}], "prefill_gates": {...} or None}`` (``modes``: the tree's ``declare.Modes``, read when not given)."""
     facts = {r.ci.name: r for r in proto.runners}
     algos = []
     for a in algorithms:
@@ -147,7 +147,15 @@ def step_facts(tree: Tree, proto, algorithms: list[dict]) -> dict:
                       "publisher": [{"side": x["side"], "publisher": x["publisher"], "condition": x["condition"],
                                      "file": x["file"], "line": x["line"]} for x in a["publisher"]],
                       "clears": sorted(clears, key=lambda c: (c["file"], c["line"]))})
-    return {"model_runner": model_runner_runners(tree, proto), "bindings": bindings(tree, proto), "algorithms": algos}
+    from .backend_reader import _root_backend
+    from .prefill_gates import prefill_gates
+
+    if modes is None:
+        from .declare import Modes
+
+        modes = Modes(tree)
+    return {"model_runner": model_runner_runners(tree, proto), "bindings": bindings(tree, proto), "algorithms": algos,
+            "prefill_gates": prefill_gates(tree, proto, _root_backend(tree), modes)}
 
 
 def _runner_classes(p, facts) -> list:

@@ -1,0 +1,388 @@
+"""The gates of the prefill publish, read from the tree as the decode fallback is: the tests that keep a prefill
+(``EXTEND``) runner from recording its read-done event, and what they decide per speculative algorithm and setting.
+
+A gate is an exit on the way to the publish: in the function holding a runner's prefill publish statement, a
+``return`` before it under a test (``if not supports_prefill_shared_read_done(): return`` on 0.5.21-0.5.23; ``if
+stage is None or not stage(fb): return`` inside it, the stager of 0.5.20-0.5.22); and in the resolving method the
+runner calls first (0.5.23's ``resolve_prefill_shared_read_ends`` on the root ``AttentionBackend``), a ``return`` of an
+end other than ``PRE_REPLAY`` that does not come from the backend's declaration (``if FORCE_COARSE or not
+ENABLE_PREFILL_WAR_READ_DONE: return UNKNOWN``). The declaration method itself is the backend's, not a gate. An exit
+is the conjunction of the tests on its path (an ``if`` whose body returns; the negation of an enclosing test whose
+body holds the publish).
+
+Each exit's atoms are classified: a setting (``envs.NAME.get()``, its default read from ``Envs``), a speculative
+algorithm predicate (``...spec_algorithm.P()``, evaluated per ``SpeculativeAlgorithm`` member by
+``dispatch.Algorithms``), the forward mode (decided for ``EXTEND``), the declaration (``shared_read_ends is not
+PRE_REPLAY``: the backend's), a stager (a local bound to ``getattr(obj, "attr", None)`` and tested ``is None``:
+decided from every store of ``attr`` in the tree) and anything else (a server flag, a call: not known). Per member
+the prefill publish is ``never`` when an exit holds whatever the settings, else ``allowed`` (at the settings'
+defaults) or ``with settings``; no speculation's row says whether the publish is on by default.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .tree import ClassInfo, Tree
+
+DECLARATION = "shared_read_ends"
+PRE_REPLAY = "PRE_REPLAY"
+
+
+@dataclass(frozen=True)
+class Exit:
+    """One way out before the publish: the conjunction of ``tests`` (AST), where it leaves (file, line), the
+    function it is in, and the local names bound before it (name -> value AST)."""
+
+    tests: tuple[ast.expr, ...]
+    file: str
+    line: int
+    function: str
+    env: tuple[tuple[str, ast.expr], ...]
+
+    def text(self) -> str:
+        return " and ".join(_paren(ast.unparse(t)) for t in self.tests) if self.tests else "always"
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if " or " in text else text
+
+
+def _contains(node: ast.AST, line: int) -> bool:
+    end = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
+    return getattr(node, "lineno", 0) <= line <= end
+
+
+def _returns(stmts) -> bool:
+    """Whether ``stmts`` end in a ``return`` or ``raise`` at their own level."""
+    return any(isinstance(s, (ast.Return, ast.Raise)) for s in stmts)
+
+
+def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict | None = None,
+                 where: tuple = ("", "")) -> list[Exit]:
+    """The exits of ``stmts`` before ``line`` (None: every exit): a statement ``is_exit`` accepts (a ``return`` or a
+    ``raise``) under the tests ``conds`` on its path. The block holding ``line`` is entered (its test joins
+    ``conds``, its negation an exit); a loop or ``try`` before it is not entered (its exits are not gates)."""
+    env = dict(env or {})
+    out: list[Exit] = []
+    for s in stmts:
+        if line is not None and s.lineno > line:
+            break
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            env[s.targets[0].id] = s.value
+        holds = line is not None and _contains(s, line)
+        if isinstance(s, (ast.Return, ast.Raise)) and not holds:
+            if is_exit(s):
+                out.append(Exit(conds, where[0], s.lineno, where[1], tuple(env.items())))
+            break  # the rest of the block does not run
+        if isinstance(s, ast.If):
+            in_body = holds and any(_contains(x, line) for x in s.body)
+            in_else = holds and any(_contains(x, line) for x in s.orelse)
+            neg = ast.UnaryOp(op=ast.Not(), operand=s.test)
+            if in_body:
+                out.append(Exit(conds + (neg,), where[0], s.lineno, where[1], tuple(env.items())))
+                out += exits_before(s.body, line, is_exit, conds + (s.test,), env, where)
+                break
+            if in_else:
+                out.append(Exit(conds + (s.test,), where[0], s.lineno, where[1], tuple(env.items())))
+                out += exits_before(s.orelse, line, is_exit, conds + (neg,), env, where)
+                break
+            out += exits_before(s.body, None, is_exit, conds + (s.test,), env, where)
+            out += exits_before(s.orelse, None, is_exit, conds + (neg,), env, where)
+            if _returns(s.body) and _returns(s.orelse):
+                break
+        if holds:
+            break
+    return out
+
+
+@dataclass(frozen=True)
+class Atom:
+    text: str
+    kind: str  # setting, algorithm, mode, declaration, stager, other
+    node: ast.expr = field(compare=False, repr=False)
+
+
+class _Eval:
+    """Three-valued evaluation of an exit under one algorithm member and setting values."""
+
+    def __init__(self, tree: Tree, algos, modes, stagers: dict):
+        self.tree, self.algos, self.modes, self.stagers = tree, algos, modes, stagers
+        self.mode = "EXTEND"  # the forward mode the mode tests are decided for
+
+    def atoms(self, e: ast.expr, env: dict) -> list[Atom]:
+        if isinstance(e, ast.BoolOp):
+            return [a for v in e.values for a in self.atoms(v, env)]
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            return self.atoms(e.operand, env)
+        return [Atom(ast.unparse(e), self.kind(e, env), e)]
+
+    def kind(self, e: ast.expr, env: dict) -> str:
+        from .platform import setting_names
+
+        if _setting(e):
+            return "setting"
+        if self._algorithm_call(e) is not None:
+            return "algorithm"
+        if self._mode_compare(e) is not None:
+            return "mode"
+        if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Is, ast.IsNot)) \
+                and ast.unparse(e.comparators[0]).endswith(f".{PRE_REPLAY}"):
+            return "declaration"
+        if self._stager(e, env) is not None:
+            return "stager"
+        return "setting" if setting_names(e) else "other"
+
+    def value(self, e: ast.expr, member: str | None, values: dict, env: dict) -> bool | None:
+        if isinstance(e, ast.BoolOp):
+            vals = [self.value(v, member, values, env) for v in e.values]
+            if isinstance(e.op, ast.And):
+                return False if False in vals else (True if all(v is True for v in vals) else None)
+            return True if True in vals else (False if all(v is False for v in vals) else None)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            v = self.value(e.operand, member, values, env)
+            return None if v is None else not v
+        name = _setting(e)
+        if name is not None:
+            return values.get(name)
+        pred = self._algorithm_call(e)
+        if pred is not None:
+            return None if member is None or self.algos is None else self.algos.predicate(pred, member)
+        mode = self._mode_compare(e)
+        if mode is not None:
+            return mode
+        st = self._stager(e, env)
+        if st is not None:
+            attr, is_none = st
+            never = not any(s["value"] != "None" for s in self.stagers.get(attr, ()))
+            return (True if is_none else False) if never else None
+        return None
+
+    @staticmethod
+    def _algorithm_call(e) -> str | None:
+        """``P`` of ``<x>.spec_algorithm.P()`` (or ``<x>.speculative_algorithm.P()``)."""
+        if isinstance(e, ast.Call) and not e.args and not e.keywords and isinstance(e.func, ast.Attribute) \
+                and isinstance(e.func.value, (ast.Attribute, ast.Name)):
+            recv = e.func.value.attr if isinstance(e.func.value, ast.Attribute) else e.func.value.id
+            if recv in ("spec_algorithm", "speculative_algorithm"):
+                return e.func.attr
+        return None
+
+    def _mode_compare(self, e) -> bool | None:
+        """``<x>.forward_mode ==/!= ForwardMode.M`` decided for ``self.mode``; ``<x>.forward_mode.is_M()`` too."""
+        if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Eq, ast.NotEq)) \
+                and ast.unparse(e.left).endswith("forward_mode") and isinstance(e.comparators[0], ast.Attribute) \
+                and e.comparators[0].attr in self.modes.members:
+            same = e.comparators[0].attr == self.mode
+            return same if isinstance(e.ops[0], ast.Eq) else not same
+        if isinstance(e, ast.Call) and not e.args and isinstance(e.func, ast.Attribute) \
+                and ast.unparse(e.func.value).endswith("forward_mode") and not e.keywords:
+            return self.modes.predicate(e.func.attr, self.mode)
+        return None
+
+    @staticmethod
+    def _stager(e, env) -> tuple[str, bool] | None:
+        """(attribute, is None) of ``x is None`` / ``x is not None`` where ``x`` is bound to ``getattr(obj, "attr",
+        None)`` or ``obj.attr``."""
+        if not (isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Is, ast.IsNot))
+                and isinstance(e.comparators[0], ast.Constant) and e.comparators[0].value is None
+                and isinstance(e.left, ast.Name)):
+            return None
+        v = env.get(e.left.id)
+        attr = None
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "getattr" and len(v.args) >= 2 \
+                and isinstance(v.args[1], ast.Constant) and isinstance(v.args[1].value, str) \
+                and (len(v.args) == 2 or (isinstance(v.args[2], ast.Constant) and v.args[2].value is None)):
+            attr = v.args[1].value
+        elif isinstance(v, ast.Attribute):
+            attr = v.attr
+        return None if attr is None else (attr, isinstance(e.ops[0], ast.Is))
+
+
+def _setting(e) -> str | None:
+    from .platform import _setting_of
+
+    return _setting_of(e)
+
+
+def _stores(tree: Tree, attr: str) -> list[dict]:
+    """Every ``<x>.attr = value`` (and ``setattr(x, "attr", value)``) of the tree: file, line, the value's text."""
+    out = []
+    for m in tree.modules_containing(attr):
+        mod = tree.module(m)
+        if mod is None:
+            continue
+        for node in ast.walk(mod.tree):
+            targets, value = (), None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = (node.target,), node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                    and len(node.args) == 3 and isinstance(node.args[1], ast.Constant) and node.args[1].value == attr:
+                out.append({"file": mod.rel, "line": node.lineno, "value": ast.unparse(node.args[2])})
+                continue
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr == attr:
+                    out.append({"file": mod.rel, "line": node.lineno, "value": ast.unparse(value)})
+    return sorted(out, key=lambda s: (s["file"], s["line"]))
+
+
+def _function(tree: Tree, key: str):
+    """(def, file) of a function or method named by its dotted key, or None."""
+    head, name = key.rsplit(".", 1)
+    mod = tree.module(head)
+    if mod is not None and name in mod.functions:
+        return mod.functions[name].node, mod.rel
+    if "." in head:
+        mhead, cls = head.rsplit(".", 1)
+        mod = tree.module(mhead)
+        ci = mod.classes.get(cls) if mod is not None else None
+        if ci is not None and name in ci.methods:
+            return ci.methods[name], mod.rel
+    return None
+
+
+def _literal_end(ret: ast.Return) -> str | None:
+    v = ret.value
+    if isinstance(v, ast.Attribute) and isinstance(v.value, (ast.Name, ast.Attribute)):
+        return v.attr
+    return None
+
+
+def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | None:
+    """The ``prefill_gates`` fact of the tree (docs/sglang-reader.md), None when no runner publishes at prefill."""
+    from .dispatch import registry
+    from .platform import settings
+
+    runners = [r for r in proto.runners if r.policy == "prefill_publish"]
+    if not runners:
+        return None
+    gates: dict[tuple, dict] = {}
+    for r in runners:
+        for e in r.events:
+            if e.kind == "publish":
+                got = _function(tree, e.chain[-1][0]) if e.chain else None
+                if got is None:
+                    continue
+                fn, file = got
+                key = (file, fn.name, "publish")
+                g = gates.setdefault(key, {"function": fn.name, "file": file, "line": fn.lineno, "role": "publish",
+                                           "runners": [], "exits": exits_before(
+                                               fn.body, e.line, lambda s: True, where=(file, fn.name))})
+                g["runners"].append(r.ci.name)
+            elif e.kind == "resolve" and root is not None:
+                method = e.what.rsplit(".", 1)[-1]
+                hit = tree.lookup(root, method) if method != DECLARATION else None
+                if hit is None:
+                    continue
+                owner, fn = hit
+                key = (owner.file, f"{owner.name}.{fn.name}", "resolve")
+                g = gates.setdefault(key, {
+                    "function": f"{owner.name}.{fn.name}", "file": owner.file, "line": fn.lineno, "role": "resolve",
+                    "runners": [], "exits": exits_before(
+                        fn.body, None, lambda s: isinstance(s, ast.Return) and _literal_end(s) not in (None, PRE_REPLAY),
+                        where=(owner.file, f"{owner.name}.{fn.name}"))})
+                g["runners"].append(r.ci.name)
+    algos = registry(tree)
+    members = [m for m in (algos.members if algos is not None else ())]
+    none_member = next((m for m in members if algos.predicate("is_none", m) is True), None) if algos else None
+    stager_attrs: dict[str, list] = {}
+    ev = _Eval(tree, algos, modes, {})
+    for g in gates.values():
+        for x in g["exits"]:
+            env = dict(x.env)
+            for t in x.tests:
+                for sub in ast.walk(t):
+                    st = ev._stager(sub, env) if isinstance(sub, ast.expr) else None
+                    if st is not None and st[0] not in stager_attrs:
+                        stager_attrs[st[0]] = _stores(tree, st[0])
+    ev.stagers = stager_attrs
+    names = sorted({n for g in gates.values() for x in g["exits"] for t in x.tests for n in _settings_in(t)})
+    defs = settings(tree, names)
+    defaults = {n: s.default for n, s in defs.items()}
+
+    def gating(x: Exit) -> bool:
+        """Whether ``x`` gates the publish: an exit on the backend's declaration alone is the declaration's."""
+        return any(a.kind != "declaration" for t in x.tests for a in ev.atoms(t, dict(x.env)))
+
+    exits = [x for g in gates.values() for x in g["exits"] if gating(x)]
+
+    def blocked(member, values) -> bool | None:
+        """True: an exit holds; False: none can; None: one may, on more than a server flag."""
+        vals = [_all(ev, x, member, values) for x in exits]
+        if True in vals:
+            return True
+        return False if all(v is False or _open_on_other(ev, x, member, values) for v, x in zip(vals, exits)) \
+            else None
+
+    def status(member) -> str:
+        if blocked(member, {}) is True:
+            return "never"
+        at_default = blocked(member, defaults)
+        if at_default is False:
+            return "allowed"
+        if at_default is True:
+            return "with settings"
+        return "may"
+
+    algorithms = [{"name": m, "publish": status(m)} for m in members if m != none_member]
+    publishing_modes = []
+    for m in modes.members:
+        ev.mode = m
+        if blocked(none_member, {}) is not True:
+            publishing_modes.append(m)
+    ev.mode = "EXTEND"
+    declared = [x.text() for g in gates.values() for x in g["exits"] if not gating(x)]
+    plain = status(none_member) if none_member else status(None)
+    setting_rows = []
+    for n in names:
+        s = defs[n]
+        off = [v for v in (True, False) if blocked(none_member, {**defaults, n: v}) is True]
+        setting_rows.append({"name": n, "default": s.default, "file": s.file, "line": s.line,
+                             "publish_off_when": off[0] if len(off) == 1 else None})
+    overrides = sorted({(c.name, c.file) for g in gates.values() if g["role"] == "resolve"
+                        for c in tree.subclasses([root]) if c is not root
+                        and g["function"].split(".")[-1] in c.methods}) if root is not None else []
+    return {
+        "no_speculation": plain,
+        "modes": publishing_modes,
+        "declaration": declared,
+        "gates": [{"function": g["function"], "file": g["file"], "line": g["line"], "role": g["role"],
+                   "runners": sorted(set(g["runners"])),
+                   "exits": [{"test": x.text(), "file": x.file, "line": x.line,
+                              "atoms": [{"text": a.text, "kind": a.kind}
+                                        for t in x.tests for a in ev.atoms(t, dict(x.env))]} for x in g["exits"]]}
+                  for _, g in sorted(gates.items())],
+        "unless": sorted({x.text() for x in exits if _all(ev, x, none_member, defaults) is None
+                          and _open_on_other(ev, x, none_member, defaults)}),
+        "settings": setting_rows,
+        "algorithms": algorithms,
+        "stagers": [{"attribute": a, "stores": s, "set": any(x["value"] != "None" for x in s)}
+                    for a, s in sorted(stager_attrs.items())],
+        "resolve_overridden_by": [{"class": n, "file": f} for n, f in overrides],
+    }
+
+
+def _settings_in(t: ast.expr) -> list[str]:
+    from .platform import setting_names
+
+    return setting_names(t)
+
+
+def _open_on_other(ev: _Eval, x: Exit, member, values) -> bool:
+    """Whether ``x`` is undecided only on atoms of kind ``other`` (a server flag, a call): it is an ``unless``."""
+    env = dict(x.env)
+    for t in x.tests:
+        if ev.value(t, member, values, env) is None and any(
+                a.kind != "other" and ev.value(a.node, member, values, env) is None
+                for a in ev.atoms(t, env)):
+            return False
+    return True
+
+
+def _all(ev: _Eval, x: Exit, member, values) -> bool | None:
+    env = dict(x.env)
+    vals = [ev.value(t, member, values, env) for t in x.tests]
+    return False if False in vals else (True if all(v is True for v in vals) else None)

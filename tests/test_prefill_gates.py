@@ -1,0 +1,274 @@
+"""The prefill publish's gates read as facts of a tree, and pull-request mode's losses by what they decide.
+
+``sglang_source/prefill_gates.py``: the exits before a prefill runner's publish and in its resolving method, what
+they decide per speculative algorithm, forward mode and setting, and the stager they test; a loss is what the gates
+decide, not where their tests stand. The synthetic trees are ``sglang_trees/common`` with a gated publish and a
+``SpeculativeAlgorithm`` laid over it; the releases' gates are read from their sources (slow)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fencecheck.commands.main import main
+from fencecheck.sglang_source.backend_reader import Reader
+from fencecheck.sglang_source.prefill_gates import prefill_gates
+from fencecheck.sglang_source.protocol import read_protocol
+from fencecheck.sglang_source.tree import Tree
+
+TREES = Path(__file__).resolve().parent / "sglang_trees"
+EVENT = "sglang/srt/model_executor/runner_utils/shared_read_event.py"
+SPEC = "sglang/srt/speculative/spec_info.py"
+
+ENVIRON = '''class EnvBool:
+    def __init__(self, default):
+        self.default = default
+
+    def get(self):
+        return self.default
+
+
+class Envs:
+    SGLANG_ENABLE_WAR_BARRIER = EnvBool(False)
+    SGLANG_FORCE_COARSE_WAR_BARRIER = EnvBool(False)
+    SGLANG_ENABLE_PREFILL_WAR_READ_DONE = EnvBool(DEFAULT)
+
+
+envs = Envs()
+'''
+
+SPEC_INFO = '''from enum import IntEnum, auto
+
+
+class SpeculativeAlgorithm(IntEnum):
+    NONE = auto()
+    EAGLE = auto()
+    DFLASH = auto()
+
+    def is_none(self) -> bool:
+        return self == SpeculativeAlgorithm.NONE
+
+    def is_eagle(self) -> bool:
+        return self == SpeculativeAlgorithm.EAGLE
+
+    def is_dflash(self) -> bool:
+        return self == SpeculativeAlgorithm.DFLASH
+
+    def supports_prefill_shared_read_done(self) -> bool:
+        """Whether target EXTEND has no later speculative shared-buffer reader."""
+        return SUPPORTS
+
+    def create_worker(self, server_args):
+        return None
+'''
+
+PUBLISH = '''from sglang.srt.environ import envs
+from sglang.srt.layers.attention.base_attn_backend import SharedReadEnds
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+
+def maybe_publish_prefill_shared_read_done(model_runner, shared_read_ends, device_module):
+    if not envs.SGLANG_ENABLE_PREFILL_WAR_READ_DONE.get():
+        return
+    if shared_read_ends is not SharedReadEnds.PRE_REPLAY:
+        return
+    if not model_runner.spec_algorithm.supports_prefill_shared_read_done():
+        stage = getattr(model_runner, "prefill_shared_read_stager", None)
+        if stage is None or not stage(model_runner.forward_batch):
+            return
+    if model_runner.server_args.enable_hierarchical_cache:
+        return
+    read_done = device_module.Event()
+    read_done.record()
+    model_runner.shared_read_done_event = read_done
+'''
+
+
+def lay(dest: Path, default: str = "False", supports: str = "self.is_none() or self.is_dflash()",
+        publish: str = PUBLISH, runner_extra: str = "") -> Path:
+    for case in ("common", "after_marker"):
+        shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
+    (dest / "sglang/srt/environ.py").write_text(ENVIRON.replace("DEFAULT", default))
+    (dest / SPEC).parent.mkdir(parents=True, exist_ok=True)
+    (dest / SPEC).parent.joinpath("__init__.py").write_text("")
+    (dest / SPEC).write_text(SPEC_INFO.replace("SUPPORTS", supports))
+    (dest / EVENT).write_text(publish)
+    if runner_extra:
+        mr = dest / "sglang/srt/model_executor/model_runner.py"
+        mr.write_text(mr.read_text() + runner_extra)
+    return dest
+
+
+def gates(root: Path) -> dict:
+    tree = Tree(root / "sglang")
+    rd = Reader(tree)
+    return prefill_gates(tree, read_protocol(tree), rd.root, rd.modes)
+
+
+def statuses(g: dict) -> dict:
+    return {a["name"]: a["publish"] for a in g["algorithms"]}
+
+
+def test_the_gates_decide_each_algorithm_and_setting(tmp_path):
+    g = gates(lay(tmp_path / "t"))
+    (gate,) = g["gates"]
+    assert (gate["function"], gate["role"], gate["file"]) == ("maybe_publish_prefill_shared_read_done", "publish",
+                                                               EVENT)
+    kinds = [[a["kind"] for a in x["atoms"]] for x in gate["exits"]]
+    assert kinds == [["setting"], ["declaration"], ["algorithm", "stager", "other"], ["other"]]
+    # EAGLE: the predicate is false and the stager is never set (ModelRunner sets no such field): never
+    assert statuses(g) == {"EAGLE": "never", "DFLASH": "with settings"}
+    assert g["no_speculation"] == "with settings"
+    (s,) = g["settings"]
+    assert (s["name"], s["default"], s["publish_off_when"]) == ("SGLANG_ENABLE_PREFILL_WAR_READ_DONE", False, False)
+    assert g["unless"] == ["model_runner.server_args.enable_hierarchical_cache"]
+    assert g["declaration"] == ["shared_read_ends is not SharedReadEnds.PRE_REPLAY"]
+    assert g["stagers"] == [{"attribute": "prefill_shared_read_stager", "stores": [], "set": False}]
+
+
+def test_a_default_turned_on_publishes_without_settings(tmp_path):
+    g = gates(lay(tmp_path / "t", default="True"))
+    assert g["no_speculation"] == "allowed"
+    assert statuses(g) == {"EAGLE": "never", "DFLASH": "allowed"}
+
+
+def test_a_stager_set_somewhere_leaves_the_other_algorithms_open(tmp_path):
+    extra = "\n    def install(self, stage):\n        self.prefill_shared_read_stager = stage\n"
+    g = gates(lay(tmp_path / "t", default="True", runner_extra=extra))
+    (st,) = g["stagers"]
+    assert st["set"] and st["stores"][0]["value"] == "stage"
+    assert statuses(g)["EAGLE"] == "may"
+
+
+def test_a_stager_only_ever_none_keeps_them_off(tmp_path):
+    extra = "\n    def reset(self):\n        self.prefill_shared_read_stager = None\n"
+    g = gates(lay(tmp_path / "t", runner_extra=extra))
+    assert g["stagers"][0]["stores"][0]["value"] == "None" and not g["stagers"][0]["set"]
+    assert statuses(g)["EAGLE"] == "never"
+
+
+def test_the_mode_test_limits_the_modes(tmp_path):
+    gated = PUBLISH.replace("    if shared_read_ends is not", "    if model_runner.forward_batch.forward_mode != "
+                                                              "ForwardMode.EXTEND:\n        return\n"
+                                                              "    if shared_read_ends is not")
+    assert gates(lay(tmp_path / "t", publish=gated))["modes"] == ["EXTEND"]
+    assert "DECODE" in gates(lay(tmp_path / "u"))["modes"]
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sglang", *argv], out=out, err=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+def _lost(out: str) -> list[str]:
+    return [line.strip() for line in out.splitlines() if line.startswith("  LOST ")]
+
+
+@pytest.mark.parametrize("head, says", [
+    ({"supports": "self.is_none() or self.is_dflash() or self.is_eagle()"},
+     ["LOST EAGLE's target prefill may now publish its read-done event (never -> with settings)"]),
+    ({"publish": PUBLISH.replace("    if model_runner.server_args.enable_hierarchical_cache:\n        return\n", "")},
+     ["LOST the prefill publish is no longer kept off when model_runner.server_args.enable_hierarchical_cache"]),
+    ({"publish": PUBLISH.replace("    if shared_read_ends is not SharedReadEnds.PRE_REPLAY:\n        return\n", "")},
+     ["LOST the prefill publish no longer tests that the backend declares PRE_REPLAY"]),
+])
+def test_a_change_that_opens_a_prefill_gate_is_a_loss(tmp_path, head, says):
+    base, h = lay(tmp_path / "base"), lay(tmp_path / "head", **head)
+    code, out = run(str(h), "--baseline", str(base))
+    assert code == 1, out
+    assert [x for x in _lost(out) if x.startswith(says[0][:40])] and all(
+        any(x.startswith(s) for x in _lost(out)) for s in says), out
+
+
+RESOLVE = """
+    def resolve_prefill_shared_read_ends(self, forward_batch):
+        if not envs.SGLANG_ENABLE_PREFILL_WAR_READ_DONE.get():
+            return SharedReadEnds.UNKNOWN
+        return self.shared_read_ends(forward_batch.forward_mode)
+"""
+
+
+def _moved(root: Path) -> Path:
+    """The setting's test moved from the publish into the root backend's resolving method (as 0.5.23 has it)."""
+    f = root / "sglang/srt/model_executor/runner_utils/shared_read_event.py"
+    f.write_text(f.read_text().replace("    if not envs.SGLANG_ENABLE_PREFILL_WAR_READ_DONE.get():\n        return\n",
+                                       ""))
+    b = root / "sglang/srt/layers/attention/base_attn_backend.py"
+    text = b.read_text().replace("from enum import Enum\n", "from enum import Enum\n\nfrom sglang.srt.environ import envs\n")
+    anchor = "    def shared_read_ends(self, fm: ForwardMode) -> SharedReadEnds:\n"
+    assert anchor in text
+    b.write_text(text.replace(anchor, RESOLVE.lstrip("\n") + "\n" + anchor))
+    return root
+
+
+def test_a_gate_moved_to_the_resolving_method_or_respelled_loses_nothing(tmp_path):
+    """What the gates decide is compared, not where their tests stand: the setting's test moved into the resolving
+    method the runner calls first, and the server flag's receiver respelled (``server_args`` -> ``cfg``)."""
+    respelled = PUBLISH.replace("model_runner.server_args.enable_hierarchical_cache",
+                                "model_runner.cfg.enable_hierarchical_cache")
+    base, h = lay(tmp_path / "base"), _moved(lay(tmp_path / "head", publish=respelled))
+    g = gates(h)
+    assert [x["role"] for x in g["gates"]] == ["resolve", "publish"]
+    assert g["gates"][0]["exits"][0]["test"] == "not envs.SGLANG_ENABLE_PREFILL_WAR_READ_DONE.get()"
+    code, out = run(str(h), "--baseline", str(base), "--json")
+    doc = json.loads(out)
+    assert doc["fence"]["lost"] == [], doc["fence"]["lost"]
+    changed = {x["key"] for x in doc["facts"]["changed"]["protocol"]}
+    assert {"prefill/unless", "prefill/gate/AttentionBackend.resolve_prefill_shared_read_ends"} <= changed
+    assert "prefill/no_speculation" not in changed and "prefill/algorithm/EAGLE" not in changed
+
+
+def test_a_setting_default_turned_on_is_a_change_not_a_loss(tmp_path):
+    base, h = lay(tmp_path / "base"), lay(tmp_path / "head", default="True")
+    code, out = run(str(h), "--baseline", str(base), "--json")
+    doc = json.loads(out)
+    assert doc["fence"]["lost"] == []
+    changed = {x["key"]: (x["before"], x["after"]) for x in doc["facts"]["changed"]["protocol"]}
+    assert changed["prefill/no_speculation"] == ("with settings", "allowed")
+    assert changed["setting/SGLANG_ENABLE_PREFILL_WAR_READ_DONE"] == ("False", "True")
+
+
+#: Per release: no speculation's prefill publish, the algorithms whose prefill may publish (the rest never), the
+#: setting that keeps it off and when, the stager. Read from the sources: 0.5.18 ``shared_read_event.py:26-48``
+#: (``SGLANG_ENABLE_PREFILL_WAR_READ_DONE`` default False, ``environ.py:575``; only ``spec_algorithm.is_none()``
+#: publishes); 0.5.22 ``shared_read_event.py:26-49`` (``supports_prefill_shared_read_done``, ``spec_info.py:138-145``:
+#: none, DFlash, DSpark; otherwise the stager, ``ModelRunner.prefill_shared_read_stager``, only ever None,
+#: ``model_runner.py:462``); 0.5.23 the setting's test moved to ``AttentionBackend.resolve_prefill_shared_read_ends``
+#: (``base_attn_backend.py:202-224``, default True, ``environ.py:706``) and the publish keeps off under hierarchical
+#: cache, storage or LMCache (``shared_read_event.py:36-41``).
+RELEASE_GATES = {
+    "0.5.18": ("with settings", {}, (False, None), None),
+    "0.5.22": ("with settings", {"DFLASH": "with settings", "DSPARK": "with settings"}, (False, None),
+               ("sglang/srt/model_executor/model_runner.py", 462)),
+    "0.5.23": ("allowed", {"DFLASH": "allowed", "DSPARK": "allowed"}, (False, True), None),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", sorted(RELEASE_GATES))
+def test_the_gates_of_a_release(version):
+    from sglang_release import require_tree
+
+    plain, open_, (enable_off, coarse_off), stager = RELEASE_GATES[version]
+    g = gates(require_tree(version, fetching=True).parent)
+    assert g["no_speculation"] == plain
+    assert {k: v for k, v in statuses(g).items() if v != "never"} == open_
+    assert "EAGLE" in statuses(g) and statuses(g)["EAGLE"] == "never"
+    off = {s["name"]: s["publish_off_when"] for s in g["settings"]}
+    assert off["SGLANG_ENABLE_PREFILL_WAR_READ_DONE"] is enable_off
+    assert off.get("SGLANG_FORCE_COARSE_WAR_BARRIER") is coarse_off
+    assert g["modes"] == ["EXTEND"]
+    if stager is None:
+        assert g["stagers"] == []
+    else:
+        (st,) = g["stagers"]
+        assert not st["set"] and [(x["file"], x["line"]) for x in st["stores"]] == [stager]
+    if version == "0.5.23":
+        assert [x["role"] for x in g["gates"]] == ["resolve", "publish"]
+        assert g["unless"] == ["(memory.enable_hierarchical_cache or memory.hicache_storage_backend is not None or "
+                               "memory.enable_lmcache)"]
