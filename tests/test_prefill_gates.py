@@ -272,3 +272,14 @@ def test_the_gates_of_a_release(version):
         assert [x["role"] for x in g["gates"]] == ["resolve", "publish"]
         assert g["unless"] == ["(memory.enable_hierarchical_cache or memory.hicache_storage_backend is not None or "
                                "memory.enable_lmcache)"]
+
+
+def test_details_show_what_the_gates_decide_and_each_exit(tmp_path):
+    code, out = run(str(lay(tmp_path / "t")), "--details")
+    line = next(x for x in out.splitlines() if x.startswith("prefill publish"))
+    assert "no speculation off by default; also DFLASH (off by default); modes " in line
+    assert "SGLANG_ENABLE_PREFILL_WAR_READ_DONE=False turns it off (default False)" in line
+    assert line.endswith("; off when model_runner.server_args.enable_hierarchical_cache")
+    assert f"  maybe_publish_prefill_shared_read_done (publish) keeps it off when not envs.SGLANG_ENABLE_PREFILL_WAR_" \
+           f"READ_DONE.get() ({EVENT}:7)" in out
+    assert "  stager prefill_shared_read_stager: never set to anything but None" in out

@@ -71,6 +71,7 @@ def facts_text(doc: dict) -> list[str]:
     for r in doc.get("graph_runners", ()):
         if r["policy"] != "never" or r.get("fallback"):
             lines += runner_lines(r)
+    lines += prefill_lines((doc.get("steps") or {}).get("prefill_gates"))
     loc = doc.get("shared_locations")
     if loc:
         lines.append("scheduler-shared locations (written after the barrier, read by a backend): "
@@ -96,6 +97,31 @@ def facts_text(doc: dict) -> list[str]:
                      + (f" ({', '.join(x['entry'] for x in cmp['not_generated'])})" if cmp["not_generated"] else "")
                      + f", {len(cmp['not_in_catalog'])} generated skeletons in no entry (docs/sglang-reader.md, "
                        "\"The catalog and the generated configurations\")")
+    return lines
+
+
+def prefill_lines(g: dict | None) -> list[str]:
+    """The prefill publish's gates: what they decide, then each exit with where it is."""
+    if not g:
+        return []
+    words = {"allowed": "on by default", "with settings": "off by default", "never": "never", "may": "not decided"}
+    also = [f"{a['name']} ({words[a['publish']]})" for a in g["algorithms"] if a["publish"] != "never"]
+    settings = [f"{s['name']}={s['publish_off_when']} turns it off (default {s['default']})"
+                for s in g["settings"] if s["publish_off_when"] is not None]
+    parts = [f"no speculation {words[g['no_speculation']]}",
+             f"also {', '.join(also)}" if also else "no speculative algorithm",
+             f"modes {', '.join(g['modes']) or 'none'}"] + settings
+    if g["unless"]:
+        parts.append(f"off when {' or '.join(g['unless'])}")
+    lines = ["prefill publish (the gates, steps.prefill_gates): " + "; ".join(parts)]
+    for gate in g["gates"]:
+        for x in gate["exits"]:
+            lines.append(f"  {gate['function']} ({gate['role']}) keeps it off when {x['test']} ({x['file']}:{x['line']})")
+    for st in g["stagers"]:
+        lines.append(f"  stager {st['attribute']}: "
+                     + ("set at " + ", ".join(f"{x['file']}:{x['line']}" for x in st["stores"] if x["value"] != "None")
+                        if st["set"] else "never set to anything but None"
+                        + (f" ({', '.join(_at(x) for x in st['stores'])})" if st["stores"] else "")))
     return lines
 
 

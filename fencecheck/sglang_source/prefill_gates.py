@@ -32,8 +32,9 @@ PRE_REPLAY = "PRE_REPLAY"
 
 @dataclass(frozen=True)
 class Exit:
-    """One way out before the publish: the conjunction of ``tests`` (AST), where it leaves (file, line), the
-    function it is in, and the local names bound before it (name -> value AST)."""
+    """One way out before the publish: the conjunction of ``tests`` (AST), where it leaves (file, the line of the
+    ``if`` whose test completes it), the function it is in, and the local names bound before it (name -> value
+    AST)."""
 
     tests: tuple[ast.expr, ...]
     file: str
@@ -60,10 +61,11 @@ def _returns(stmts) -> bool:
 
 
 def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict | None = None,
-                 where: tuple = ("", "")) -> list[Exit]:
+                 where: tuple = ("", ""), at: int | None = None) -> list[Exit]:
     """The exits of ``stmts`` before ``line`` (None: every exit): a statement ``is_exit`` accepts (a ``return`` or a
-    ``raise``) under the tests ``conds`` on its path. The block holding ``line`` is entered (its test joins
-    ``conds``, its negation an exit); a loop or ``try`` before it is not entered (its exits are not gates)."""
+    ``raise``) under the tests ``conds`` on its path, cited at the line of the innermost ``if`` (``at``). The block
+    holding ``line`` is entered (its test joins ``conds``, its negation an exit); a loop or ``try`` before it is not
+    entered (its exits are not gates)."""
     env = dict(env or {})
     out: list[Exit] = []
     for s in stmts:
@@ -74,7 +76,7 @@ def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict 
         holds = line is not None and _contains(s, line)
         if isinstance(s, (ast.Return, ast.Raise)) and not holds:
             if is_exit(s):
-                out.append(Exit(conds, where[0], s.lineno, where[1], tuple(env.items())))
+                out.append(Exit(conds, where[0], at or s.lineno, where[1], tuple(env.items())))
             break  # the rest of the block does not run
         if isinstance(s, ast.If):
             in_body = holds and any(_contains(x, line) for x in s.body)
@@ -82,14 +84,14 @@ def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict 
             neg = ast.UnaryOp(op=ast.Not(), operand=s.test)
             if in_body:
                 out.append(Exit(conds + (neg,), where[0], s.lineno, where[1], tuple(env.items())))
-                out += exits_before(s.body, line, is_exit, conds + (s.test,), env, where)
+                out += exits_before(s.body, line, is_exit, conds + (s.test,), env, where, s.lineno)
                 break
             if in_else:
                 out.append(Exit(conds + (s.test,), where[0], s.lineno, where[1], tuple(env.items())))
-                out += exits_before(s.orelse, line, is_exit, conds + (neg,), env, where)
+                out += exits_before(s.orelse, line, is_exit, conds + (neg,), env, where, s.lineno)
                 break
-            out += exits_before(s.body, None, is_exit, conds + (s.test,), env, where)
-            out += exits_before(s.orelse, None, is_exit, conds + (neg,), env, where)
+            out += exits_before(s.body, None, is_exit, conds + (s.test,), env, where, s.lineno)
+            out += exits_before(s.orelse, None, is_exit, conds + (neg,), env, where, s.lineno)
             if _returns(s.body) and _returns(s.orelse):
                 break
         if holds:
