@@ -401,9 +401,10 @@ def test_each_finding_is_decided_in_the_generated_configurations_of_its_mode(tmp
     late = ["req_to_token@p0-decode/in_graph_after_marker"]
     graph = rows["no-speculation-decode-cuda-overlap-0"]
     assert graph["verdict"] == "counterexample" and graph["races"] == late and graph["oracles_agree"] is True
+    assert graph["own"] is False  # an honest backend does not race there: the race is the backend's
     for name, r in rows.items():
         if name != "no-speculation-decode-cuda-overlap-0":
-            assert r == {"context": name, "verdict": "proved", "races": [], "oracles_agree": None}, name
+            assert r == {"context": name, "verdict": "proved", "races": [], "oracles_agree": None, "own": False}, name
     from fencecheck.render.release_markdown import contexts_text
 
     line = contexts_text(ex.findings[0].decision.contexts)

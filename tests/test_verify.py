@@ -417,6 +417,7 @@ def test_each_change_outside_the_backend_restores_the_assumption_it_is_for():
                     "worker_reads_cleared"}
 
 
+@pytest.mark.slow
 def test_the_default_contexts_are_the_release_and_the_last_line_is_the_verdict():
     """Without --catalog the contexts are the release catalog's, and the text says so; the last line is the verdict
     over every context."""

@@ -430,6 +430,7 @@ def _no_configurations(tree):
     raise FencecheckError("the configurations", "", "cannot be read (a test)")
 
 
+@pytest.mark.slow
 def test_a_late_failure_of_the_read_leaves_no_partial_report(tmp_path, monkeypatch):
     """The configurations are read while the backend is verified; where their read fails, the command ends with the
     one error and writes nothing of the report it had made (found by an independent review)."""

@@ -30,7 +30,7 @@ class TreeRace:
                 "own": self.own}
 
 
-def _honest(table: dict, modes) -> dict:
+def honest_table(table: dict, modes) -> dict:
     """The base-rule honest backend in the place of the backend file ``table`` (``model.swap.honest_stand_in``, the
     one the catalog contexts compare with), over ``modes``: the base rule reading the file's locations at every site
     it covers."""
@@ -38,7 +38,8 @@ def _honest(table: dict, modes) -> dict:
     from fencecheck.model.backend_facts import mode_facts
     from fencecheck.model.swap import honest_reads
 
-    facts = [f for f in mode_facts(backend_from_dict(table, table["name"])) if f.mode.value in modes]
+    facts = [f for f in mode_facts(backend_from_dict({"name": "backend", **table}, table.get("name", "backend")))
+             if f.mode.value in modes]
     return {"declares": {m: base_shared_read_ends(ForwardMode[m]).name for m in modes},
             "reads": {m: {s.value: list(locs) for s, locs in sites.items()}
                       for m, sites in honest_reads(facts).items()}}
@@ -99,7 +100,7 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
     root = {k: v for k, v in table.items() if k not in ("name", "backends", "note")}
     backends = {name: root, **table.get("backends", {})}
     modes = (set(root.get("declares", {})) | set(root.get("reads", {}))) & set(ForwardMode.__members__)
-    honest_table = _honest(table, modes)
+    honest_backend = honest_table(table, modes)
     decided, races = 0, []
     for cfg in sorted(conf.get("configurations", ()), key=lambda c: c["name"]):
         if not cfg["barrier"] or not ({p["mode"] for p in cfg["phases"]} & modes):
@@ -110,7 +111,7 @@ def tree_races(source, table: dict, memo: dict | None = None, own_models: bool =
         got = _decided(memo["sim"], data, cfg["name"], simulated)
         if got is None:
             continue
-        honest = _decided(memo["honest"], _with(ctx, "honest", {"honest": honest_table}, modes), cfg["name"],
+        honest = _decided(memo["honest"], _with(ctx, "honest", {"honest": honest_backend}, modes), cfg["name"],
                           honest_races)
         own = set(got) <= set(honest)  # nothing beyond the honest backend's races: the configuration's own
         verdict = _decided(memo["model"], data, cfg["name"], modelled) if own_models or not own else None

@@ -124,6 +124,7 @@ def decide_contexts(built: list[dict], contexts: list[tuple[str, dict]],
 
     modes = {cname: _modes(ctx) for cname, ctx in contexts}
     cache: dict[str, ContextVerdict] = {}
+    honest_races: dict[str, frozenset] = {}
     out = []
     for data in built:
         (backend,) = data["backends"].values()
@@ -143,10 +144,49 @@ def decide_contexts(built: list[dict], contexts: list[tuple[str, dict]],
                     m = model_check(s)
                     agree, _ = oracles_agree((report.verdict, [r.id for r in report.races]), (m.verdict, m.races))
                     agree = agree if m.verdict is not Verdict.UNKNOWN else None
-                cache[key] = ContextVerdict(cname, report.verdict.value, _races(report), agree)
+                races = _races(report)
+                own = False
+                if report.verdict is Verdict.COUNTEREXAMPLE:
+                    own = set(races) <= _honest_races(honest_races, ctx, cname, mode, backend)
+                cache[key] = ContextVerdict(cname, report.verdict.value, races, agree, own)
             rows.append(cache[key])
         out.append(tuple(sorted(rows, key=lambda r: r.context)))
     return out
+
+
+def _twin(backend: dict, mode: str) -> dict | None:
+    """The finding backend's honest twin in ``mode``: the same declaration, reading the same locations only at the
+    sites that declaration covers (``vocab.COVERED_SITES``); None when the declaration is not one end."""
+    from fencecheck.vocab import COVERED_SITES, SharedReadEnds
+
+    end = backend["declares"].get(mode)
+    if end not in SharedReadEnds.__members__:
+        return None
+    covered = {s.value for s in COVERED_SITES[SharedReadEnds[end]]}
+    reads = {site: locs for site, locs in backend["reads"].get(mode, {}).items() if site in covered}
+    return {"declares": {mode: end}, "reads": {mode: reads} if reads else {}}
+
+
+def _honest_races(memo: dict, ctx: dict, cname: str, mode: str, backend: dict) -> frozenset:
+    """The races of the configuration ``ctx`` with its ``mode`` phases run by the backend's honest twin
+    (``_twin``: the same declaration, reading only where it covers): the races the configuration has with that
+    declaration whatever the reads outside it, which the finding (a read outside the declaration) does not bring.
+    Once per configuration, mode and twin; nothing (every race the finding's) where the twin cannot be built."""
+    import json
+
+    from fencecheck.reference.run import run_scenario
+    from fencecheck.reference.sim.races import check_trace
+
+    twin = _twin(backend, mode)
+    if twin is None:
+        return frozenset()
+    key = f"{cname}\0{mode}\0{json.dumps(twin, sort_keys=True)}"
+    if key not in memo:
+        data = context_dict(ctx, {"name": "twin", "backends": {"twin": twin},
+                                  "algorithm": {"steps": {"normal": [{"mode": mode}]}}})
+        s = scenario_from_dict(data, data["name"], validate=False)
+        memo[key] = frozenset(_races(check_trace(run_scenario(s))))
+    return memo[key]
 
 
 def _races(report) -> tuple[str, ...]:
@@ -248,9 +288,10 @@ def needs(cfg: dict) -> tuple[str, ...]:
 
 
 def reach(rows, configs: dict) -> Reach | None:
-    """The least demanding configuration of ``rows`` (a finding's ``ContextVerdict``) where it races."""
+    """The least demanding configuration of ``rows`` (a finding's ``ContextVerdict``) where it races beyond the
+    configuration's own races (``ContextVerdict.own``)."""
     racing = [(needs(configs[r.context]), r.context) for r in rows
-              if r.verdict == Verdict.COUNTEREXAMPLE.value and r.context in configs]
+              if r.verdict == Verdict.COUNTEREXAMPLE.value and not r.own and r.context in configs]
     if not racing:
         return None
     need, name = min(racing, key=lambda x: (len(x[0]), x[1]))
@@ -296,10 +337,10 @@ def verified_fix(f: ReadOutsideDeclaration, data: dict, decision: Decision, gene
     if key not in _FIX_MODELS:
         _FIX_MODELS[key] = model_check(s).verdict.value
     m = _FIX_MODELS[key]
-    racing = [c.context for c in decision.contexts or () if c.verdict == Verdict.COUNTEREXAMPLE.value]
+    racing = [c.context for c in decision.contexts or () if c.verdict == Verdict.COUNTEREXAMPLE.value and not c.own]
     rows = decide_contexts([fixed], [(n, generated[n]) for n in racing if n in generated], model="none")[0] \
         if racing else ()
-    still = tuple(r.context for r in rows if r.verdict != Verdict.PROVED.value)
+    still = tuple(r.context for r in rows if r.verdict != Verdict.PROVED.value and not r.own)
     what = "the prefill snapshot's declaration" if f.declared_by == "_snapshot_prefill_shared_reads" else "declare"
     change = f"{what} {end} for {f.mode}" if what == "declare" else f"{what}: {end} for {f.mode}"
     return Fix(change, end, report.verdict.value, m, len(racing), len(rows) - len(still), still)

@@ -26,12 +26,15 @@ def _grouped(names: list[str]) -> str:
 
 def contexts_text(rows) -> str:
     """One line on a finding's generated configurations (``ContextVerdict`` records): in how many of them it races,
-    and which (by stem)."""
-    racing = [r.context for r in rows if r.verdict == "counterexample"]
+    and which (by stem), beyond the configurations' own races (listed apart)."""
+    racing = [r.context for r in rows if r.verdict == "counterexample" and not r.own]
+    own = [r.context for r in rows if r.verdict == "counterexample" and r.own]
     unknown = [r.context for r in rows if r.verdict == "unknown"]
     differ = [r.context for r in rows if r.oracles_agree is False]
     text = f"in {len(racing)} of {len(rows)} configurations: " + (
         f"races in {_grouped(racing)}" if racing else "no race")
+    if own:
+        text += f"; the configuration's own race (the backend's honest twin races there too) in {_grouped(own)}"
     if unknown:
         text += f"; unknown in {_grouped(unknown)}"
     if differ:

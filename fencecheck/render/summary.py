@@ -36,7 +36,7 @@ def _decided(findings) -> str:
     text = "/".join(verdicts) if verdicts else "not decided"
     rows = [f.decision.contexts for f in findings if f.decision is not None and f.decision.contexts is not None]
     if rows:
-        racing = sorted({sum(r.verdict == "counterexample" for r in c) for c in rows})
+        racing = sorted({sum(r.verdict == "counterexample" and not r.own for r in c) for c in rows})
         total = sorted({len(c) for c in rows})
         span = (lambda v: str(v[0]) if v[0] == v[-1] else f"{v[0]}-{v[-1]}")  # noqa: E731
         text += f"; races in {span(racing)} of {span(total)} configurations"

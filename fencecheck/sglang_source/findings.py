@@ -230,13 +230,15 @@ class Witness(Plain):
 
 @dataclass(frozen=True)
 class ContextVerdict(Plain):
-    """A finding decided in one generated configuration: the simulator's verdict and races there, and whether the
-    model agrees (None: not asked, or unknown)."""
+    """A finding decided in one generated configuration: the simulator's verdict and races there, whether the model
+    agrees (None: not asked, or unknown), and whether its races are the configuration's own (``own``: the backend's
+    honest twin, the same declaration reading only where it covers, races at each of them too: not the finding's)."""
 
     context: str
     verdict: str
     races: tuple[str, ...]
     oracles_agree: bool | None
+    own: bool = False
 
 
 @dataclass(frozen=True)
