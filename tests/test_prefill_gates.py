@@ -156,7 +156,9 @@ def test_the_mode_test_limits_the_modes(tmp_path):
                                                               "ForwardMode.EXTEND:\n        return\n"
                                                               "    if shared_read_ends is not")
     assert gates(lay(tmp_path / "t", publish=gated))["modes"] == ["EXTEND"]
-    assert "DECODE" in gates(lay(tmp_path / "u"))["modes"]
+    # without it, the runner's own path (``if forward_mode.is_decode(): return ...``) keeps DECODE out alone
+    modes = gates(lay(tmp_path / "u"))["modes"]
+    assert "DECODE" not in modes and "TARGET_VERIFY" in modes
 
 
 def run(*argv: str) -> tuple[int, str]:
@@ -283,3 +285,23 @@ def test_details_show_what_the_gates_decide_and_each_exit(tmp_path):
     assert f"  maybe_publish_prefill_shared_read_done (publish) keeps it off when not envs.SGLANG_ENABLE_PREFILL_WAR_" \
            f"READ_DONE.get() ({EVENT}:7)" in out
     assert "  stager prefill_shared_read_stager: never set to anything but None" in out
+
+
+def test_a_gate_moved_into_the_caller_decides_the_same(tmp_path):
+    """The algorithm test moved from the publishing function to the runner's call of it: the runner walk's path
+    condition keeps EAGLE off, and pull-request mode loses nothing."""
+    without = PUBLISH.replace('''    if not model_runner.spec_algorithm.supports_prefill_shared_read_done():
+        stage = getattr(model_runner, "prefill_shared_read_stager", None)
+        if stage is None or not stage(model_runner.forward_batch):
+            return
+''', "")
+    assert without != PUBLISH
+    base, h = lay(tmp_path / "base"), lay(tmp_path / "head", publish=without)
+    runner = h / "sglang/srt/model_executor/runner/eager_runner.py"
+    call = "        maybe_publish_prefill_shared_read_done(self.model_runner, ends, self.device_module)\n"
+    assert call in runner.read_text()
+    runner.write_text(runner.read_text().replace(call, "        if self.model_runner.spec_algorithm."
+                                                       "supports_prefill_shared_read_done():\n    " + call))
+    assert statuses(gates(h)) == {"EAGLE": "never", "DFLASH": "with settings"}
+    code, out = run(str(h), "--baseline", str(base), "--json")
+    assert json.loads(out)["fence"]["lost"] == []

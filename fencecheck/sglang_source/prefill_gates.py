@@ -8,7 +8,9 @@ runner calls first (0.5.23's ``resolve_prefill_shared_read_ends`` on the root ``
 end other than ``PRE_REPLAY`` that does not come from the backend's declaration (``if FORCE_COARSE or not
 ENABLE_PREFILL_WAR_READ_DONE: return UNKNOWN``). The declaration method itself is the backend's, not a gate. An exit
 is the conjunction of the tests on its path (an ``if`` whose body returns; the negation of an enclosing test whose
-body holds the publish).
+body holds the publish). What the gates decide also takes the conditions on the runner's path to the publish (the
+runner walk's, over its whole call chain), so a test moved from the publishing function into its caller decides
+the same.
 
 Each exit's atoms are classified: a setting (``envs.NAME.get()``, its default read from ``Envs``), a speculative
 algorithm predicate (``...spec_algorithm.P()``, evaluated per ``SpeculativeAlgorithm`` member by
@@ -262,9 +264,15 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
     if not runners:
         return None
     gates: dict[tuple, dict] = {}
+    paths: dict[str, ast.expr] = {}  # the publish events' path conditions (the runner walk's, over the whole chain)
     for r in runners:
         for e in r.events:
             if e.kind == "publish":
+                for text in e.conditions:
+                    try:
+                        paths.setdefault(text, ast.parse(text, mode="eval").body)
+                    except (SyntaxError, RecursionError):
+                        continue
                 got = _function(tree, e.chain[-1][0]) if e.chain else None
                 if got is None:
                     continue
@@ -312,9 +320,11 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
     exits = [x for g in gates.values() for x in g["exits"] if gating(x)]
 
     def blocked(member, values) -> bool | None:
-        """True: an exit holds; False: none can; None: one may, on more than a server flag."""
+        """True: an exit holds, or a condition on the path to the publish is false (a test the publish's callers
+        make: the runner walk's, wherever on the call chain it stands); False: none can; None: one may, on more than
+        a server flag."""
         vals = [_all(ev, x, member, values) for x in exits]
-        if True in vals:
+        if True in vals or any(ev.value(c, member, values, {}) is False for c in paths.values()):
             return True
         return False if all(v is False or _open_on_other(ev, x, member, values) for v, x in zip(vals, exits)) \
             else None
