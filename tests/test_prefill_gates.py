@@ -272,8 +272,8 @@ def test_the_gates_of_a_release(version):
         assert not st["set"] and [(x["file"], x["line"]) for x in st["stores"]] == [stager]
     if version == "0.5.23":
         assert [x["role"] for x in g["gates"]] == ["resolve", "publish"]
-        assert g["unless"] == ["(memory.enable_hierarchical_cache or memory.hicache_storage_backend is not None or "
-                               "memory.enable_lmcache)"]
+        assert g["unless"] == ["memory.enable_hierarchical_cache or memory.hicache_storage_backend is not None or "
+                               "memory.enable_lmcache"]
 
 
 def test_details_show_what_the_gates_decide_and_each_exit(tmp_path):
@@ -305,3 +305,58 @@ def test_a_gate_moved_into_the_caller_decides_the_same(tmp_path):
     assert statuses(gates(h)) == {"EAGLE": "never", "DFLASH": "with settings"}
     code, out = run(str(h), "--baseline", str(base), "--json")
     assert json.loads(out)["fence"]["lost"] == []
+
+
+def _runner_edit(root: Path, old: str, new: str) -> None:
+    f = root / "sglang/srt/model_executor/runner/eager_runner.py"
+    assert old in f.read_text()
+    f.write_text(f.read_text().replace(old, new))
+
+
+CALL = "        maybe_publish_prefill_shared_read_done(self.model_runner, ends, self.device_module)\n"
+ENABLE = "    if not envs.SGLANG_ENABLE_PREFILL_WAR_READ_DONE.get():\n        return\n"
+DECLARED = "    if shared_read_ends is not SharedReadEnds.PRE_REPLAY:\n        return\n"
+HIER = "    if model_runner.server_args.enable_hierarchical_cache:\n        return\n"
+STAGE = '        stage = getattr(model_runner, "prefill_shared_read_stager", None)\n'
+
+
+@pytest.mark.parametrize("publish, runner, extra, lost", [
+    # a second publish point with no gate, after the gated one: EAGLE's prefill publishes there
+    (PUBLISH, (CALL, CALL + "        ev = self.device_module.Event()\n        ev.record()\n"
+                     "        self.model_runner.shared_read_done_event = ev\n"), "",
+     "LOST EAGLE's target prefill may now publish"),
+    # the stager rebound to a callable through an annotated assignment
+    (PUBLISH.replace(STAGE, STAGE + "        stage: object = lambda fb: True\n"), None, "",
+     "LOST EAGLE's target prefill may now publish"),
+    # the stager set as a class attribute of the model runner
+    (PUBLISH, None, "\n    prefill_shared_read_stager = staticmethod(lambda fb: True)\n",
+     "LOST EAGLE's target prefill may now publish"),
+    # the setting's test removed
+    (PUBLISH.replace(ENABLE, ""), None, "", "LOST SGLANG_ENABLE_PREFILL_WAR_READ_DONE no longer turns the prefill"),
+    # the declaration test inverted: it publishes exactly when the backend does not declare PRE_REPLAY
+    (PUBLISH.replace("shared_read_ends is not SharedReadEnds", "shared_read_ends is SharedReadEnds"), None, "",
+     "LOST the prefill publish no longer tests that the backend declares PRE_REPLAY"),
+], ids=["second-publish", "annotated-stager", "class-stager", "setting-removed", "declaration-inverted"])
+def test_what_opens_a_gate_another_way_is_a_loss(tmp_path, publish, runner, extra, lost):
+    base, h = lay(tmp_path / "base"), lay(tmp_path / "head", publish=publish, runner_extra=extra)
+    if runner:
+        _runner_edit(h, *runner)
+    code, out = run(str(h), "--baseline", str(base))
+    assert code == 1 and any(x.startswith(lost) for x in _lost(out)), out
+
+
+@pytest.mark.parametrize("publish", [
+    # the setting's test merged into the declaration's
+    PUBLISH.replace(ENABLE, "").replace("    if shared_read_ends is not SharedReadEnds.PRE_REPLAY:",
+                                        "    if not envs.SGLANG_ENABLE_PREFILL_WAR_READ_DONE.get() or "
+                                        "shared_read_ends is not SharedReadEnds.PRE_REPLAY:"),
+    # the server flag's test turned around: the publish under `if not flag`
+    PUBLISH.replace(HIER, "    if not model_runner.server_args.enable_hierarchical_cache:\n        "
+                          "read_done = device_module.Event()\n        read_done.record()\n        "
+                          "model_runner.shared_read_done_event = read_done\n").split(
+        "    read_done = device_module.Event()\n    read_done.record()\n")[0],
+], ids=["merged-with-the-declaration", "flag-turned-around"])
+def test_an_honest_rewrite_of_a_gate_loses_nothing(tmp_path, publish):
+    base, h = lay(tmp_path / "base"), lay(tmp_path / "head", publish=publish)
+    code, out = run(str(h), "--baseline", str(base), "--json")
+    assert json.loads(out)["fence"]["lost"] == [], out

@@ -307,7 +307,8 @@ def _prefill_losses(changes: list[FactChange]) -> list[Loss]:
     loss."""
     out = []
     for x in changes:
-        if x.category != "protocol" or not x.key.startswith("prefill/") or x.change == "removed":
+        if x.category != "protocol" or not x.key.startswith("prefill/") or (
+                x.change == "removed" and not x.key.startswith("prefill/setting/")):
             continue
         key = x.key.split("/", 1)[1]
         before, after = str(x.before or ""), str(x.after or "")

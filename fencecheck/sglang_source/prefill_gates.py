@@ -16,9 +16,12 @@ Each exit's atoms are classified: a setting (``envs.NAME.get()``, its default re
 algorithm predicate (``...spec_algorithm.P()``, evaluated per ``SpeculativeAlgorithm`` member by
 ``dispatch.Algorithms``), the forward mode (decided for ``EXTEND``), the declaration (``shared_read_ends is not
 PRE_REPLAY``: the backend's), a stager (a local bound to ``getattr(obj, "attr", None)`` and tested ``is None``:
-decided from every store of ``attr`` in the tree) and anything else (a server flag, a call: not known). Per member
-the prefill publish is ``never`` when an exit holds whatever the settings, else ``allowed`` (at the settings'
-defaults) or ``with settings``; no speculation's row says whether the publish is on by default.
+decided from every store of ``attr`` in the tree, class attributes included) and anything else (a server flag, a
+call: not known). Tests are decided for a backend that declares ``PRE_REPLAY`` (the one a prefill publish is for).
+Each publish point is decided on its own (``_Point``: its exits, its path conditions, and the resolving method's
+exits when it tests the declaration); per member the tree's answer is the most permissive point's: ``never`` when
+every point is kept off whatever the settings, else ``allowed`` (at the settings' defaults), ``may`` (not decided) or
+``with settings``; no speculation's row says whether the publish is on by default.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class Exit:
     env: tuple[tuple[str, ast.expr], ...]
 
     def text(self) -> str:
+        if len(self.tests) == 1:
+            return ast.unparse(self.tests[0])
         return " and ".join(_paren(ast.unparse(t)) for t in self.tests) if self.tests else "always"
 
 
@@ -55,6 +60,22 @@ def _paren(text: str) -> str:
 def _contains(node: ast.AST, line: int) -> bool:
     end = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
     return getattr(node, "lineno", 0) <= line <= end
+
+
+#: A name bound to a value the reader does not follow.
+UNKNOWN = ast.Constant(value=Ellipsis)
+
+
+def negation(e: ast.expr) -> ast.expr:
+    """``not e``, with a double negation dropped (``not not x`` is ``x``)."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        return e.operand
+    return ast.UnaryOp(op=ast.Not(), operand=e)
+
+
+def _stored(s: ast.stmt) -> set[str]:
+    """The local names ``s`` binds anywhere in it (targets, walrus targets, loop and ``with`` targets)."""
+    return {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _returns(stmts) -> bool:
@@ -75,6 +96,9 @@ def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict 
             break
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
             env[s.targets[0].id] = s.value
+        else:  # any other binding (a tuple, an annotation, a loop target, a walrus, one inside a block): not known
+            for name in _stored(s):
+                env[name] = UNKNOWN
         holds = line is not None and _contains(s, line)
         if isinstance(s, (ast.Return, ast.Raise)) and not holds:
             if is_exit(s):
@@ -83,7 +107,7 @@ def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict 
         if isinstance(s, ast.If):
             in_body = holds and any(_contains(x, line) for x in s.body)
             in_else = holds and any(_contains(x, line) for x in s.orelse)
-            neg = ast.UnaryOp(op=ast.Not(), operand=s.test)
+            neg = negation(s.test)
             if in_body:
                 out.append(Exit(conds + (neg,), where[0], s.lineno, where[1], tuple(env.items())))
                 out += exits_before(s.body, line, is_exit, conds + (s.test,), env, where, s.lineno)
@@ -109,7 +133,8 @@ class Atom:
 
 
 class _Eval:
-    """Three-valued evaluation of an exit under one algorithm member and setting values."""
+    """Three-valued evaluation of an exit under one algorithm member and setting values, for a backend that declares
+    ``PRE_REPLAY`` (the declaration test is false: the backend a prefill publish is for)."""
 
     def __init__(self, tree: Tree, algos, modes, stagers: dict):
         self.tree, self.algos, self.modes, self.stagers = tree, algos, modes, stagers
@@ -131,8 +156,10 @@ class _Eval:
             return "algorithm"
         if self._mode_compare(e) is not None:
             return "mode"
-        if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Is, ast.IsNot)) \
-                and ast.unparse(e.comparators[0]).endswith(f".{PRE_REPLAY}"):
+        if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], ast.IsNot) \
+                and isinstance(e.comparators[0], ast.Attribute) and e.comparators[0].attr == PRE_REPLAY \
+                and isinstance(e.left, (ast.Name, ast.Attribute)) \
+                and not (isinstance(e.left, ast.Attribute) and e.left.attr == PRE_REPLAY):
             return "declaration"
         if self._stager(e, env) is not None:
             return "stager"
@@ -150,6 +177,8 @@ class _Eval:
         name = _setting(e)
         if name is not None:
             return values.get(name)
+        if self.kind(e, env) == "declaration":
+            return False  # decided for a backend that declares PRE_REPLAY: the one a prefill publish is for
         pred = self._algorithm_call(e)
         if pred is not None:
             return None if member is None or self.algos is None else self.algos.predicate(pred, member)
@@ -180,8 +209,9 @@ class _Eval:
                 and e.comparators[0].attr in self.modes.members:
             same = e.comparators[0].attr == self.mode
             return same if isinstance(e.ops[0], ast.Eq) else not same
-        if isinstance(e, ast.Call) and not e.args and isinstance(e.func, ast.Attribute) \
-                and ast.unparse(e.func.value).endswith("forward_mode") and not e.keywords:
+        if isinstance(e, ast.Call) and not e.args and isinstance(e.func, ast.Attribute) and not e.keywords \
+                and (ast.unparse(e.func.value).endswith("forward_mode") or (
+                    isinstance(e.func.value, ast.Name) and e.func.value.id.endswith("mode"))):
             return self.modes.predicate(e.func.attr, self.mode)
         return None
 
@@ -230,6 +260,13 @@ def _stores(tree: Tree, attr: str) -> list[dict]:
             for t in targets:
                 if isinstance(t, ast.Attribute) and t.attr == attr:
                     out.append({"file": mod.rel, "line": node.lineno, "value": ast.unparse(value)})
+        for c in ast.walk(mod.tree):  # a class attribute of that name: every instance's value until one is stored
+            if isinstance(c, ast.ClassDef):
+                for st in c.body:
+                    tg = st.targets if isinstance(st, ast.Assign) else (st.target,) if isinstance(st, ast.AnnAssign) \
+                        and st.value is not None else ()
+                    if any(isinstance(t, ast.Name) and t.id == attr for t in tg):
+                        out.append({"file": mod.rel, "line": st.lineno, "value": ast.unparse(st.value)})
     return sorted(out, key=lambda s: (s["file"], s["line"]))
 
 
@@ -263,118 +300,172 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
     runners = [r for r in proto.runners if r.policy == "prefill_publish"]
     if not runners:
         return None
-    gates: dict[tuple, dict] = {}
-    paths: dict[str, ast.expr] = {}  # the publish events' path conditions (the runner walk's, over the whole chain)
+    gates: dict[tuple, dict] = {}  # shown: per function, its exits (every publish point's there)
+    points: list[_Point] = []  # decided: per publish event, its own exits, path conditions and resolves
     for r in runners:
+        resolves = []
         for e in r.events:
-            if e.kind == "publish":
-                for text in e.conditions:
-                    try:
-                        paths.setdefault(text, ast.parse(text, mode="eval").body)
-                    except (SyntaxError, RecursionError):
-                        continue
-                got = _function(tree, e.chain[-1][0]) if e.chain else None
-                if got is None:
-                    continue
+            if e.kind != "resolve" or root is None:
+                continue
+            method = e.what.rsplit(".", 1)[-1]
+            hit = tree.lookup(root, method) if method != DECLARATION else None
+            if hit is None:
+                continue
+            owner, fn = hit
+            name = f"{owner.name}.{fn.name}"
+            xs = exits_before(fn.body, None, lambda st: isinstance(st, ast.Return)
+                              and _literal_end(st) not in (None, PRE_REPLAY), where=(owner.file, name))
+            g = gates.setdefault((owner.file, name, "resolve"), {"function": name, "file": owner.file,
+                                                                   "line": fn.lineno, "role": "resolve",
+                                                                   "runners": [], "exits": []})
+            g["runners"].append(r.ci.name)
+            g["exits"] += [x for x in xs if x.text() not in {y.text() for y in g["exits"]}]
+            resolves += xs
+        for e in r.events:
+            if e.kind != "publish":
+                continue
+            got = _function(tree, e.chain[-1][0]) if e.chain else None
+            xs = exits_before(got[0].body, e.line, lambda st: True, where=(got[1], got[0].name)) if got else []
+            if got is not None:
                 fn, file = got
-                key = (file, fn.name, "publish")
-                g = gates.setdefault(key, {"function": fn.name, "file": file, "line": fn.lineno, "role": "publish",
-                                           "runners": [], "exits": exits_before(
-                                               fn.body, e.line, lambda s: True, where=(file, fn.name))})
+                g = gates.setdefault((file, fn.name, "publish"), {"function": fn.name, "file": file,
+                                                                  "line": fn.lineno, "role": "publish",
+                                                                  "runners": [], "exits": []})
                 g["runners"].append(r.ci.name)
-            elif e.kind == "resolve" and root is not None:
-                method = e.what.rsplit(".", 1)[-1]
-                hit = tree.lookup(root, method) if method != DECLARATION else None
-                if hit is None:
+                g["exits"] += [x for x in xs if x.text() not in {y.text() for y in g["exits"]}]
+            conds = []
+            for text in e.conditions:
+                try:
+                    conds.append(ast.parse(text, mode="eval").body)
+                except (SyntaxError, RecursionError):
                     continue
-                owner, fn = hit
-                key = (owner.file, f"{owner.name}.{fn.name}", "resolve")
-                g = gates.setdefault(key, {
-                    "function": f"{owner.name}.{fn.name}", "file": owner.file, "line": fn.lineno, "role": "resolve",
-                    "runners": [], "exits": exits_before(
-                        fn.body, None, lambda s: isinstance(s, ast.Return) and _literal_end(s) not in (None, PRE_REPLAY),
-                        where=(owner.file, f"{owner.name}.{fn.name}"))})
-                g["runners"].append(r.ci.name)
+            points.append(_Point(r.ci.name, e.file, e.line, tuple(xs), tuple(conds), tuple(resolves)))
     algos = registry(tree)
     members = [m for m in (algos.members if algos is not None else ())]
     none_member = next((m for m in members if algos.predicate("is_none", m) is True), None) if algos else None
-    stager_attrs: dict[str, list] = {}
     ev = _Eval(tree, algos, modes, {})
-    for g in gates.values():
-        for x in g["exits"]:
-            env = dict(x.env)
-            for t in x.tests:
-                for sub in ast.walk(t):
-                    st = ev._stager(sub, env) if isinstance(sub, ast.expr) else None
-                    if st is not None and st[0] not in stager_attrs:
-                        stager_attrs[st[0]] = _stores(tree, st[0])
+    stager_attrs: dict[str, list] = {}
+    for x in (x for p in points for x in p.own + p.resolves):
+        env = dict(x.env)
+        for t in x.tests:
+            for sub in ast.walk(t):
+                st = ev._stager(sub, env) if isinstance(sub, ast.expr) else None
+                if st is not None and st[0] not in stager_attrs:
+                    stager_attrs[st[0]] = _stores(tree, st[0])
     ev.stagers = stager_attrs
-    names = sorted({n for g in gates.values() for x in g["exits"] for t in x.tests for n in _settings_in(t)})
+    for p in points:
+        p.decide(ev)
+    names = sorted({n for p in points for t in p.tests() for n in _settings_in(t)})
     defs = settings(tree, names)
-    defaults = {n: s.default for n, s in defs.items()}
-
-    def gating(x: Exit) -> bool:
-        """Whether ``x`` gates the publish: an exit on the backend's declaration alone is the declaration's."""
-        return any(a.kind != "declaration" for t in x.tests for a in ev.atoms(t, dict(x.env)))
-
-    exits = [x for g in gates.values() for x in g["exits"] if gating(x)]
-
-    def blocked(member, values) -> bool | None:
-        """True: an exit holds, or a condition on the path to the publish is false (a test the publish's callers
-        make: the runner walk's, wherever on the call chain it stands); False: none can; None: one may, on more than
-        a server flag."""
-        vals = [_all(ev, x, member, values) for x in exits]
-        if True in vals or any(ev.value(c, member, values, {}) is False for c in paths.values()):
-            return True
-        return False if all(v is False or _open_on_other(ev, x, member, values) for v, x in zip(vals, exits)) \
-            else None
+    defaults = {n: d.default for n, d in defs.items()}
 
     def status(member) -> str:
-        if blocked(member, {}) is True:
-            return "never"
-        at_default = blocked(member, defaults)
-        if at_default is False:
-            return "allowed"
-        if at_default is True:
-            return "with settings"
-        return "may"
+        """The most permissive publish point's: ``allowed`` (at the settings' defaults), ``may`` (not decided),
+        ``with settings`` (off at the defaults), ``never``."""
+        best = "never"
+        for p in points:
+            if p.blocked(ev, member, {}) is True:
+                got = "never"
+            else:
+                at_default = p.blocked(ev, member, defaults)
+                got = "allowed" if at_default is False else "with settings" if at_default is True else "may"
+            best = max(best, got, key=_ORDER.index)
+        return best
 
     algorithms = [{"name": m, "publish": status(m)} for m in members if m != none_member]
     publishing_modes = []
     for m in modes.members:
         ev.mode = m
-        if blocked(none_member, {}) is not True:
+        if any(p.blocked(ev, none_member, {}) is not True for p in points):
             publishing_modes.append(m)
     ev.mode = "EXTEND"
-    declared = [x.text() for g in gates.values() for x in g["exits"] if not gating(x)]
-    plain = status(none_member) if none_member else status(None)
+    plain = status(none_member)
     setting_rows = []
     for n in names:
-        s = defs[n]
-        off = [v for v in (True, False) if blocked(none_member, {**defaults, n: v}) is True]
-        setting_rows.append({"name": n, "default": s.default, "file": s.file, "line": s.line,
+        d = defs[n]
+        off = [v for v in (True, False) if all(p.blocked(ev, none_member, {**defaults, n: v}) is True for p in points)]
+        setting_rows.append({"name": n, "default": d.default, "file": d.file, "line": d.line,
                              "publish_off_when": off[0] if len(off) == 1 else None})
     overrides = sorted({(c.name, c.file) for g in gates.values() if g["role"] == "resolve"
                         for c in tree.subclasses([root]) if c is not root
                         and g["function"].split(".")[-1] in c.methods}) if root is not None else []
+    untested = [p for p in points if not p.declared]
     return {
         "no_speculation": plain,
         "modes": publishing_modes,
-        "declaration": declared,
+        "declaration": [] if untested or not points else sorted({t for p in points for t in p.declared}),
         "gates": [{"function": g["function"], "file": g["file"], "line": g["line"], "role": g["role"],
                    "runners": sorted(set(g["runners"])),
                    "exits": [{"test": x.text(), "file": x.file, "line": x.line,
                               "atoms": [{"text": a.text, "kind": a.kind}
                                         for t in x.tests for a in ev.atoms(t, dict(x.env))]} for x in g["exits"]]}
                   for _, g in sorted(gates.items())],
-        "unless": sorted({x.text() for x in exits if _all(ev, x, none_member, defaults) is None
-                          and _open_on_other(ev, x, none_member, defaults)}),
+        "unless": sorted({t for p in points for t in p.unless(ev, none_member, defaults)}),
         "settings": setting_rows,
         "algorithms": algorithms,
-        "stagers": [{"attribute": a, "stores": s, "set": any(x["value"] != "None" for x in s)}
-                    for a, s in sorted(stager_attrs.items())],
+        "stagers": [{"attribute": a, "stores": st, "set": any(x["value"] != "None" for x in st)}
+                    for a, st in sorted(stager_attrs.items())],
         "resolve_overridden_by": [{"class": n, "file": f} for n, f in overrides],
     }
+
+
+#: The publish statuses, from the least to the most permissive.
+_ORDER = ("never", "with settings", "may", "allowed")
+
+
+class _Point:
+    """One publish event of a prefill runner: the exits before it in its function, the conditions on its path (the
+    runner walk's, over the call chain) and the exits of the runner's resolving methods, which keep it off only
+    when it tests the backend's declaration (the resolved end must be ``PRE_REPLAY``)."""
+
+    def __init__(self, runner, file, line, exits, paths, resolves):
+        self.runner, self.file, self.line = runner, file, line
+        self.own, self.paths, self.resolves = exits, paths, resolves
+        self.exits: tuple[Exit, ...] = ()
+        self.declared: tuple[str, ...] = ()
+
+    def decide(self, ev: _Eval) -> None:
+        """Which exits gate: an exit whose test has the declaration test as a disjunct tests the declaration (and
+        brings the resolving methods' exits in); the declaration alone gates nothing of the tree's own."""
+        declared, gating = [], []
+        for x in self.own:
+            env = dict(x.env)
+            if len(x.tests) == 1 and any(ev.kind(d, env) == "declaration" for d in _disjuncts(x.tests[0])):
+                declared.append(x.text())
+            if any(a.kind != "declaration" for t in x.tests for a in ev.atoms(t, env)):
+                gating.append(x)
+        self.declared = tuple(declared)
+        self.exits = tuple(gating) + (self.resolves if declared else ())
+
+    def tests(self):
+        return [t for x in self.exits for t in x.tests] + list(self.paths)
+
+    def blocked(self, ev: _Eval, member, values) -> bool | None:
+        """True: an exit holds or a path condition is false; False: neither can, but for server flags; None: one
+        may."""
+        vals = [_all(ev, x, member, values) for x in self.exits]
+        pvals = [ev.value(c, member, values, {}) for c in self.paths]
+        if True in vals or False in pvals:
+            return True
+        undecided = [x for v, x in zip(vals, self.exits) if v is None and not _open_on_other(ev, x, member, values)]
+        undecided += [c for v, c in zip(pvals, self.paths) if v is None and not _other_only(ev, c, member, values)]
+        return None if undecided else False
+
+    def unless(self, ev: _Eval, member, values) -> list[str]:
+        """The server conditions its exits keep this point off under (undecided only on flags). The runner's path
+        conditions decide with them but are not listed: they are the runner's own (its batch's state), not the
+        gates'."""
+        return [x.text() for x in self.exits if _all(ev, x, member, values) is None
+                and _open_on_other(ev, x, member, values)]
+
+
+def _disjuncts(e: ast.expr) -> list[ast.expr]:
+    return list(e.values) if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.Or) else [e]
+
+
+def _other_only(ev: _Eval, e: ast.expr, member, values) -> bool:
+    """Whether ``e`` is undecided only on atoms of kind ``other``."""
+    return not any(a.kind != "other" and ev.value(a.node, member, values, {}) is None for a in ev.atoms(e, {}))
 
 
 def _settings_in(t: ast.expr) -> list[str]:
