@@ -265,6 +265,9 @@ def test_the_gates_of_a_release(version):
     assert off["SGLANG_ENABLE_PREFILL_WAR_READ_DONE"] is enable_off
     assert off.get("SGLANG_FORCE_COARSE_WAR_BARRIER") is coarse_off
     assert g["modes"] == ["EXTEND"]
+    assert len(g["declaration"]) == 1 and g["declaration"][0].endswith(" is not SharedReadEnds.PRE_REPLAY")
+    if version != "0.5.23":
+        assert g["unless"] == []
     if stager is None:
         assert g["stagers"] == []
     else:
@@ -355,7 +358,12 @@ def test_what_opens_a_gate_another_way_is_a_loss(tmp_path, publish, runner, extr
                           "read_done = device_module.Event()\n        read_done.record()\n        "
                           "model_runner.shared_read_done_event = read_done\n").split(
         "    read_done = device_module.Event()\n    read_done.record()\n")[0],
-], ids=["merged-with-the-declaration", "flag-turned-around"])
+    # the setting and the algorithm read through locals
+    PUBLISH.replace(ENABLE, "    enabled = envs.SGLANG_ENABLE_PREFILL_WAR_READ_DONE.get()\n    if not enabled:\n"
+                            "        return\n").replace(
+        "    if not model_runner.spec_algorithm.supports_prefill_shared_read_done():",
+        "    algo = model_runner.spec_algorithm\n    if not algo.supports_prefill_shared_read_done():"),
+], ids=["merged-with-the-declaration", "flag-turned-around", "through-locals"])
 def test_an_honest_rewrite_of_a_gate_loses_nothing(tmp_path, publish):
     base, h = lay(tmp_path / "base"), lay(tmp_path / "head", publish=publish)
     code, out = run(str(h), "--baseline", str(base), "--json")

@@ -140,6 +140,24 @@ class _Eval:
         self.tree, self.algos, self.modes, self.stagers = tree, algos, modes, stagers
         self.mode = "EXTEND"  # the forward mode the mode tests are decided for
 
+    @staticmethod
+    def subst(e: ast.expr, env: dict, depth: int = 0) -> ast.expr:
+        """``e`` with each local bound by one plain assignment before it replaced by its value (a few levels): a
+        test through a local (``enabled = envs.X.get(); if not enabled``) reads as the test itself."""
+        if depth > 4 or not env:
+            return e
+
+        class Sub(ast.NodeTransformer):
+            def visit_Name(self, n):
+                v = env.get(n.id)
+                if isinstance(n.ctx, ast.Load) and v is not None and v is not UNKNOWN:
+                    return _Eval.subst(v, {k: x for k, x in env.items() if k != n.id}, depth + 1)
+                return n
+
+        import copy
+
+        return ast.fix_missing_locations(Sub().visit(copy.deepcopy(e)))
+
     def atoms(self, e: ast.expr, env: dict) -> list[Atom]:
         if isinstance(e, ast.BoolOp):
             return [a for v in e.values for a in self.atoms(v, env)]
@@ -148,8 +166,12 @@ class _Eval:
         return [Atom(ast.unparse(e), self.kind(e, env), e)]
 
     def kind(self, e: ast.expr, env: dict) -> str:
+        """The kind of an atom: a stager test on a local as written, anything else through the locals it names."""
         from .platform import setting_names
 
+        if self._stager(e, env) is not None:
+            return "stager"
+        e = self.subst(e, env)
         if _setting(e):
             return "setting"
         if self._algorithm_call(e) is not None:
@@ -158,11 +180,9 @@ class _Eval:
             return "mode"
         if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], ast.IsNot) \
                 and isinstance(e.comparators[0], ast.Attribute) and e.comparators[0].attr == PRE_REPLAY \
-                and isinstance(e.left, (ast.Name, ast.Attribute)) \
+                and not isinstance(e.left, ast.Constant) \
                 and not (isinstance(e.left, ast.Attribute) and e.left.attr == PRE_REPLAY):
             return "declaration"
-        if self._stager(e, env) is not None:
-            return "stager"
         return "setting" if setting_names(e) else "other"
 
     def value(self, e: ast.expr, member: str | None, values: dict, env: dict) -> bool | None:
@@ -174,10 +194,19 @@ class _Eval:
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             v = self.value(e.operand, member, values, env)
             return None if v is None else not v
+        st = self._stager(e, env)
+        if st is not None:
+            attr, is_none = st
+            never = not any(x["value"] != "None" for x in self.stagers.get(attr, ()))
+            return (True if is_none else False) if never else None
+        kind = self.kind(e, env)
+        e = self.subst(e, env)
+        if isinstance(e, (ast.BoolOp, ast.UnaryOp)) and e is not None and kind == "other":
+            return self.value(e, member, values, {})  # a local bound to a whole test
         name = _setting(e)
         if name is not None:
             return values.get(name)
-        if self.kind(e, env) == "declaration":
+        if kind == "declaration":
             return False  # decided for a backend that declares PRE_REPLAY: the one a prefill publish is for
         pred = self._algorithm_call(e)
         if pred is not None:
@@ -185,11 +214,6 @@ class _Eval:
         mode = self._mode_compare(e)
         if mode is not None:
             return mode
-        st = self._stager(e, env)
-        if st is not None:
-            attr, is_none = st
-            never = not any(s["value"] != "None" for s in self.stagers.get(attr, ()))
-            return (True if is_none else False) if never else None
         return None
 
     @staticmethod
@@ -220,8 +244,9 @@ class _Eval:
         """(attribute, is None) of ``x is None`` / ``x is not None`` where ``x`` is bound to ``getattr(obj, "attr",
         None)`` or ``obj.attr``."""
         if not (isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Is, ast.IsNot))
-                and isinstance(e.comparators[0], ast.Constant) and e.comparators[0].value is None
-                and isinstance(e.left, ast.Name)):
+                and isinstance(e.comparators[0], ast.Constant) and e.comparators[0].value is None):
+            return None
+        if not isinstance(e.left, ast.Name):
             return None
         v = env.get(e.left.id)
         attr = None
@@ -355,7 +380,7 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
     ev.stagers = stager_attrs
     for p in points:
         p.decide(ev)
-    names = sorted({n for p in points for t in p.tests() for n in _settings_in(t)})
+    names = sorted({n for p in points for t in p.tests(ev) for n in _settings_in(t)})
     defs = settings(tree, names)
     defaults = {n: d.default for n, d in defs.items()}
 
@@ -437,8 +462,9 @@ class _Point:
         self.declared = tuple(declared)
         self.exits = tuple(gating) + (self.resolves if declared else ())
 
-    def tests(self):
-        return [t for x in self.exits for t in x.tests] + list(self.paths)
+    def tests(self, ev: _Eval):
+        """Its exits' tests (through the locals they name) and its path conditions."""
+        return [ev.subst(t, dict(x.env)) for x in self.exits for t in x.tests] + list(self.paths)
 
     def blocked(self, ev: _Eval, member, values) -> bool | None:
         """True: an exit holds or a path condition is false; False: neither can, but for server flags; None: one
