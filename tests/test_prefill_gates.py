@@ -368,3 +368,14 @@ def test_an_honest_rewrite_of_a_gate_loses_nothing(tmp_path, publish):
     base, h = lay(tmp_path / "base"), lay(tmp_path / "head", publish=publish)
     code, out = run(str(h), "--baseline", str(base), "--json")
     assert json.loads(out)["fence"]["lost"] == [], out
+
+
+def test_a_server_flag_test_moved_into_the_caller_loses_nothing(tmp_path):
+    """The hierarchical-cache exit moved from the publishing function to the runner's call of it: the runner's
+    path condition keeps the publish off the same way (``path_unless``)."""
+    base, h = lay(tmp_path / "base"), lay(tmp_path / "head", publish=PUBLISH.replace(HIER, ""))
+    _runner_edit(h, CALL, "        if not self.model_runner.server_args.enable_hierarchical_cache:\n    " + CALL)
+    g = gates(h)
+    assert g["unless"] == [] and g["path_unless"] == ["self.model_runner.server_args.enable_hierarchical_cache"]
+    code, out = run(str(h), "--baseline", str(base), "--json")
+    assert json.loads(out)["fence"]["lost"] == [], out

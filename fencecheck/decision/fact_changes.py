@@ -281,7 +281,7 @@ def losses(base_doc: dict, head_doc: dict, changes: list[FactChange]) -> list[Lo
         if h_pub.get((runner, kind), 0) < n:
             out.append(Loss("publish", runner, f"a runner's publish point is gone: {runner} has "
                                                f"{h_pub.get((runner, kind), 0)} {kind} point(s), the baseline {n}"))
-    out += _prefill_losses(changes)
+    out += _prefill_losses(changes, _path_unless(head_doc))
     for x in changes:  # the barrier's gate: on by default on a platform in the baseline, not in HEAD
         if x.category == "protocol" and x.key.startswith("barrier/") and x.change == "changed" \
                 and str(x.before).startswith("default True") and not str(x.after).startswith("default True"):
@@ -296,7 +296,13 @@ def losses(base_doc: dict, head_doc: dict, changes: list[FactChange]) -> list[Lo
     return out
 
 
-def _prefill_losses(changes: list[FactChange]) -> list[Loss]:
+def _path_unless(doc: dict) -> list[str]:
+    """The conditions a document's prefill runners test on the way to their publish (``prefill_gates``'s
+    ``path_unless``): a gate's exit moved into the caller stands there."""
+    return list(((doc.get("steps") or {}).get("prefill_gates") or {}).get("path_unless", ()))
+
+
+def _prefill_losses(changes: list[FactChange], head_paths: list[str] = ()) -> list[Loss]:
     """What HEAD lost of the prefill publish's gates, by what they decide (their tests may move between functions
     and be respelled): a forward mode now let through (``prefill/modes``), the test of the backend's declaration
     (``prefill/declaration``), a server condition that kept the publish off (``prefill/unless``, compared
@@ -321,7 +327,7 @@ def _prefill_losses(changes: list[FactChange]) -> list[Loss]:
             out.append(Loss("prefill gate", "declaration", "the prefill publish no longer tests that the backend "
                                                            "declares PRE_REPLAY"))
         elif key == "unless" and x.before is not None:
-            kept = {respelled(t) for t in after.split("; ")}
+            kept = {respelled(t) for t in after.split("; ")} | {respelled(t) for t in head_paths}
             for t in before.split("; "):
                 if t and t != "none" and respelled(t) not in kept:
                     out.append(Loss("prefill gate", "unless", f"the prefill publish is no longer kept off when {t}"))

@@ -106,6 +106,7 @@ def fact_table(doc: dict) -> dict[str, dict]:
         _put(out, "prefill/modes", pg["modes"], None)
         _put(out, "prefill/declaration", "must be PRE_REPLAY" if pg["declaration"] else "not tested", None)
         _put(out, "prefill/unless", pg["unless"], None)
+        _put(out, "prefill/path_unless", pg.get("path_unless", []), None)
         for a in pg["algorithms"]:
             _put(out, f"prefill/algorithm/{a['name']}", a["publish"], None)
         for g in pg["gates"]:

@@ -233,10 +233,11 @@ class _Eval:
                 and e.comparators[0].attr in self.modes.members:
             same = e.comparators[0].attr == self.mode
             return same if isinstance(e.ops[0], ast.Eq) else not same
-        if isinstance(e, ast.Call) and not e.args and isinstance(e.func, ast.Attribute) and not e.keywords \
+        if isinstance(e, ast.Call) and not e.args and isinstance(e.func, ast.Attribute) \
+                and all(k.arg and isinstance(k.value, ast.Constant) for k in e.keywords) \
                 and (ast.unparse(e.func.value).endswith("forward_mode") or (
                     isinstance(e.func.value, ast.Name) and e.func.value.id.endswith("mode"))):
-            return self.modes.predicate(e.func.attr, self.mode)
+            return self.modes.predicate(e.func.attr, self.mode, {k.arg: k.value.value for k in e.keywords})
         return None
 
     @staticmethod
@@ -426,6 +427,7 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
                                         for t in x.tests for a in ev.atoms(t, dict(x.env))]} for x in g["exits"]]}
                   for _, g in sorted(gates.items())],
         "unless": sorted({t for p in points for t in p.unless(ev, none_member, defaults)}),
+        "path_unless": sorted({t for p in points for t in p.path_unless(ev, none_member, defaults)}),
         "settings": setting_rows,
         "algorithms": algorithms,
         "stagers": [{"attribute": a, "stores": st, "set": any(x["value"] != "None" for x in st)}
@@ -476,6 +478,12 @@ class _Point:
         undecided = [x for v, x in zip(vals, self.exits) if v is None and not _open_on_other(ev, x, member, values)]
         undecided += [c for v, c in zip(pvals, self.paths) if v is None and not _other_only(ev, c, member, values)]
         return None if undecided else False
+
+    def path_unless(self, ev: _Eval, member, values) -> list[str]:
+        """The conditions on the runner's path that keep this point off, undecided only on flags (negated): what
+        the runner tests before it calls the publish (a gate moved into the caller is one of them)."""
+        return [ast.unparse(negation(c)) for c in self.paths if ev.value(c, member, values, {}) is None
+                and _other_only(ev, c, member, values)]
 
     def unless(self, ev: _Eval, member, values) -> list[str]:
         """The server conditions its exits keep this point off under (undecided only on flags). The runner's path
