@@ -5,9 +5,21 @@ status it gets later (``commands.main``), never a traceback."""
 import sys
 
 
-def run() -> int:
-    from fencecheck.errors import ended, ending_signals
+def _interrupted() -> int:
+    """Ctrl-C before the command's own handling is loaded: its one line and status (``errors.ended``'s)."""
+    try:
+        sys.stderr.write("fencecheck: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return 130
 
+
+def run() -> int:
+    try:
+        from fencecheck.errors import ended, ending_signals
+    except KeyboardInterrupt:  # Ctrl-C while the first module loads (a loaded machine: found by the signal tests)
+        return _interrupted()
     try:
         with ending_signals():
             from fencecheck.commands.main import main
@@ -17,4 +29,8 @@ def run() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    try:
+        code = run()
+    except KeyboardInterrupt:
+        code = _interrupted()
+    sys.exit(code)
