@@ -24,22 +24,8 @@ TREES = Path(__file__).resolve().parent / "sglang_trees"
 EVENT = "sglang/srt/model_executor/runner_utils/shared_read_event.py"
 SPEC = "sglang/srt/speculative/spec_info.py"
 
-ENVIRON = '''class EnvBool:
-    def __init__(self, default):
-        self.default = default
-
-    def get(self):
-        return self.default
-
-
-class Envs:
-    SGLANG_ENABLE_WAR_BARRIER = EnvBool(False)
-    SGLANG_FORCE_COARSE_WAR_BARRIER = EnvBool(False)
-    SGLANG_ENABLE_PREFILL_WAR_READ_DONE = EnvBool(DEFAULT)
-
-
-envs = Envs()
-'''
+#: The common tree's ``Envs`` line the prefill setting is laid after.
+COARSE = "    SGLANG_FORCE_COARSE_WAR_BARRIER = EnvBool(False)\n"
 
 SPEC_INFO = '''from enum import IntEnum, auto
 
@@ -92,7 +78,10 @@ def lay(dest: Path, default: str = "False", supports: str = "self.is_none() or s
         publish: str = PUBLISH, runner_extra: str = "") -> Path:
     for case in ("common", "after_marker"):
         shutil.copytree(TREES / case, dest, dirs_exist_ok=True)
-    (dest / "sglang/srt/environ.py").write_text(ENVIRON.replace("DEFAULT", default))
+    environ = dest / "sglang/srt/environ.py"
+    assert COARSE in environ.read_text()
+    environ.write_text(environ.read_text().replace(
+        COARSE, COARSE + f"    SGLANG_ENABLE_PREFILL_WAR_READ_DONE = EnvBool({default})\n"))
     (dest / SPEC).parent.mkdir(parents=True, exist_ok=True)
     (dest / SPEC).parent.joinpath("__init__.py").write_text("")
     (dest / SPEC).write_text(SPEC_INFO.replace("SUPPORTS", supports))

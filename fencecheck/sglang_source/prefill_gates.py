@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from .platform import _setting_of, setting_names
 from .tree import ClassInfo, Tree
 
 DECLARATION = "shared_read_ends"
@@ -38,13 +39,11 @@ PRE_REPLAY = "PRE_REPLAY"
 @dataclass(frozen=True)
 class Exit:
     """One way out before the publish: the conjunction of ``tests`` (AST), where it leaves (file, the line of the
-    ``if`` whose test completes it), the function it is in, and the local names bound before it (name -> value
-    AST)."""
+    ``if`` whose test completes it), and the local names bound before it (name -> value AST)."""
 
     tests: tuple[ast.expr, ...]
     file: str
     line: int
-    function: str
     env: tuple[tuple[str, ast.expr], ...]
 
     def text(self) -> str:
@@ -84,9 +83,10 @@ def _returns(stmts) -> bool:
 
 
 def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict | None = None,
-                 where: tuple = ("", ""), at: int | None = None) -> list[Exit]:
+                 where: str = "", at: int | None = None) -> list[Exit]:
     """The exits of ``stmts`` before ``line`` (None: every exit): a statement ``is_exit`` accepts (a ``return`` or a
-    ``raise``) under the tests ``conds`` on its path, cited at the line of the innermost ``if`` (``at``). The block
+    ``raise``) under the tests ``conds`` on its path, cited in the file ``where`` at the line of the innermost ``if``
+    (``at``). The block
     holding ``line`` is entered (its test joins ``conds``, its negation an exit); a loop or ``try`` before it is not
     entered (its exits are not gates)."""
     env = dict(env or {})
@@ -102,18 +102,18 @@ def exits_before(stmts, line: int | None, is_exit, conds: tuple = (), env: dict 
         holds = line is not None and _contains(s, line)
         if isinstance(s, (ast.Return, ast.Raise)) and not holds:
             if is_exit(s):
-                out.append(Exit(conds, where[0], at or s.lineno, where[1], tuple(env.items())))
+                out.append(Exit(conds, where, at or s.lineno, tuple(env.items())))
             break  # the rest of the block does not run
         if isinstance(s, ast.If):
             in_body = holds and any(_contains(x, line) for x in s.body)
             in_else = holds and any(_contains(x, line) for x in s.orelse)
             neg = negation(s.test)
             if in_body:
-                out.append(Exit(conds + (neg,), where[0], s.lineno, where[1], tuple(env.items())))
+                out.append(Exit(conds + (neg,), where, s.lineno, tuple(env.items())))
                 out += exits_before(s.body, line, is_exit, conds + (s.test,), env, where, s.lineno)
                 break
             if in_else:
-                out.append(Exit(conds + (s.test,), where[0], s.lineno, where[1], tuple(env.items())))
+                out.append(Exit(conds + (s.test,), where, s.lineno, tuple(env.items())))
                 out += exits_before(s.orelse, line, is_exit, conds + (neg,), env, where, s.lineno)
                 break
             out += exits_before(s.body, None, is_exit, conds + (s.test,), env, where, s.lineno)
@@ -167,12 +167,10 @@ class _Eval:
 
     def kind(self, e: ast.expr, env: dict) -> str:
         """The kind of an atom: a stager test on a local as written, anything else through the locals it names."""
-        from .platform import setting_names
-
         if self._stager(e, env) is not None:
             return "stager"
         e = self.subst(e, env)
-        if _setting(e):
+        if _setting_of(e):
             return "setting"
         if self._algorithm_call(e) is not None:
             return "algorithm"
@@ -188,9 +186,7 @@ class _Eval:
     def value(self, e: ast.expr, member: str | None, values: dict, env: dict) -> bool | None:
         if isinstance(e, ast.BoolOp):
             vals = [self.value(v, member, values, env) for v in e.values]
-            if isinstance(e.op, ast.And):
-                return False if False in vals else (True if all(v is True for v in vals) else None)
-            return True if True in vals else (False if all(v is False for v in vals) else None)
+            return _conj(vals) if isinstance(e.op, ast.And) else _disj(vals)
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             v = self.value(e.operand, member, values, env)
             return None if v is None else not v
@@ -201,9 +197,9 @@ class _Eval:
             return (True if is_none else False) if never else None
         kind = self.kind(e, env)
         e = self.subst(e, env)
-        if isinstance(e, (ast.BoolOp, ast.UnaryOp)) and e is not None and kind == "other":
+        if isinstance(e, (ast.BoolOp, ast.UnaryOp)) and kind == "other":
             return self.value(e, member, values, {})  # a local bound to a whole test
-        name = _setting(e)
+        name = _setting_of(e)
         if name is not None:
             return values.get(name)
         if kind == "declaration":
@@ -260,12 +256,6 @@ class _Eval:
         return None if attr is None else (attr, isinstance(e.ops[0], ast.Is))
 
 
-def _setting(e) -> str | None:
-    from .platform import _setting_of
-
-    return _setting_of(e)
-
-
 def _stores(tree: Tree, attr: str) -> list[dict]:
     """Every ``<x>.attr = value`` (and ``setattr(x, "attr", value)``) of the tree: file, line, the value's text."""
     out = []
@@ -296,21 +286,6 @@ def _stores(tree: Tree, attr: str) -> list[dict]:
     return sorted(out, key=lambda s: (s["file"], s["line"]))
 
 
-def _function(tree: Tree, key: str):
-    """(def, file) of a function or method named by its dotted key, or None."""
-    head, name = key.rsplit(".", 1)
-    mod = tree.module(head)
-    if mod is not None and name in mod.functions:
-        return mod.functions[name].node, mod.rel
-    if "." in head:
-        mhead, cls = head.rsplit(".", 1)
-        mod = tree.module(mhead)
-        ci = mod.classes.get(cls) if mod is not None else None
-        if ci is not None and name in ci.methods:
-            return ci.methods[name], mod.rel
-    return None
-
-
 def _literal_end(ret: ast.Return) -> str | None:
     v = ret.value
     if isinstance(v, ast.Attribute) and isinstance(v.value, (ast.Name, ast.Attribute)):
@@ -322,6 +297,13 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
     """The ``prefill_gates`` fact of the tree (docs/sglang-reader.md), None when no runner publishes at prefill."""
     from .dispatch import registry
     from .platform import settings
+
+    def show(key, function, file, line, role, runner, xs):
+        """The shown gate of one function: every exit its points have, each once."""
+        g = gates.setdefault(key, {"function": function, "file": file, "line": line, "role": role, "runners": [],
+                                   "exits": []})
+        g["runners"].append(runner)
+        g["exits"] += [x for x in xs if x.text() not in {y.text() for y in g["exits"]}]
 
     runners = [r for r in proto.runners if r.policy == "prefill_publish"]
     if not runners:
@@ -340,34 +322,28 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
             owner, fn = hit
             name = f"{owner.name}.{fn.name}"
             xs = exits_before(fn.body, None, lambda st: isinstance(st, ast.Return)
-                              and _literal_end(st) not in (None, PRE_REPLAY), where=(owner.file, name))
-            g = gates.setdefault((owner.file, name, "resolve"), {"function": name, "file": owner.file,
-                                                                   "line": fn.lineno, "role": "resolve",
-                                                                   "runners": [], "exits": []})
-            g["runners"].append(r.ci.name)
-            g["exits"] += [x for x in xs if x.text() not in {y.text() for y in g["exits"]}]
+                              and _literal_end(st) not in (None, PRE_REPLAY), where=owner.file)
+            show((owner.file, name, "resolve"), name, owner.file, fn.lineno, "resolve", r.ci.name, xs)
             resolves += xs
+        functions = {k: (node, file) for k, node, file in r.functions}  # what the runner walk read its events from
         for e in r.events:
             if e.kind != "publish":
                 continue
-            got = _function(tree, e.chain[-1][0]) if e.chain else None
-            xs = exits_before(got[0].body, e.line, lambda st: True, where=(got[1], got[0].name)) if got else []
+            got = functions.get(e.chain[-1][0]) if e.chain else None
+            xs = []
             if got is not None:
                 fn, file = got
-                g = gates.setdefault((file, fn.name, "publish"), {"function": fn.name, "file": file,
-                                                                  "line": fn.lineno, "role": "publish",
-                                                                  "runners": [], "exits": []})
-                g["runners"].append(r.ci.name)
-                g["exits"] += [x for x in xs if x.text() not in {y.text() for y in g["exits"]}]
+                xs = exits_before(fn.body, e.line, lambda st: True, where=file)
+                show((file, fn.name, "publish"), fn.name, file, fn.lineno, "publish", r.ci.name, xs)
             conds = []
             for text in e.conditions:
                 try:
                     conds.append(ast.parse(text, mode="eval").body)
                 except (SyntaxError, RecursionError):
                     continue
-            points.append(_Point(r.ci.name, e.file, e.line, tuple(xs), tuple(conds), tuple(resolves)))
+            points.append(_Point(tuple(xs), tuple(conds), tuple(resolves)))
     algos = registry(tree)
-    members = [m for m in (algos.members if algos is not None else ())]
+    members = list(algos.members) if algos is not None else []
     none_member = next((m for m in members if algos.predicate("is_none", m) is True), None) if algos else None
     ev = _Eval(tree, algos, modes, {})
     stager_attrs: dict[str, list] = {}
@@ -381,7 +357,7 @@ def prefill_gates(tree: Tree, proto, root: ClassInfo | None, modes) -> dict | No
     ev.stagers = stager_attrs
     for p in points:
         p.decide(ev)
-    names = sorted({n for p in points for t in p.tests(ev) for n in _settings_in(t)})
+    names = sorted({n for p in points for t in p.tests(ev) for n in setting_names(t)})
     defs = settings(tree, names)
     defaults = {n: d.default for n, d in defs.items()}
 
@@ -445,8 +421,7 @@ class _Point:
     runner walk's, over the call chain) and the exits of the runner's resolving methods, which keep it off only
     when it tests the backend's declaration (the resolved end must be ``PRE_REPLAY``)."""
 
-    def __init__(self, runner, file, line, exits, paths, resolves):
-        self.runner, self.file, self.line = runner, file, line
+    def __init__(self, exits, paths, resolves):
         self.own, self.paths, self.resolves = exits, paths, resolves
         self.exits: tuple[Exit, ...] = ()
         self.declared: tuple[str, ...] = ()
@@ -497,29 +472,28 @@ def _disjuncts(e: ast.expr) -> list[ast.expr]:
     return list(e.values) if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.Or) else [e]
 
 
-def _other_only(ev: _Eval, e: ast.expr, member, values) -> bool:
-    """Whether ``e`` is undecided only on atoms of kind ``other``."""
-    return not any(a.kind != "other" and ev.value(a.node, member, values, {}) is None for a in ev.atoms(e, {}))
-
-
-def _settings_in(t: ast.expr) -> list[str]:
-    from .platform import setting_names
-
-    return setting_names(t)
+def _other_only(ev: _Eval, e: ast.expr, member, values, env: dict | None = None) -> bool:
+    """Whether ``e`` is undecided only on atoms of kind ``other`` (a server flag, a call)."""
+    env = env or {}
+    return not any(a.kind != "other" and ev.value(a.node, member, values, env) is None for a in ev.atoms(e, env))
 
 
 def _open_on_other(ev: _Eval, x: Exit, member, values) -> bool:
-    """Whether ``x`` is undecided only on atoms of kind ``other`` (a server flag, a call): it is an ``unless``."""
+    """Whether each test of ``x`` is decided or undecided only on flags (``_other_only``): it is an ``unless``."""
     env = dict(x.env)
-    for t in x.tests:
-        if ev.value(t, member, values, env) is None and any(
-                a.kind != "other" and ev.value(a.node, member, values, env) is None
-                for a in ev.atoms(t, env)):
-            return False
-    return True
+    return all(ev.value(t, member, values, env) is not None or _other_only(ev, t, member, values, env)
+               for t in x.tests)
 
 
 def _all(ev: _Eval, x: Exit, member, values) -> bool | None:
+    """Whether the exit ``x`` holds (its tests' conjunction, three-valued)."""
     env = dict(x.env)
-    vals = [ev.value(t, member, values, env) for t in x.tests]
+    return _conj([ev.value(t, member, values, env) for t in x.tests])
+
+
+def _conj(vals) -> bool | None:
     return False if False in vals else (True if all(v is True for v in vals) else None)
+
+
+def _disj(vals) -> bool | None:
+    return True if True in vals else (False if all(v is False for v in vals) else None)
