@@ -72,6 +72,32 @@ def test_a_worker_drafts_verifies_publishes_and_draft_extends_in_order(synthetic
     assert a["unresolved"] == []
 
 
+def test_a_workers_prefill_step_is_its_step_entry_walked_with_an_extend_batch(synthetic):
+    # AlphaWorker.forward_batch_generation hands an extend batch to the target and returns (workers.py:36-37)
+    assert [(p["runner"], p["mode"], p["side"], p["file"], p["line"]) for p in synthetic["ALPHA", None]["prefill_phases"]] \
+        == [("AlphaWorker.target_worker", "EXTEND", "target", WORKERS, 37)]
+
+
+def test_a_speculative_prefill_step_is_a_configuration_and_publishes_as_its_gate_says(synthetic_doc):
+    configs = synthetic_doc["configurations"]["configurations"]
+    alpha = [c for c in configs if "ALPHA: prefill" in c["sources"]]
+    assert alpha and all([(p["mode"], p["side"], p["policy"], p["execution"]) for p in c["phases"]]
+                         == [("EXTEND", "target", "prefill", "eager")] and c["prefill_read_done"] for c in alpha)
+    assert {c["loop"] for c in alpha} == {"overlap"}  # a loop without the barrier runs the plain steps only
+
+
+@pytest.mark.parametrize("publish, want", [("allowed", (True, [])), ("may", (True, [])),
+                                           ("with settings", (False, ["SGLANG_X=True"])), ("never", (False, []))])
+def test_the_prefill_gate_of_an_algorithm_decides_its_prefill_read_done(publish, want):
+    from fencecheck.sglang_source.contexts import _prefill_speculative
+
+    gates = {"no_speculation": "with settings", "algorithms": [{"name": "ALPHA", "publish": publish}],
+             "settings": [{"name": "SGLANG_X", "default": False, "publish_off_when": False}]}
+    assert _prefill_speculative({"prefill_gates": gates}, "ALPHA") == want
+    assert _prefill_speculative({"prefill_gates": gates}, "OTHER") == (False, ["SGLANG_X=True"])  # as no speculation
+    assert _prefill_speculative({}, "ALPHA") == (True, [])  # a tree without the gates publishes
+
+
 def test_each_phase_publishes_as_its_runner_class_does(synthetic):
     def policies(a):
         return [(p["line"], p["publish"] and (p["publish"]["policy"], p["publish"]["execution"])) for p in a["phases"]]
@@ -230,14 +256,16 @@ def release(release_extraction):
 def _table(algorithms):
     return [{"name": a["name"], "condition": a["condition"],
              "worker": a["worker"] and f"{a['worker']['class']} {a['worker']['file']}:{a['worker']['line']}",
-             "phases": [f"{p['runner']} {p['mode']} {p['file']}:{p['line']}" for p in a["phases"]]}
+             "phases": [f"{p['runner']} {p['mode']} {p['file']}:{p['line']}" for p in a["phases"]],
+             "prefill_phases": [f"{p['runner']} {p['mode']} {p['file']}:{p['line']}" for p in a["prefill_phases"]]}
             for a in algorithms]
 
 
 @pytest.mark.slow
 def test_the_releases_algorithms_table_is_pinned(release):
     got = _table(release[0])
-    want = [{k: row[k] for k in ("name", "condition", "worker", "phases")} for row in EXPECTED["algorithms"]]
+    want = [{k: row[k] for k in ("name", "condition", "worker", "phases", "prefill_phases")}
+            for row in EXPECTED["algorithms"]]
     assert got == want
 
 

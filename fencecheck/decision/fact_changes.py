@@ -2,7 +2,7 @@
 
 Five categories, each a map from a key to a value with no line number in it (``file.py:N`` loses its ``:N``):
 ``declarations`` (per backend class, its declaration per mode and its prefill snapshot's), ``runners`` (per runner
-class, its publish behaviour), ``phases`` (per speculative algorithm and worker, the phases of one decode step:
+class, its publish behaviour), ``phases`` (per speculative algorithm and worker, the phases of one decode step and, as a key of its own, of one prefill step:
 runner, mode, publish policy and execution, condition, loop), ``publishers`` (per worker class, what
 ``last_shared_read_runner`` returns under which condition) and ``barrier`` (per class and function, the number of
 ``_apply_war_barrier`` call sites, and where the barrier is defined). A key in one tree only is added or removed; a
@@ -54,14 +54,9 @@ def facts(doc: dict) -> dict[str, dict]:
     for a in doc.get("algorithms", ()):
         w = a["worker"]["class"] if a.get("worker") else "no worker class"
         key = f"{a['name']} ({w})" + (f" when {without_lines(a['condition'])}" if a.get("condition") else "")
-        rows = []
-        for p in a["phases"]:
-            pub = p.get("publish")
-            rows.append(f"{p['runner']} {p['mode'] or 'publish'}"
-                        + (f" [{pub['policy']}, {pub['execution']}]" if pub else "")
-                        + (f" if {without_lines(p['condition'])}" if p.get("condition") else "")
-                        + (" [loop]" if p.get("repeat") else ""))
-        phases[key] = rows
+        phases[key] = _phase_rows(a["phases"])
+        if a.get("prefill_phases"):
+            phases[f"{key}, prefill step"] = _phase_rows(a["prefill_phases"])
     publishers: dict[str, list] = {}
     wnames = _names([(w["class"], w["file"]) for w in doc["workers"]])
     for w in doc["workers"]:
@@ -79,6 +74,18 @@ def facts(doc: dict) -> dict[str, dict]:
                for k, v in barrier.items()}
     return {"declarations": declarations, "runners": runners, "phases": phases, "publishers": publishers,
             "barrier": barrier, "protocol": _protocol(doc)}
+
+
+def _phase_rows(phases: list[dict]) -> list[str]:
+    """One line per phase of a step: the runner, the mode, its publish behaviour, its condition, whether in a loop."""
+    rows = []
+    for p in phases:
+        pub = p.get("publish")
+        rows.append(f"{p['runner']} {p['mode'] or 'publish'}"
+                    + (f" [{pub['policy']}, {pub['execution']}]" if pub else "")
+                    + (f" if {without_lines(p['condition'])}" if p.get("condition") else "")
+                    + (" [loop]" if p.get("repeat") else ""))
+    return rows
 
 
 def _protocol(doc: dict) -> dict[str, str]:

@@ -144,7 +144,7 @@ class WorkerRead(Conditioned):
 class Algorithm(Conditioned):
     """A member of ``SpeculativeAlgorithm`` with one worker class ``create_worker`` returns for it (under
     ``conditions``; ``worker`` None when it returns no class of the tree): the phases of one decode step, the
-    publisher, the reads after the publisher's runner, what is unresolved."""
+    publisher, the reads after the publisher's runner, what is unresolved, the phases of one prefill step."""
 
     name: str
     conditions: tuple[str, ...]
@@ -154,6 +154,8 @@ class Algorithm(Conditioned):
     publisher: tuple[Publisher, ...]
     reads_after_publisher: tuple[WorkerRead, ...]
     unresolved: tuple[str, ...]
+    #: the phases of one prefill step (a batch entering the worker in ``EXTEND``), as ``phases``
+    prefill_phases: tuple[Phase, ...] = ()
 
     def to_json(self) -> dict:
         return {"name": self.name, "condition": self.condition,
@@ -161,4 +163,4 @@ class Algorithm(Conditioned):
                 "worker": self.worker.to_json() if self.worker else None,
                 "phases": [p.to_json() for p in self.phases], "publisher": [p.to_json() for p in self.publisher],
                 "reads_after_publisher": [r.to_json() for r in self.reads_after_publisher],
-                "unresolved": list(self.unresolved)}
+                "unresolved": list(self.unresolved), "prefill_phases": [p.to_json() for p in self.prefill_phases]}

@@ -32,7 +32,7 @@ from .phase_publish import PhasePublish, may_publish
 from .publisher_link import linked
 from .reads import HOST_SYNC_METHODS, ReadWalker, never_captured
 from .records import At, ClassAt, Runner, WorkerPublisher
-from .step_walk import ENTRY, MAX_DEPTH, STEP_MODE, StepWalk  # noqa: F401 (MAX_DEPTH: the messages' algorithms.MAX_DEPTH)
+from .step_walk import ENTRY, MAX_DEPTH, PREFILL_MODE, STEP_MODE, StepWalk  # noqa: F401 (MAX_DEPTH: the messages' algorithms.MAX_DEPTH)
 from .tree import Tree
 from .worker_types import AttrTypes
 
@@ -62,19 +62,20 @@ def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ..
                 tree.note(ci.file, ci.line, f"{ci.name}: nested too deeply to walk its decode step (Python's "
                                             "recursion limit)")
                 per_worker[ci] = ((), [f"{ci.name} ({ci.file}:{ci.line}): nested too deeply to walk its decode "
-                                       "step (Python's recursion limit)"], (), ())
-        phases, unresolved, publisher, reads = per_worker[ci]
+                                       "step (Python's recursion limit)"], (), (), ())
+        phases, unresolved, publisher, reads, prefill = per_worker[ci]
         out.append(Algorithm(row.name, row.conditions, At(algos.cls.file, row.line), ClassAt(ci.name, ci.file, ci.line),
-                             phases, publisher, reads, tuple(notes[row.name] + unresolved)))
+                             phases, publisher, reads, tuple(notes[row.name] + unresolved), prefill))
     for m, why in notes.items():
         if not any(r.name == m for r in rows):
             out.append(Algorithm(m, (), None, None, (), (), (),
-                                 tuple(why or ["create_worker returns no worker class for it"])))
+                                 tuple(why or ["create_worker returns no worker class for it"]), ()))
     return tuple(sorted(out, key=lambda a: (a.name, a.condition or "")))
 
 
 def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=None):
-    """(phases, unresolved, publisher, reads after the publisher) of the worker ``ci``'s decode step; ``index``: the
+    """(phases, unresolved, publisher, reads after the publisher, prefill phases) of the worker ``ci``'s decode step
+    (and its prefill step's phases, ``prefill_step``); ``index``: the
     worker's place among the classes ``create_worker`` returns; ``bound``: the ``device.PlatformPaths`` of the tree."""
     hit = tree.lookup(ci, ENTRY)
     if hit is None:
@@ -83,8 +84,25 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=
     w = StepWalk(tree, modes, types)
     w.fn(ci, owner, node, owner.module, STEP_MODE, (), (), None, 0, ())
     unresolved = list(dict.fromkeys(w.unresolved))
+    phases = _phases(w.calls, publish, unresolved)
+    publisher = tuple(Publisher(r.publisher, r.conditions, _side(r.publisher), r.returns_at.file, r.returns_at.line)
+                      for r in workers if r.cls == ci.name and r.file == ci.file)
+    if not publisher:
+        unresolved.append(f"{ci.name} has no last_shared_read_runner: no publisher to order its reads against")
+    runs = [(c, ph) for c, ph in zip(w.calls, phases) if c.kind == "runner"]
+    reads = _reads_after(walker, ci, runs, publisher, unresolved, index, bound) if walker is not None else ()
+    if walker is not None:
+        reads += _hook_reads(walker, types, ci, runs, publisher, unresolved, index, len(reads))
+    prefill, more = prefill_step(tree, modes, types, publish, ci)
+    unresolved += [f"prefill step: {u}" for u in more if u not in unresolved]
+    return tuple(phases), unresolved, publisher, reads, prefill
+
+
+def _phases(calls, publish, unresolved: list[str]) -> list[Phase]:
+    """The phases of a step walk's ``calls``, each runner call's publish behaviour read (``publish``); what the walk
+    cannot settle about one appended to ``unresolved``."""
     phases = []
-    for p in w.calls:
+    for p in calls:
         side = None if p.kind == "publish" else _side(f"{p.subject.name if p.subject else ''} {p.runner}")
         pub = publish(p, side) if p.kind == "runner" else None
         if p.kind == "runner" and p.mode is None:
@@ -95,15 +113,22 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=
         if pub is not None and pub.policy is None:
             unresolved.append(f"{pub.why}: its publish behaviour is taken as `resolve`")
         phases.append(Phase(p.runner, p.call, p.mode, p.kind, side, p.conditions, p.loop, pub, p.file, p.line))
-    publisher = tuple(Publisher(r.publisher, r.conditions, _side(r.publisher), r.returns_at.file, r.returns_at.line)
-                      for r in workers if r.cls == ci.name and r.file == ci.file)
-    if not publisher:
-        unresolved.append(f"{ci.name} has no last_shared_read_runner: no publisher to order its reads against")
-    runs = [(c, ph) for c, ph in zip(w.calls, phases) if c.kind == "runner"]
-    reads = _reads_after(walker, ci, runs, publisher, unresolved, index, bound) if walker is not None else ()
-    if walker is not None:
-        reads += _hook_reads(walker, types, ci, runs, publisher, unresolved, index, len(reads))
-    return tuple(phases), unresolved, publisher, reads
+    return phases
+
+
+def prefill_step(tree, modes, types, publish, ci) -> tuple[tuple[Phase, ...], list[str]]:
+    """(phases, unresolved) of the worker ``ci``'s prefill step: its step entry walked with the batch in
+    ``PREFILL_MODE`` (the scheduler hands a speculative worker a prefill batch through the same entry as a decode
+    one: 0.5.23 ``speculative/eagle_worker_v2.py`` ``EAGLEWorkerV2.forward_batch_generation``, the
+    ``batch.forward_mode.is_extend()`` branch, lines 1423-1427)."""
+    hit = tree.lookup(ci, ENTRY)
+    if hit is None:
+        return (), []
+    owner, node = hit
+    w = StepWalk(tree, modes, types)
+    w.fn(ci, owner, node, owner.module, PREFILL_MODE, (), (), None, 0, ())
+    unresolved = list(dict.fromkeys(w.unresolved))
+    return tuple(_phases(w.calls, publish, unresolved)), unresolved
 
 
 #: The model runner's list of callables the decode graph runner calls inside each captured graph, after the model

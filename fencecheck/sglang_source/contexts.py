@@ -1,6 +1,6 @@
 """The configurations of a tree, generated from its facts: the step (no speculation: a decode or a prefill step on
-the model runner's runners; or one path through a speculative algorithm's decode step) x the publisher x the
-platform class x the event loop, as the tree has them. Each is a scenario table (``scenario``) the simulator and
+the model runner's runners; or one path through a speculative algorithm's decode or prefill step) x the publisher x
+the platform class x the event loop, as the tree has them. Each is a scenario table (``scenario``) the simulator and
 the model run; a finding is decided in every configuration that runs a phase of its mode (``reader_findings``).
 
 - **Steps.** A speculative algorithm's runner phases (``algorithms``) carry the tests on their path; each
@@ -8,7 +8,10 @@ the model run; a finding is decided in every configuration that runs a phase of 
   order: one path through the step. Paths with the same phases are one configuration. A phase inside a loop runs once
   in the configuration (its count is known only at run time). The step without speculation runs ``DECODE`` on the
   platform's decode graph runner, or eagerly on the eager runner; a prefill step runs ``EXTEND`` on the eager runner
-  or the prefill graph runner (``steps.model_runner_runners``).
+  or the prefill graph runner (``steps.model_runner_runners``). A speculative algorithm's prefill step is the
+  worker's step entry walked with the batch in ``EXTEND`` (``algorithms.prefill_step``): its model runner phases run
+  on the eager runner or the prefill graph runner alike (none: eagerly only), and its read-done is published as the
+  prefill gates say for that algorithm (``_prefill_speculative``); a loop that runs prefill steps runs it.
 - **Publisher.** Each row of the worker's ``last_shared_read_runner`` (its side's mailbox is the one the barrier
   reads); no speculation: the target.
 - **Platform classes.** The platforms whose decode graph runner publishes (``protocol.platforms``), grouped by
@@ -257,12 +260,15 @@ def effective(mode: str, policy: str, execution: str) -> str:
     return policy
 
 
-def _phase_row(p: dict, execution: str | None = None, eager: dict | None = None) -> dict:
+def _phase_row(p: dict, execution: str | None = None, eager: dict | None = None, graph: dict | None = None) -> dict:
     """A configuration's phase; ``execution`` ``eager`` for a model runner's forward run eagerly (on the eager
-    runner, ``eager``: its policy)."""
+    runner, ``eager``: its policy), ``graph`` for one replayed on the runner ``graph`` gives the policy of (the
+    prefill graph runner for an ``EXTEND`` phase), else the runner the phase's publish row names."""
     policy = _POLICY.get(p["publish"]["policy"], p["publish"]["policy"]) if p["publish"]["policy"] else "resolve"
     if execution == "eager":
         policy = eager["policy"] if eager else "never"
+    elif execution == "graph" and graph is not None:
+        policy = graph["policy"]
     return {"mode": p["mode"], "side": p["side"], "policy": policy,
             "execution": execution or p["publish"]["execution"], "call": p["call"], "file": p["file"],
             "line": p["line"]}
@@ -303,6 +309,21 @@ def _prefill_default(steps: dict) -> tuple[bool, list[str]]:
                       if x["publish_off_when"] is not None and x["default"] == x["publish_off_when"])
 
 
+def _prefill_speculative(steps: dict, name: str) -> tuple[bool, list[str]]:
+    """Whether a prefill step under the speculative algorithm ``name`` may publish its read-done with every setting
+    at its default, and the settings that turn it on otherwise: its row of the prefill gates (``allowed`` and
+    ``may`` on, ``with settings`` on with no speculation's settings, ``never`` off); a tree without the gates, or
+    without a row for it, as no speculation."""
+    g = steps.get("prefill_gates")
+    row = next((x for x in (g or {}).get("algorithms", ()) if x["name"] == name), None)
+    on, settings = _prefill_default(steps)
+    if row is None:
+        return on, settings
+    if row["publish"] in ("allowed", "may"):
+        return True, []
+    return False, settings if row["publish"] == "with settings" else []
+
+
 def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops: list[dict]) -> dict:
     """``{"rule", "platform_classes", "loops", "configurations": [...], "notes"}`` of the tree's ``algorithms`` rows
     and the barrier's ``event_loops`` rows (as the document has them)."""
@@ -319,11 +340,12 @@ def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops
     configs: list[dict] = []
     seen: dict = {}  # key -> the configuration: a path another algorithm shares is one configuration
 
-    def add(source, condition, phases, publisher, cls, kind, loops_, prefill=None, coarse=None):
+    def add(source, condition, phases, publisher, cls, kind, loops_, prefill=None, coarse=None, read_done=None):
         eff = [(p["mode"], p["side"], effective(p["mode"], p["policy"], p["execution"]), p["execution"])
                for p in phases]
         eff = tuple(x for k, x in enumerate(eff) if k == 0 or x != eff[k - 1])
-        key = (kind, cls["name"], publisher, eff, tuple(prefill or ()), coarse)
+        done = (prefill_on if not prefill else True) if read_done is None else read_done
+        key = (kind, cls["name"], publisher, eff, tuple(prefill or ()), coarse, done)
         if key in seen:
             if source not in seen[key]["sources"]:
                 seen[key]["sources"].append(source)
@@ -333,16 +355,37 @@ def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops
                         "barrier": cls["barrier"], "force_coarse": coarse is not None,
                         "settings": cls["settings"] + (prefill or []) + ([f"{coarse}=True"] if coarse else []),
                         "loop": kind, "event_loops": [x["event_loop"] for x in loops_],
-                        "prefill_read_done": prefill_on if not prefill else True})
+                        "prefill_read_done": done})
         seen[key] = configs[-1]
 
-    eager_row = next(({"policy": _POLICY[x["policy"]]} for x in steps.get("model_runner", ()) if x["role"] == "eager"),
-                     None)
+    eager_row, prefill_graph = ({x["role"]: {"policy": _POLICY[x["policy"]]} for x in steps.get("model_runner", ())}
+                                .get(role) for role in ("eager", "prefill_graph"))
     paths_of: dict[int, tuple] = {}
     for a in algorithms:
-        if id(a["phases"]) not in paths_of:
-            paths_of[id(a["phases"])] = _paths(a["phases"], tree)
-            notes.extend(f"{a['name']}: {w}" for w in paths_of[id(a["phases"])][1])
+        for key in ("phases", "prefill_phases"):
+            if id(a.get(key, ())) not in paths_of:
+                paths_of[id(a.get(key, ()))] = _paths(a.get(key, []), tree)
+                notes.extend(f"{a['name']}: {w}" for w in paths_of[id(a.get(key, ()))][1])
+
+    def speculative(a, key, cls, kind, ls, what=None, read_done=None, prefill=None):
+        """The configurations of the paths through ``a``'s step (``key``: its phases)."""
+        for sel, values in paths_of[id(a.get(key, ()))][0]:
+            if key == "prefill_phases" and prefill_graph is None and any(e == "graph" for _, e in sel):
+                continue  # the model runner replays a prefill graph only on its prefill graph runner: none here
+            phases = [_phase_row(a[key][i], e, eager_row, prefill_graph if key == "prefill_phases" else None)
+                      for i, e in sel]
+            phases = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
+            path = [c for i, _ in sel for c in a[key][i].get("conditions", ())]
+            for pub in a["publisher"] or [{"side": "target", "condition": None}]:
+                if pub["condition"] and _literal_value(pub["condition"], values) is False:
+                    continue
+                absent = _absent_worker(tree, a, pub)
+                if absent and any(a[key][i]["runner"].startswith(absent + ".") for i, _ in sel):
+                    continue  # the publisher is chosen when that sub-worker is None: its phases do not run
+                cond = " and ".join(dict.fromkeys(([a["condition"]] if a["condition"] else []) + path
+                                                  + ([pub["condition"]] if pub["condition"] else []))) or None
+                add(f"{a['name']}: {what}" if what else a["name"], cond, phases, pub["side"], cls, kind, ls,
+                    prefill, read_done=read_done)
     for cls in classes:
         plain = _plain(proto, steps, cls["platforms"][0])
         for kind in ("overlap", "disagg_prefill", "normal", "pp"):
@@ -364,20 +407,7 @@ def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops
             if not barrier_loop or not runs & {"decode", "both"}:
                 continue
             for a in algorithms:
-                paths = paths_of[id(a["phases"])][0]
-                for sel, values in paths:
-                    phases = [_phase_row(a["phases"][i], e, eager_row) for i, e in sel]
-                    phases = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
-                    path = [c for i, _ in sel for c in a["phases"][i].get("conditions", ())]
-                    for pub in a["publisher"] or [{"side": "target", "condition": None}]:
-                        if pub["condition"] and _literal_value(pub["condition"], values) is False:
-                            continue
-                        absent = _absent_worker(tree, a, pub)
-                        if absent and any(a["phases"][i]["runner"].startswith(absent + ".") for i, _ in sel):
-                            continue  # the publisher is chosen when that sub-worker is None: its phases do not run
-                        cond = " and ".join(dict.fromkeys(([a["condition"]] if a["condition"] else []) + path
-                                                          + ([pub["condition"]] if pub["condition"] else []))) or None
-                        add(a["name"], cond, phases, pub["side"], cls, kind, ls)
+                speculative(a, "phases", cls, kind, ls)
     coarse = [x["name"] for x in (proto.gate or {}).get("coarse_settings", ()) if x["default"] is False]
     if classes and coarse and by_kind.get("overlap"):  # the setting that makes the barrier wait for the whole forward
         cls = classes[0]
@@ -386,6 +416,16 @@ def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops
             for ph in plain["decode"] + plain["prefill"]:
                 add(f"no speculation: {'decode' if ph[0]['mode'] == 'DECODE' else 'prefill'}", None, ph, "target",
                     cls, "overlap", by_kind["overlap"], coarse=name)
+    for cls in classes:  # the speculative prefill steps, after the others (their names keep their numbers)
+        for kind in ("overlap", "disagg_prefill"):
+            ls = by_kind.get(kind, [])
+            if not ls or not {x["runs"] for x in ls} & {"prefill", "both"}:
+                continue
+            for a in algorithms:
+                on, needs = _prefill_speculative(steps, a["name"])
+                speculative(a, "prefill_phases", cls, kind, ls, "prefill", on)
+                if not on and needs:
+                    speculative(a, "prefill_phases", cls, kind, ls, "prefill", True, needs)
     for i, c in enumerate(configs):
         base = slug(c["source"].split(":")[0]) if c["source"].startswith("no speculation") else slug(c["source"])
         what = c["source"].split(": ")[1] if c["source"].startswith("no speculation") else None

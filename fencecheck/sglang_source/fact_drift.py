@@ -94,6 +94,10 @@ def fact_table(doc: dict) -> dict[str, dict]:
         _put(out, f"{k}/phases", [[p["runner"], p["mode"], p["side"], (p["publish"] or {}).get("policy"),
                                    (p["publish"] or {}).get("execution")] for p in a["phases"]],
              _at(a["phases"][0]) if a["phases"] else None)
+        pre = a.get("prefill_phases") or []
+        _put(out, f"{k}/prefill_phases", [[p["runner"], p["mode"], p["side"], (p["publish"] or {}).get("policy"),
+                                           (p["publish"] or {}).get("execution")] for p in pre],
+             _at(pre[0]) if pre else None)
         _put(out, f"{k}/publisher", sorted([[x["side"], x["condition"]] for x in a["publisher"]],
                                            key=lambda x: (x[0], x[1] or "")), None)
     for a in (doc.get("steps") or {}).get("algorithms", ()):

@@ -20,6 +20,7 @@ def algorithm_rows(ex) -> list[dict]:
     for a in ex.algorithms:
         row = a.to_json()
         row["phases"] = phases.setdefault(id(a.phases), row["phases"])
+        row["prefill_phases"] = phases.setdefault(id(a.prefill_phases), row["prefill_phases"])
         out.append(row)
     return out
 

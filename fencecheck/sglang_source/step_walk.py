@@ -29,6 +29,8 @@ from .worker_types import last_local_imports
 
 ENTRY = "forward_batch_generation"
 STEP_MODE = "DECODE"
+#: The mode a prefill batch enters the worker in.
+PREFILL_MODE = "EXTEND"
 RUNNER_METHODS = ("execute", "replay", "forward")
 MAX_DEPTH = 7
 
