@@ -86,6 +86,21 @@ def test_a_speculative_prefill_step_is_a_configuration_and_publishes_as_its_gate
     assert {c["loop"] for c in alpha} == {"overlap"}  # a loop without the barrier runs the plain steps only
 
 
+def test_a_changed_prefill_step_is_a_changed_fact_of_its_own(synthetic_doc):
+    from fencecheck.decision.fact_changes import diff, facts
+    from fencecheck.sglang_source.fact_drift import fact_table
+
+    before = facts(synthetic_doc)
+    assert before["phases"]["ALPHA (AlphaWorker), prefill step"] == ["AlphaWorker.target_worker EXTEND [resolve, graph]"]
+    moved = json.loads(json.dumps(synthetic_doc))
+    alpha = next(a for a in moved["algorithms"] if a["name"] == "ALPHA")
+    alpha["prefill_phases"][0]["mode"] = "DECODE"  # the step no longer hands the target an extend batch
+    (x,) = diff(before, facts(moved))[0]
+    assert (x.category, x.key, x.change) == ("phases", "ALPHA (AlphaWorker), prefill step", "changed")
+    assert fact_table(moved)["algorithm/ALPHA|AlphaWorker/prefill_phases"] \
+        != fact_table(synthetic_doc)["algorithm/ALPHA|AlphaWorker/prefill_phases"]
+
+
 @pytest.mark.parametrize("publish, want", [("allowed", (True, [])), ("may", (True, [])),
                                            ("with settings", (False, ["SGLANG_X=True"])), ("never", (False, []))])
 def test_the_prefill_gate_of_an_algorithm_decides_its_prefill_read_done(publish, want):
