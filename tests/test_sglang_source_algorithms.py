@@ -86,6 +86,36 @@ def test_a_speculative_prefill_step_is_a_configuration_and_publishes_as_its_gate
     assert {c["loop"] for c in alpha} == {"overlap"}  # a loop without the barrier runs the plain steps only
 
 
+@pytest.mark.parametrize("read, noted", [("self.req_to_token_pool.req_to_token[batch.req_pool_indices]", True),
+                                         ("self.req_to_token_pool.req_to_token[batch.req_pool_indices].tolist()", False)])
+def test_a_read_after_the_target_s_prefill_is_an_undecided_note(tmp_path, read, noted):
+    dest = tmp_path / "wheel"
+    shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
+    shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
+    w = dest / WORKERS
+    text = w.read_text(encoding="utf-8")
+    prefill = "            return self.target_worker.forward_batch_generation(batch)\n"
+    publisher = "        return self.draft_worker.draft_runner\n"
+    assert text.count(prefill) == 1 and text.count(publisher) == 1
+    text = text.replace(publisher, "        return self.target_worker.model_runner\n")  # the barrier waits on the target
+    w.write_text(text.replace(prefill, "            out = self.target_worker.forward_batch_generation(batch)\n"
+                                       f"            out.kv_slots = {read}\n            return out\n"), encoding="utf-8")
+    doc = decide_worker_reads(read_path(dest / "sglang"))[0].to_json()
+    alpha = next(a for a in doc["algorithms"] if a["name"] == "ALPHA")
+    after = [(r["location"], r["line"], r["after"]["mode"], r["finding"]["status"], r["why"])
+             for r in alpha["prefill_reads_after_publisher"]]
+    notes = [n for n in doc["notes"] if "after its prefill step's publishing phase" in n["what"]]
+    if not noted:  # copied to the host before the worker returns: no read after the publish
+        assert after == [] and notes == []
+        return
+    assert after == [("req_to_token", 38, "EXTEND", "unresolved", "after the prefill step's publishing phase: not "
+                      "decided (no scenario models a worker's read in a prefill step)")]
+    assert [(n["file"], n["line"]) for n in notes] == [(WORKERS, 38)] and "ALPHA may publish" in notes[0]["what"]
+    assert all(r["location"] != "req_to_token" or r["line"] != 38 for r in alpha["reads_after_publisher"])
+    assert not any(f["kind"] == "worker_read_after_publish" and f["evidence"][1]["line"] == 38
+                   for f in doc["findings"])  # a note, never a finding nor a question
+
+
 def test_a_changed_prefill_step_is_a_changed_fact_of_its_own(synthetic_doc):
     from fencecheck.decision.fact_changes import diff, facts
     from fencecheck.sglang_source.fact_drift import fact_table
@@ -553,3 +583,33 @@ def test_the_release_post_verify_commit_is_reachable_not_a_question(release, fil
     others = [g for g in doc["findings"] if g["kind"] == "worker_read_after_publish" and g["subject"] != subject
               and any(e["file"].endswith(file) and e["line"] == line for e in g["evidence"][1:])]
     assert all(g["status"] == "unresolved" and "topk > 1" in g["status_why"] for g in others), others
+
+
+#: Per release, the undecided notes on worker reads after a prefill step's publishing phase, judged by reading.
+#: 0.5.22: real. ``DSparkWorkerV2._forward_prefill`` runs the target's prefill (``dspark_worker_v2.py:650``), then
+#: injects the draft KV (``:728``): ``TargetHiddenKvInjector._inject_mla`` reads ``full_to_swa_index_mapping``
+#: (``dspark_kv_inject.py:144``, or the translate at ``:149``, ``deepseek_v4_memory_pool.py:1220-1222``) unless
+#: ``is_unified_kv_triton()``, after the read-done DSpark may publish early when DeepSeek-V4 declares ``PRE_REPLAY``
+#: for ``EXTEND`` (``deepseek_v4_backend.py:1118-1123``). 0.5.23: not races. ``place_prefill`` computes ``swa_loc``
+#: before the target's prefill (``dspark_worker_v2.py:823-826``, ``dspark_kv_inject.py:104-117``), so the injection's
+#: ``committed_swa_loc`` under ``swa_loc is None`` never runs after it: the notes stand, with that condition, until
+#: the interpretation decides it.
+PREFILL_READ_NOTES = {
+    "0.5.18": ([], None),
+    "0.5.22": ([144, 149], "not (is_unified_kv_triton())"),
+    "0.5.23": ([299, 304], "swa_loc is None"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", sorted(PREFILL_READ_NOTES))
+def test_the_releases_reads_after_a_prefill_step_are_undecided_notes(version):
+    from sglang_release import require_tree
+
+    lines, condition = PREFILL_READ_NOTES[version]
+    doc = read_path(require_tree(version, fetching=True)).to_json()
+    notes = [n for n in doc["notes"] if "after its prefill step's publishing phase" in n["what"]]
+    assert [(n["file"], n["line"]) for n in notes] \
+        == [("sglang/srt/speculative/dspark_components/dspark_kv_inject.py", x) for x in lines]
+    assert all(n["what"].startswith("DSparkWorkerV2 reads full_to_swa_index_mapping") and "DSPARK may publish" in
+               n["what"] and condition in n["what"] for n in notes)

@@ -156,6 +156,8 @@ class Algorithm(Conditioned):
     unresolved: tuple[str, ...]
     #: the phases of one prefill step (a batch entering the worker in ``EXTEND``), as ``phases``
     prefill_phases: tuple[Phase, ...] = ()
+    #: the worker's reads after that step's publishing phase, not decided (``algorithms.PREFILL_PENDING``)
+    prefill_reads_after_publisher: tuple[WorkerRead, ...] = ()
 
     def to_json(self) -> dict:
         return {"name": self.name, "condition": self.condition,
@@ -163,4 +165,5 @@ class Algorithm(Conditioned):
                 "worker": self.worker.to_json() if self.worker else None,
                 "phases": [p.to_json() for p in self.phases], "publisher": [p.to_json() for p in self.publisher],
                 "reads_after_publisher": [r.to_json() for r in self.reads_after_publisher],
-                "unresolved": list(self.unresolved), "prefill_phases": [p.to_json() for p in self.prefill_phases]}
+                "unresolved": list(self.unresolved), "prefill_phases": [p.to_json() for p in self.prefill_phases],
+                "prefill_reads_after_publisher": [r.to_json() for r in self.prefill_reads_after_publisher]}

@@ -20,6 +20,7 @@ publish (``device.PlatformPaths``, kept on the read as ``bound``). Every other r
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from .algorithm_records import PENDING, After, Algorithm, Phase, Publisher, ReadOutcome, WorkerRead, host_copy_outcome
 from .attributes import dead_path
@@ -62,10 +63,10 @@ def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ..
                 tree.note(ci.file, ci.line, f"{ci.name}: nested too deeply to walk its decode step (Python's "
                                             "recursion limit)")
                 per_worker[ci] = ((), [f"{ci.name} ({ci.file}:{ci.line}): nested too deeply to walk its decode "
-                                       "step (Python's recursion limit)"], (), (), ())
-        phases, unresolved, publisher, reads, prefill = per_worker[ci]
+                                       "step (Python's recursion limit)"], (), (), (), ())
+        phases, unresolved, publisher, reads, prefill, after_prefill = per_worker[ci]
         out.append(Algorithm(row.name, row.conditions, At(algos.cls.file, row.line), ClassAt(ci.name, ci.file, ci.line),
-                             phases, publisher, reads, tuple(notes[row.name] + unresolved), prefill))
+                             phases, publisher, reads, tuple(notes[row.name] + unresolved), prefill, after_prefill))
     for m, why in notes.items():
         if not any(r.name == m for r in rows):
             out.append(Algorithm(m, (), None, None, (), (), (),
@@ -74,8 +75,9 @@ def read_algorithms(tree: Tree, modes: Modes, workers: tuple[WorkerPublisher, ..
 
 
 def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=None):
-    """(phases, unresolved, publisher, reads after the publisher, prefill phases) of the worker ``ci``'s decode step
-    (and its prefill step's phases, ``prefill_step``); ``index``: the
+    """(phases, unresolved, publisher, reads after the publisher, prefill phases, reads after the prefill) of the
+    worker ``ci``'s decode step (and its prefill step's phases, ``prefill_step``, and the reads after that step's
+    publishing phase, each ``PREFILL_PENDING``); ``index``: the
     worker's place among the classes ``create_worker`` returns; ``bound``: the ``device.PlatformPaths`` of the tree."""
     hit = tree.lookup(ci, ENTRY)
     if hit is None:
@@ -93,9 +95,13 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=
     reads = _reads_after(walker, ci, runs, publisher, unresolved, index, bound) if walker is not None else ()
     if walker is not None:
         reads += _hook_reads(walker, types, ci, runs, publisher, unresolved, index, len(reads))
-    prefill, more = prefill_step(tree, modes, types, publish, ci)
+    prefill, more, prefill_runs = prefill_step(tree, modes, types, publish, ci)
     unresolved += [f"prefill step: {u}" for u in more if u not in unresolved]
-    return tuple(phases), unresolved, publisher, reads, prefill
+    after_prefill = tuple(
+        replace(r, outcome=PREFILL_PENDING)
+        for r in _reads_after(walker, ci, prefill_runs, publisher, [], index, bound, PREFILL_MODE)
+        if r.outcome is PENDING and r.bound is None and r.after.mode == PREFILL_MODE) if walker is not None else ()
+    return tuple(phases), unresolved, publisher, reads, prefill, after_prefill
 
 
 def _phases(calls, publish, unresolved: list[str]) -> list[Phase]:
@@ -116,19 +122,26 @@ def _phases(calls, publish, unresolved: list[str]) -> list[Phase]:
     return phases
 
 
-def prefill_step(tree, modes, types, publish, ci) -> tuple[tuple[Phase, ...], list[str]]:
-    """(phases, unresolved) of the worker ``ci``'s prefill step: its step entry walked with the batch in
+#: The outcome of a worker read after a prefill step's publishing phase: no scenario models it.
+PREFILL_PENDING = ReadOutcome("unresolved", "after the prefill step's publishing phase: not decided (no scenario "
+                                            "models a worker's read in a prefill step)")
+
+
+def prefill_step(tree, modes, types, publish, ci) -> tuple[tuple[Phase, ...], list[str], list]:
+    """(phases, unresolved, (step call, phase) of each runner phase) of the worker ``ci``'s prefill step: its step
+    entry walked with the batch in
     ``PREFILL_MODE`` (the scheduler hands a speculative worker a prefill batch through the same entry as a decode
     one: 0.5.23 ``speculative/eagle_worker_v2.py`` ``EAGLEWorkerV2.forward_batch_generation``, the
     ``batch.forward_mode.is_extend()`` branch, lines 1423-1427)."""
     hit = tree.lookup(ci, ENTRY)
     if hit is None:
-        return (), []
+        return (), [], []
     owner, node = hit
     w = StepWalk(tree, modes, types)
     w.fn(ci, owner, node, owner.module, PREFILL_MODE, (), (), None, 0, ())
     unresolved = list(dict.fromkeys(w.unresolved))
-    return tuple(_phases(w.calls, publish, unresolved)), unresolved
+    phases = _phases(w.calls, publish, unresolved)
+    return tuple(phases), unresolved, [(c, ph) for c, ph in zip(w.calls, phases) if c.kind == "runner"]
 
 
 #: The model runner's list of callables the decode graph runner calls inside each captured graph, after the model
@@ -234,12 +247,12 @@ def _hosted(walker, owner, method, runner, conds, file, line, pub, call, last, r
                               rc, pub, after, before, None, outcome, (index, start + len(out)), True))
 
 
-def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None) -> tuple[WorkerRead, ...]:
+def _reads_after(walker, ci, runs, publisher, unresolved, index, bound=None, mode=STEP_MODE) -> tuple[WorkerRead, ...]:
     """The worker's reads after the publisher's runner. The ordering point is the last phase on the publisher's side
     that can publish into its mailbox (the runner call that records the read-done event); when none can, the last
     phase on that side, and the reads are covered by the coarse barrier. ``runs``: (step call, phase) of each runner
-    phase."""
-    all_reads, cuts = walker.method_walk(ci, ENTRY, STEP_MODE)
+    phase; ``mode``: the mode the step starts in."""
+    all_reads, cuts = walker.method_walk(ci, ENTRY, mode)
     # and the paths a test of the mode the step starts in drops (the module's docstring), their mode tests kept
     paths = {_path_key(r) for r in all_reads}
     loose, loose_cuts = walker.method_walk(ci, ENTRY, None)

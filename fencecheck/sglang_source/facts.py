@@ -50,6 +50,7 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     out["publishers_without_barrier"] = publishers_without_barrier(tree, ex)
     out["configurations"] = configurations(tree, proto, out["steps"], algorithms,
                                            [e.to_json() for e in ex.barrier.event_loops])
+    prefill_read_notes(tree, algorithms, out["configurations"]["configurations"])
     from fencecheck.files.catalog import catalog_of
 
     from .catalog_compare import compare
@@ -58,6 +59,31 @@ def read_facts(tree: Tree, rd, ex) -> dict:
     if cat is not None:
         out["catalog_comparison"] = compare(out["configurations"]["configurations"], cat)
     return out
+
+
+def prefill_read_notes(tree: Tree, algorithms: list[dict], configs: list[dict]) -> None:
+    """An unresolved note on each worker read after its prefill step's publishing phase (on the publisher's side:
+    ``prefill_reads_after_publisher``) of an
+    algorithm whose prefill step publishes its read-done in some generated configuration (a source ``NAME: prefill``
+    of one with ``prefill_read_done``): the read races where that phase's backend declares ``PRE_REPLAY`` for
+    ``EXTEND``, and nothing decides it. Each read once per worker, naming the algorithms."""
+    early = {src.split(": ")[0] for c in configs if c["prefill_read_done"] for src in c["sources"]
+             if src.endswith(": prefill")}
+    reads: dict = {}
+    for a in algorithms:
+        if a["name"] not in early or a["worker"] is None:
+            continue
+        for r in a["prefill_reads_after_publisher"]:
+            key = (a["worker"]["class"], r["file"], r["line"], r["location"])
+            reads.setdefault(key, (r, []))[1].append(a["name"])
+    for (worker, file, line, location), (r, names) in sorted(reads.items()):
+        after = r["after"]
+        tree.note(file, line, f"{worker} reads {location} after its prefill step's publishing phase "
+                              f"(`{after['call']}`, {after['file']}:{after['line']}), whose read-done "
+                              f"{' and '.join(sorted(set(names)))} may publish before that forward ends (where its "
+                              "backend declares PRE_REPLAY for EXTEND): not decided, no scenario models a worker's "
+                              "read in a prefill step"
+                              + (f"; when {r['condition']}" if r["condition"] else ""))
 
 
 def publishers_without_barrier(tree: Tree, ex) -> list[dict]:
