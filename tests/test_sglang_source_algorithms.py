@@ -86,9 +86,9 @@ def test_a_speculative_prefill_step_is_a_configuration_and_publishes_as_its_gate
     assert {c["loop"] for c in alpha} == {"overlap"}  # a loop without the barrier runs the plain steps only
 
 
-@pytest.mark.parametrize("read, noted", [("self.req_to_token_pool.req_to_token[batch.req_pool_indices]", True),
-                                         ("self.req_to_token_pool.req_to_token[batch.req_pool_indices].tolist()", False)])
-def test_a_read_after_the_target_s_prefill_is_an_undecided_note(tmp_path, read, noted):
+def _alpha_prefill(tmp_path, body: list[str], target_publishes: bool) -> dict:
+    """The synthetic tree's document with AlphaWorker's prefill branch replaced by ``body`` (its lines, from line 37
+    on), the barrier waiting on the target's mailbox or, as the tree has it, the draft's."""
     dest = tmp_path / "wheel"
     shutil.copytree(TREES / "common", dest, dirs_exist_ok=True)
     shutil.copytree(TREES / "algorithms", dest, dirs_exist_ok=True)
@@ -97,23 +97,60 @@ def test_a_read_after_the_target_s_prefill_is_an_undecided_note(tmp_path, read, 
     prefill = "            return self.target_worker.forward_batch_generation(batch)\n"
     publisher = "        return self.draft_worker.draft_runner\n"
     assert text.count(prefill) == 1 and text.count(publisher) == 1
-    text = text.replace(publisher, "        return self.target_worker.model_runner\n")  # the barrier waits on the target
-    w.write_text(text.replace(prefill, "            out = self.target_worker.forward_batch_generation(batch)\n"
-                                       f"            out.kv_slots = {read}\n            return out\n"), encoding="utf-8")
-    doc = decide_worker_reads(read_path(dest / "sglang"))[0].to_json()
+    if target_publishes:
+        text = text.replace(publisher, "        return self.target_worker.model_runner\n")
+    w.write_text(text.replace(prefill, "".join(f"            {x}\n" for x in body)), encoding="utf-8")
+    return decide_worker_reads(read_path(dest / "sglang"))[0].to_json()
+
+
+def _prefill_reads(doc: dict) -> tuple[list, list]:
     alpha = next(a for a in doc["algorithms"] if a["name"] == "ALPHA")
-    after = [(r["location"], r["line"], r["after"]["mode"], r["finding"]["status"], r["why"])
-             for r in alpha["prefill_reads_after_publisher"]]
-    notes = [n for n in doc["notes"] if "after its prefill step's publishing phase" in n["what"]]
+    return ([(r["location"], r["line"], r["after"]["mode"], r["finding"]["status"], r["why"])
+             for r in alpha["prefill_reads_after_publisher"]],
+            [n for n in doc["notes"] if "after its prefill step's publishing phase" in n["what"]])
+
+
+PENDING_WHY = "after the prefill step's publishing phase: not decided (no scenario models a worker's read in a prefill step)"
+
+
+@pytest.mark.parametrize("read, noted", [("self.req_to_token_pool.req_to_token[batch.req_pool_indices]", True),
+                                         ("self.req_to_token_pool.req_to_token[batch.req_pool_indices].tolist()", False)])
+def test_a_read_after_the_target_s_prefill_is_an_undecided_note(tmp_path, read, noted):
+    doc = _alpha_prefill(tmp_path, ["out = self.target_worker.forward_batch_generation(batch)",
+                                    f"out.kv_slots = {read}", "return out"], target_publishes=True)
+    after, notes = _prefill_reads(doc)
     if not noted:  # copied to the host before the worker returns: no read after the publish
         assert after == [] and notes == []
         return
-    assert after == [("req_to_token", 38, "EXTEND", "unresolved", "after the prefill step's publishing phase: not "
-                      "decided (no scenario models a worker's read in a prefill step)")]
+    assert after == [("req_to_token", 38, "EXTEND", "unresolved", PENDING_WHY)]
     assert [(n["file"], n["line"]) for n in notes] == [(WORKERS, 38)] and "ALPHA may publish" in notes[0]["what"]
+    alpha = next(a for a in doc["algorithms"] if a["name"] == "ALPHA")
     assert all(r["location"] != "req_to_token" or r["line"] != 38 for r in alpha["reads_after_publisher"])
     assert not any(f["kind"] == "worker_read_after_publish" and f["evidence"][1]["line"] == 38
                    for f in doc["findings"])  # a note, never a finding nor a question
+
+
+def test_a_read_after_a_prefill_step_s_draft_extend_is_a_note_too(tmp_path):
+    # the barrier waits on the draft's mailbox, which the draft extend runner fills before its replay
+    doc = _alpha_prefill(tmp_path, ["out = self.target_worker.forward_batch_generation(batch)",
+                                    "self.draft_worker.draft_extend(batch, out)",
+                                    "out.slots = self.req_to_token_pool.req_to_token[batch.req_pool_indices]",
+                                    "return out"], target_publishes=False)
+    after, notes = _prefill_reads(doc)
+    assert after == [("req_to_token", 39, "DRAFT_EXTEND_V2", "unresolved", PENDING_WHY)]
+    assert [(n["file"], n["line"]) for n in notes] == [(WORKERS, 39)]
+
+
+def test_a_prefill_step_s_phase_in_another_mode_keeps_its_own_runner(tmp_path):
+    doc = _alpha_prefill(tmp_path, ["out = self.target_worker.forward_batch_generation(batch)",
+                                    "batch.forward_mode = ForwardMode.TARGET_VERIFY",
+                                    "self.target_worker.forward_batch_generation(batch)", "return out"],
+                         target_publishes=True)
+    runs = {tuple((p["mode"], p["policy"], p["execution"]) for p in c["phases"])
+            for c in doc["configurations"]["configurations"] if "ALPHA: prefill" in c["sources"]}
+    # the verify forward replays the decode graph runner or runs eagerly: never the (absent) prefill graph runner
+    assert (("EXTEND", "prefill", "eager"), ("TARGET_VERIFY", "resolve", "graph")) in runs
+    assert (("EXTEND", "prefill", "eager"), ("TARGET_VERIFY", "prefill", "eager")) in runs
 
 
 def test_a_changed_prefill_step_is_a_changed_fact_of_its_own(synthetic_doc):
@@ -139,6 +176,10 @@ def test_the_prefill_gate_of_an_algorithm_decides_its_prefill_read_done(publish,
     gates = {"no_speculation": "with settings", "algorithms": [{"name": "ALPHA", "publish": publish}],
              "settings": [{"name": "SGLANG_X", "default": False, "publish_off_when": False}]}
     assert _prefill_speculative({"prefill_gates": gates}, "ALPHA") == want
+    no_setting = {**gates, "settings": []}  # an algorithm gated by a test of its own: still a configuration with it on
+    assert _prefill_speculative({"prefill_gates": no_setting}, "ALPHA")[1] == (
+        ["ALPHA's prefill read-done turned on (steps.prefill_gates: with settings)"] if publish == "with settings"
+        else [])
     assert _prefill_speculative({"prefill_gates": gates}, "OTHER") == (False, ["SGLANG_X=True"])  # as no speculation
     assert _prefill_speculative({}, "ALPHA") == (True, [])  # a tree without the gates publishes
 

@@ -96,11 +96,19 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=
     if walker is not None:
         reads += _hook_reads(walker, types, ci, runs, publisher, unresolved, index, len(reads))
     prefill, more, prefill_runs = prefill_step(tree, modes, types, publish, ci)
+    after_prefill, said = (), []
+    if walker is not None:
+        # a read the decode step orders after the same phase is decided there (a worker with no prefill branch walks
+        # the same path with either batch)
+        decided = {(r.file, r.line, r.location, r.after.file, r.after.line) for r in reads}
+        after_prefill = tuple(
+            replace(r, outcome=PREFILL_PENDING)
+            for r in _reads_after(walker, ci, prefill_runs, publisher, said, index, bound, PREFILL_MODE)
+            if r.outcome is PENDING and r.bound is None
+            and (r.file, r.line, r.location, r.after.file, r.after.line) not in decided)
+    # of what ordering them says, the read paths cut (no phase on the publisher's side: the coarse barrier covers them)
+    more += [u for u in said if u.startswith("a read path of ")]
     unresolved += [f"prefill step: {u}" for u in more if u not in unresolved]
-    after_prefill = tuple(
-        replace(r, outcome=PREFILL_PENDING)
-        for r in _reads_after(walker, ci, prefill_runs, publisher, [], index, bound, PREFILL_MODE)
-        if r.outcome is PENDING and r.bound is None and r.after.mode == PREFILL_MODE) if walker is not None else ()
     return tuple(phases), unresolved, publisher, reads, prefill, after_prefill
 
 

@@ -312,8 +312,10 @@ def _prefill_default(steps: dict) -> tuple[bool, list[str]]:
 def _prefill_speculative(steps: dict, name: str) -> tuple[bool, list[str]]:
     """Whether a prefill step under the speculative algorithm ``name`` may publish its read-done with every setting
     at its default, and the settings that turn it on otherwise: its row of the prefill gates (``allowed`` and
-    ``may`` on, ``with settings`` on with no speculation's settings, ``never`` off); a tree without the gates, or
-    without a row for it, as no speculation."""
+    ``may`` on, ``with settings`` on with no speculation's settings, or with its gate's where no speculation has
+    none, ``never`` off); a tree without the gates, or without a row for it, as no speculation. The gates decide
+    which settings turn the publish off for no speculation only: a setting the algorithm's own test adds is not
+    named."""
     g = steps.get("prefill_gates")
     row = next((x for x in (g or {}).get("algorithms", ()) if x["name"] == name), None)
     on, settings = _prefill_default(steps)
@@ -321,7 +323,9 @@ def _prefill_speculative(steps: dict, name: str) -> tuple[bool, list[str]]:
         return on, settings
     if row["publish"] in ("allowed", "may"):
         return True, []
-    return False, settings if row["publish"] == "with settings" else []
+    if row["publish"] == "with settings":  # the gates name the settings for no speculation only
+        return False, settings or [f"{name}'s prefill read-done turned on (steps.prefill_gates: with settings)"]
+    return False, []
 
 
 def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops: list[dict]) -> dict:
@@ -370,10 +374,10 @@ def configurations(tree, proto, steps: dict, algorithms: list[dict], event_loops
     def speculative(a, key, cls, kind, ls, what=None, read_done=None, prefill=None):
         """The configurations of the paths through ``a``'s step (``key``: its phases)."""
         for sel, values in paths_of[id(a.get(key, ()))][0]:
-            if key == "prefill_phases" and prefill_graph is None and any(e == "graph" for _, e in sel):
-                continue  # the model runner replays a prefill graph only on its prefill graph runner: none here
-            phases = [_phase_row(a[key][i], e, eager_row, prefill_graph if key == "prefill_phases" else None)
-                      for i, e in sel]
+            extend = {i for i, _ in sel if key == "prefill_phases" and a[key][i]["mode"] == "EXTEND"}
+            if prefill_graph is None and any(e == "graph" for i, e in sel if i in extend):
+                continue  # the model runner replays an EXTEND batch only on its prefill graph runner: none here
+            phases = [_phase_row(a[key][i], e, eager_row, prefill_graph if i in extend else None) for i, e in sel]
             phases = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
             path = [c for i, _ in sel for c in a[key][i].get("conditions", ())]
             for pub in a["publisher"] or [{"side": "target", "condition": None}]:
