@@ -2,10 +2,10 @@
 
 Five categories, each a map from a key to a value with no line number in it (``file.py:N`` loses its ``:N``):
 ``declarations`` (per backend class, its declaration per mode and its prefill snapshot's), ``runners`` (per runner
-class, its publish behaviour), ``phases`` (per speculative algorithm and worker, the phases of one decode step and, as a key of its own, of one prefill step:
-runner, mode, publish policy and execution, condition, loop), ``publishers`` (per worker class, what
-``last_shared_read_runner`` returns under which condition) and ``barrier`` (per class and function, the number of
-``_apply_war_barrier`` call sites, and where the barrier is defined). A key in one tree only is added or removed; a
+class, its publish behaviour), ``phases`` (per speculative algorithm and worker, the phases of one decode step and,
+under a key of its own, of one prefill step: runner, mode, publish policy and execution, condition, loop),
+``publishers`` (per worker class, what ``last_shared_read_runner`` returns under which condition) and ``barrier``
+(per class and function, the number of ``_apply_war_barrier`` call sites, and where the barrier is defined). A key in one tree only is added or removed; a
 key in both with different values is changed; the rest are counted as unchanged.
 """
 
@@ -314,8 +314,8 @@ def _prefill_losses(changes: list[FactChange], head_paths: list[str] = ()) -> li
     and be respelled): a forward mode now let through (``prefill/modes``), the test of the backend's declaration
     (``prefill/declaration``), a server condition that kept the publish off (``prefill/unless``, compared
     respelled), a setting that turned it off (``prefill/setting/NAME``), and a speculative algorithm the gates kept
-    off whatever the settings (``never``), or a new one, that may publish now: the configurations hold no
-    speculative prefill step, so no model decides that the draft's reads after the target's prefill are covered, and
+    off whatever the settings (``never``), or a new one, that may publish now: the worker's reads after its prefill
+    step are notes no scenario decides (``algorithms.PREFILL_PENDING``), so nothing shows that they are covered, and
     the gate passes nothing it could not decide. A setting's default turning a publish on is a changed fact, not a
     loss."""
     out = []

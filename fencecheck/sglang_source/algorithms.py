@@ -33,7 +33,8 @@ from .phase_publish import PhasePublish, may_publish
 from .publisher_link import linked
 from .reads import HOST_SYNC_METHODS, ReadWalker, never_captured
 from .records import At, ClassAt, Runner, WorkerPublisher
-from .step_walk import ENTRY, MAX_DEPTH, PREFILL_MODE, STEP_MODE, StepWalk  # noqa: F401 (MAX_DEPTH: the messages' algorithms.MAX_DEPTH)
+# MAX_DEPTH: the messages name it as algorithms.MAX_DEPTH
+from .step_walk import ENTRY, MAX_DEPTH, PREFILL_MODE, STEP_MODE, StepWalk  # noqa: F401
 from .tree import Tree
 from .worker_types import AttrTypes
 
@@ -100,12 +101,14 @@ def _worker_step(tree, modes, types, walker, publish, ci, workers, index, bound=
     if walker is not None:
         # a read the decode step orders after the same phase is decided there (a worker with no prefill branch walks
         # the same path with either batch)
-        decided = {(r.file, r.line, r.location, r.after.file, r.after.line) for r in reads}
+        def ordered(r):
+            return r.file, r.line, r.location, r.after.file, r.after.line
+
+        decided = {ordered(r) for r in reads}
         after_prefill = tuple(
             replace(r, outcome=PREFILL_PENDING)
             for r in _reads_after(walker, ci, prefill_runs, publisher, said, index, bound, PREFILL_MODE)
-            if r.outcome is PENDING and r.bound is None
-            and (r.file, r.line, r.location, r.after.file, r.after.line) not in decided)
+            if r.outcome is PENDING and r.bound is None and ordered(r) not in decided)
     # of what ordering them says, the read paths cut (no phase on the publisher's side: the coarse barrier covers them)
     more += [u for u in said if u.startswith("a read path of ")]
     unresolved += [f"prefill step: {u}" for u in more if u not in unresolved]
@@ -137,10 +140,9 @@ PREFILL_PENDING = ReadOutcome("unresolved", "after the prefill step's publishing
 
 def prefill_step(tree, modes, types, publish, ci) -> tuple[tuple[Phase, ...], list[str], list]:
     """(phases, unresolved, (step call, phase) of each runner phase) of the worker ``ci``'s prefill step: its step
-    entry walked with the batch in
-    ``PREFILL_MODE`` (the scheduler hands a speculative worker a prefill batch through the same entry as a decode
-    one: 0.5.23 ``speculative/eagle_worker_v2.py`` ``EAGLEWorkerV2.forward_batch_generation``, the
-    ``batch.forward_mode.is_extend()`` branch, lines 1423-1427)."""
+    entry walked with the batch in ``PREFILL_MODE`` (the scheduler hands a speculative worker a prefill batch through
+    the same entry as a decode one: 0.5.23 ``speculative/eagle_worker_v2.py``
+    ``EAGLEWorkerV2.forward_batch_generation``, the ``batch.forward_mode.is_extend()`` branch, lines 1423-1427)."""
     hit = tree.lookup(ci, ENTRY)
     if hit is None:
         return (), [], []

@@ -262,8 +262,8 @@ def effective(mode: str, policy: str, execution: str) -> str:
 
 def _phase_row(p: dict, execution: str | None = None, eager: dict | None = None, graph: dict | None = None) -> dict:
     """A configuration's phase; ``execution`` ``eager`` for a model runner's forward run eagerly (on the eager
-    runner, ``eager``: its policy), ``graph`` for one replayed on the runner ``graph`` gives the policy of (the
-    prefill graph runner for an ``EXTEND`` phase), else the runner the phase's publish row names."""
+    runner, ``eager``: its policy), ``graph`` for one replayed (on the runner whose policy ``graph`` gives: the
+    prefill graph runner for an ``EXTEND`` phase; None: the runner the phase's publish row names)."""
     policy = _POLICY.get(p["publish"]["policy"], p["publish"]["policy"]) if p["publish"]["policy"] else "resolve"
     if execution == "eager":
         policy = eager["policy"] if eager else "never"
